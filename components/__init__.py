@@ -1,0 +1,1 @@
+"""The lab's layers, one ComponentResource per module."""

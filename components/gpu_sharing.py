@@ -1,0 +1,131 @@
+"""Fractional GPU scheduling in one tenant: HAMi on mock GPUs, plus GPU quotas."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.commands import script_command
+from components.gpus import node_gpu_memory_mib
+from components.settings import GpuQuota, TenantSettings
+
+HAMI_REPO = "https://project-hami.github.io/HAMi/"
+HAMI_RELEASE = "hami"
+HAMI_NAMESPACE = "kube-system"
+HELM_TIMEOUT_SECONDS = 600
+# The mock device plugin never releases HAMi's per-node bind lock; without a short
+# expiry every further pod on a node waits the default five minutes.
+NODE_LOCK_EXPIRE = "5s"
+# Namespaces that exist in every cluster and must not be created (or deleted) by us.
+EXISTING_NAMESPACES = ("default",)
+
+
+@dataclass(frozen=True)
+class GpuSharingArgs:
+    tenant: TenantSettings
+    kubernetes_version: str
+    chart_version: str
+    provider: k8s.Provider
+    """The tenant's own provider; nothing here may touch another cluster."""
+    kubeconfig: pulumi.Input[str]
+    """The tenant's admin kubeconfig (secret), for the readiness check."""
+    node_names: Sequence[str]
+    nodes_ready: Sequence[pulumi.Resource]
+    """Joined workers and the CNI: HAMi's pods need schedulable nodes."""
+    gpus_registered: Sequence[pulumi.Resource]
+
+
+class GpuSharing(pulumi.ComponentResource):
+    """HAMi's scheduler, admission webhook and mock device plugin, and the tenant's GPU quotas.
+
+    `ready` completes when GPU workloads can be scheduled: HAMi is up and every
+    worker advertises its mock GPU memory.
+    """
+
+    def __init__(self, name: str, args: GpuSharingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:GpuSharing", name, None, opts)
+        in_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        hami = k8s.helm.v3.Release(
+            f"{name}-hami",
+            name=HAMI_RELEASE,
+            chart="hami",
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=HAMI_REPO),
+            version=args.chart_version,
+            namespace=HAMI_NAMESPACE,
+            values=hami_values(args.kubernetes_version),
+            timeout=HELM_TIMEOUT_SECONDS,
+            opts=pulumi.ResourceOptions.merge(in_tenant, pulumi.ResourceOptions(depends_on=list(args.nodes_ready))),
+        )
+
+        for quota in args.tenant.quotas:
+            self._quota(name, quota, in_tenant)
+
+        gpu_nodes = " ".join(args.node_names) if args.tenant.gpus else ""
+        self.ready = script_command(
+            f"{name}-gpus-ready",
+            "wait-gpus.sh",
+            {
+                "KUBECONFIG_DATA": args.kubeconfig,
+                "NODES": gpu_nodes,
+                "EXPECTED_GPUMEM": str(node_gpu_memory_mib(args.tenant.gpus)),
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[hami, *args.gpus_registered],
+                custom_timeouts=pulumi.CustomTimeouts(create="10m"),
+            ),
+        )
+
+        self.register_outputs({})
+
+    def _quota(self, name: str, quota: GpuQuota, in_tenant: pulumi.ResourceOptions) -> None:
+        namespace: pulumi.Input[str] = quota.namespace
+        if quota.namespace not in EXISTING_NAMESPACES:
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace-{quota.namespace}",
+                metadata={"name": quota.namespace},
+                opts=in_tenant,
+            ).metadata.name
+        k8s.core.v1.ResourceQuota(
+            f"{name}-quota-{quota.namespace}",
+            metadata={"name": "gpu-quota", "namespace": namespace},
+            spec={"hard": quota_limits(quota)},
+            opts=in_tenant,
+        )
+
+
+def hami_values(kubernetes_version: str) -> dict:
+    """Helm values for HAMi on mock GPUs.
+
+    The chart has no values schema: a misspelt key is silently ignored, so every
+    key here must exist in the chart's values.yaml (a test checks this).
+    """
+    return {
+        # No NVML here: the real plugin would find nothing and zero the GPU capacity.
+        "devicePlugin": {"enabled": False},
+        # Turns the node's register annotation into gpumem/gpucores resources.
+        "mockDevicePlugin": {"enabled": True},
+        "scheduler": {
+            # The stock kube-scheduler must match the tenant API server exactly; the
+            # chart's default registry is a mirror, and its version guess sees Helm's
+            # view of the cluster rather than the tenant's.
+            "kubeScheduler": {
+                "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": kubernetes_version}
+            },
+            "nodeLockExpire": NODE_LOCK_EXPIRE,
+        },
+    }
+
+
+def quota_limits(quota: GpuQuota) -> dict[str, str]:
+    """ResourceQuota hard limits: HAMi enforces the limits.* keys, Kubernetes the requests.* one."""
+    limits = {
+        "limits.nvidia.com/gpumem": quota.gpumem_mib,
+        "limits.nvidia.com/gpucores": quota.gpucores,
+        "requests.nvidia.com/gpu": quota.gpus,
+    }
+    return {key: str(value) for key, value in limits.items() if value is not None}

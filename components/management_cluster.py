@@ -1,0 +1,96 @@
+"""The host layer: the Docker daemon, the node image and the kind management cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_docker as docker
+import pulumi_kubernetes as k8s
+
+from components.commands import script_command
+
+KIND_NETWORK = "kind"
+
+
+@dataclass(frozen=True)
+class ManagementClusterArgs:
+    cluster_name: str
+    """kind cluster name; also names the provider's cluster identity."""
+    node_image: str
+    """kindest/node image shared by the kind cluster and every tenant worker."""
+    docker_host: str | None
+    """Docker daemon address; None uses the local default (DOCKER_HOST or the socket)."""
+    kind_subnet: str | None
+    """IPv4 subnet of the kind network when configured; otherwise read from Docker after kind made it."""
+
+
+class ManagementCluster(pulumi.ComponentResource):
+    """A kind cluster that hosts cert-manager, MetalLB and Kamaji.
+
+    Outputs: `kubeconfig` (secret), `provider` for the cluster, `docker_provider`
+    and `node_image` for containers on the same host, `kind_subnet` of the
+    docker network that MetalLB announces on, and `cluster` to order anything
+    that needs the cluster (or its docker network) to exist.
+    """
+
+    kubeconfig: pulumi.Output[str]
+    kind_subnet: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ManagementClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:ManagementCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.docker_provider = docker.Provider(f"{name}-docker", host=args.docker_host, opts=child)
+
+        # Pulled once and kept: kind and every worker share it, and destroy must
+        # not remove an image other clusters on this host may use.
+        self.node_image = docker.RemoteImage(
+            f"{name}-node-image",
+            name=args.node_image,
+            keep_locally=True,
+            opts=pulumi.ResourceOptions(parent=self, provider=self.docker_provider),
+        )
+
+        # Prints the cluster's kubeconfig; ~/.kube/config is never written.
+        self.cluster = script_command(
+            f"{name}-kind",
+            "kind-up.sh",
+            {"CLUSTER_NAME": args.cluster_name, "NODE_IMAGE": args.node_image},
+            delete="kind-down.sh",
+            secret_output=True,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[self.node_image],
+                # A new name or image is a new cluster: delete the old one first
+                # (a plain re-run of create would orphan it).
+                replace_on_changes=["environment"],
+                delete_before_replace=True,
+                custom_timeouts=pulumi.CustomTimeouts(create="15m", delete="5m"),
+            ),
+        )
+        self.kubeconfig = pulumi.Output.secret(self.cluster.stdout)
+
+        if args.kind_subnet:
+            self.kind_subnet = pulumi.Output.from_input(args.kind_subnet)
+        else:
+            subnet = script_command(
+                f"{name}-kind-subnet",
+                "kind-subnet.sh",
+                {"KIND_NETWORK": KIND_NETWORK},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+            )
+            self.kind_subnet = subnet.stdout.apply(str.strip)
+
+        self.provider = k8s.Provider(
+            f"{name}-kubernetes",
+            kubeconfig=self.kubeconfig,
+            # Stable identity: a re-read or rotated kubeconfig updates the provider
+            # instead of replacing every release and object on the cluster.
+            cluster_identifier=f"kind-{args.cluster_name}",
+            # Lets `pulumi destroy` forget plain objects of a cluster deleted out of band.
+            delete_unreachable=True,
+            opts=child,
+        )
+
+        self.register_outputs({"kubeconfig": self.kubeconfig, "kindSubnet": self.kind_subnet})

@@ -1,0 +1,141 @@
+"""The management platform: cert-manager, MetalLB with its pool, and Kamaji."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.addresses import AddressRange, metallb_pool
+from components.commands import script_command
+from components.settings import Versions
+
+# Kamaji's CRD conversion webhook and CA injection are wired to these names.
+KAMAJI_RELEASE = "kamaji"
+KAMAJI_NAMESPACE = "kamaji-system"
+TENANTS_NAMESPACE = "tenants"
+METALLB_NAMESPACE = "metallb-system"
+ADDRESS_POOL = "kind"
+HELM_TIMEOUT_SECONDS = 600
+
+CERT_MANAGER_REPO = "https://charts.jetstack.io"
+METALLB_REPO = "https://metallb.github.io/metallb"
+KAMAJI_REPO = "https://clastix.github.io/charts"
+
+# Removes the chart's default resource limits from the Kamaji manager (they
+# throttle and OOM-kill it). Only a YAML null deletes a chart default, and a
+# Python None inside `values=` is silently dropped, so it goes in as a file.
+KAMAJI_VALUES_YAML = "resources: null\n"
+
+
+@dataclass(frozen=True)
+class PlatformArgs:
+    provider: k8s.Provider
+    """Provider of the management cluster."""
+    kubeconfig: pulumi.Input[str]
+    """Management kubeconfig (secret) for the readiness check."""
+    kind_subnet: pulumi.Input[str]
+    """IPv4 subnet of the kind docker network."""
+    address_range: AddressRange | None
+    """Configured MetalLB pool, or None to carve one from kind_subnet."""
+    versions: Versions
+
+
+class Platform(pulumi.ComponentResource):
+    """cert-manager, MetalLB and Kamaji on the management cluster.
+
+    Depending on this component means "Kamaji accepts TenantControlPlanes and
+    MetalLB hands out their addresses": its last child waits for Kamaji's
+    `default` DataStore, whose absence makes Kamaji's webhook reject tenants.
+    """
+
+    address_range: pulumi.Output[str]
+    tenants_namespace: pulumi.Output[str]
+
+    def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:Platform", name, None, opts)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        cert_manager = k8s.helm.v3.Release(
+            f"{name}-cert-manager",
+            name="cert-manager",
+            chart="cert-manager",
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CERT_MANAGER_REPO),
+            version=args.versions.cert_manager,
+            namespace="cert-manager",
+            create_namespace=True,
+            values={"crds": {"enabled": True}},
+            timeout=HELM_TIMEOUT_SECONDS,
+            opts=on_cluster,
+        )
+
+        metallb = k8s.helm.v3.Release(
+            f"{name}-metallb",
+            name="metallb",
+            chart="metallb",
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=METALLB_REPO),
+            # The metallb repository versions its chart without the leading v.
+            version=args.versions.metallb.removeprefix("v"),
+            namespace=METALLB_NAMESPACE,
+            create_namespace=True,
+            timeout=HELM_TIMEOUT_SECONDS,
+            opts=on_cluster,
+        )
+
+        self.address_range = pulumi.Output.from_input(args.kind_subnet).apply(
+            lambda subnet: metallb_pool(subnet, args.address_range)
+        )
+        # MetalLB's webhooks reject pools until its controller runs: wait for the release.
+        after_metallb = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[metallb]))
+        pool = k8s.apiextensions.CustomResource(
+            f"{name}-address-pool",
+            api_version="metallb.io/v1beta1",
+            kind="IPAddressPool",
+            metadata={"name": ADDRESS_POOL, "namespace": METALLB_NAMESPACE},
+            spec={"addresses": [self.address_range]},
+            opts=after_metallb,
+        )
+        advertisement = k8s.apiextensions.CustomResource(
+            f"{name}-l2-advertisement",
+            api_version="metallb.io/v1beta1",
+            kind="L2Advertisement",
+            metadata={"name": ADDRESS_POOL, "namespace": METALLB_NAMESPACE},
+            spec={"ipAddressPools": [ADDRESS_POOL]},
+            opts=pulumi.ResourceOptions.merge(after_metallb, pulumi.ResourceOptions(depends_on=[pool])),
+        )
+
+        kamaji = k8s.helm.v3.Release(
+            f"{name}-kamaji",
+            name=KAMAJI_RELEASE,
+            chart="kamaji",
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=KAMAJI_REPO),
+            version=args.versions.kamaji_chart,
+            namespace=KAMAJI_NAMESPACE,
+            create_namespace=True,
+            value_yaml_files=[pulumi.StringAsset(KAMAJI_VALUES_YAML)],
+            timeout=HELM_TIMEOUT_SECONDS,
+            # Kamaji's certificates and webhooks are cert-manager resources.
+            opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[cert_manager])),
+        )
+
+        # The release is ready before its etcd DataStore is; tenants need both.
+        kamaji_ready = script_command(
+            f"{name}-kamaji-ready",
+            "wait-kamaji.sh",
+            {"KUBECONFIG_DATA": args.kubeconfig},
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[kamaji, advertisement],
+                custom_timeouts=pulumi.CustomTimeouts(create="15m"),
+            ),
+        )
+
+        tenants = k8s.core.v1.Namespace(
+            f"{name}-tenants-namespace",
+            metadata={"name": TENANTS_NAMESPACE},
+            opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[kamaji_ready])),
+        )
+        self.tenants_namespace = tenants.metadata.name
+
+        self.register_outputs({"addressRange": self.address_range, "tenantsNamespace": self.tenants_namespace})

@@ -1,0 +1,128 @@
+"""One tenant: its control plane, network, workers and GPU sharing, independent of every other tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_docker as docker
+import pulumi_kubernetes as k8s
+
+from components.commands import script_command
+from components.gpu_sharing import GpuSharing, GpuSharingArgs
+from components.settings import GpuQuota, LabSettings, TenantSettings
+from components.tenant_control_plane import TenantControlPlane, TenantControlPlaneArgs
+from components.worker_node import WorkerNode, WorkerNodeArgs
+
+
+@dataclass(frozen=True)
+class TenantArgs:
+    """What every tenant takes from the layers below it; nothing from another tenant."""
+
+    tenant: TenantSettings
+    lab: LabSettings
+    management_provider: k8s.Provider
+    management_kubeconfig: pulumi.Input[str]
+    tenants_namespace: pulumi.Input[str]
+    platform: pulumi.Resource
+    """Tenants are created only once Kamaji and MetalLB are ready (and destroyed before them)."""
+    kind_cluster: pulumi.Resource
+    node_image: docker.RemoteImage
+    docker_provider: docker.Provider
+
+
+class Tenant(pulumi.ComponentResource):
+    """A tenant cluster with a Kamaji control plane, kindest/node workers and HAMi.
+
+    Outputs: `kubeconfig` (secret) and `facts`, the non-secret description users
+    and the validation suite read from the stack outputs.
+    """
+
+    kubeconfig: pulumi.Output[str]
+    facts: dict[str, pulumi.Input]
+
+    def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:Tenant", name, None, opts)
+        tenant, lab = args.tenant, args.lab
+
+        control_plane = TenantControlPlane(
+            f"{name}",
+            TenantControlPlaneArgs(
+                tenant=tenant,
+                kubernetes_version=lab.versions.kubernetes,
+                cluster_name=lab.management_cluster_name,
+                namespace=args.tenants_namespace,
+                management_provider=args.management_provider,
+                management_kubeconfig=args.management_kubeconfig,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.platform]),
+        )
+        self.kubeconfig = control_plane.kubeconfig
+
+        # kindnet, the CNI kindest/node is built for; its manifest ships in the node image.
+        network = script_command(
+            f"{name}-cni",
+            "install-cni.sh",
+            {
+                "KUBECONFIG_DATA": control_plane.kubeconfig,
+                "POD_CIDR": tenant.pod_cidr,
+                "NODE_IMAGE": lab.node_image,
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.node_image]),
+        )
+
+        node_names = [lab.worker_name(tenant, index) for index in range(1, tenant.workers + 1)]
+        workers = [
+            WorkerNode(
+                node_name,
+                WorkerNodeArgs(
+                    node_name=node_name,
+                    tenant=tenant.name,
+                    cluster_name=lab.management_cluster_name,
+                    image=args.node_image,
+                    docker_provider=args.docker_provider,
+                    kind_cluster=args.kind_cluster,
+                    tenant_kubeconfig=control_plane.kubeconfig,
+                    gpus=tenant.gpus,
+                    gpu_slots=tenant.gpu_slots,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for node_name in node_names
+        ]
+
+        gpu_sharing = GpuSharing(
+            f"{name}",
+            GpuSharingArgs(
+                tenant=tenant,
+                kubernetes_version=lab.versions.kubernetes,
+                chart_version=lab.versions.hami_chart,
+                provider=control_plane.provider,
+                kubeconfig=control_plane.kubeconfig,
+                node_names=node_names,
+                nodes_ready=[network, *(worker.joined for worker in workers)],
+                gpus_registered=[worker.gpus_registered for worker in workers if worker.gpus_registered],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.gpus_ready = gpu_sharing.ready
+
+        self.facts = {
+            "endpoint": control_plane.endpoint,
+            "namespace": args.tenants_namespace,
+            "kubernetesVersion": lab.versions.kubernetes,
+            "dataStoreSchema": tenant.data_store_schema,
+            "workers": node_names,
+            "gpusPerWorker": [
+                {"model": gpu.model, "memoryMiB": gpu.memory_mib, "count": gpu.count} for gpu in tenant.gpus
+            ],
+            "gpuSlots": tenant.gpu_slots,
+            "quotas": [quota_facts(quota) for quota in tenant.quotas],
+        }
+
+        self.register_outputs({"kubeconfig": self.kubeconfig, "facts": self.facts})
+
+
+def quota_facts(quota: GpuQuota) -> dict[str, str | int]:
+    limits = {"gpumemMiB": quota.gpumem_mib, "gpucores": quota.gpucores, "gpus": quota.gpus}
+    return {"namespace": quota.namespace, **{key: value for key, value in limits.items() if value is not None}}

@@ -1,0 +1,138 @@
+"""A tenant's Kubernetes API: a Kamaji TenantControlPlane, its kubeconfig and a provider."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.commands import script_command
+from components.settings import TenantSettings
+
+API_PORT = 6443
+KONNECTIVITY_PORT = 8132
+READY_STATUS_PATH = "{.status.kubernetesResources.version.status}"
+
+
+@dataclass(frozen=True)
+class TenantControlPlaneArgs:
+    tenant: TenantSettings
+    kubernetes_version: str
+    cluster_name: str
+    """Management cluster name, part of the tenant provider's identity."""
+    namespace: pulumi.Input[str]
+    """Management-cluster namespace that holds the TenantControlPlane."""
+    management_provider: k8s.Provider
+    management_kubeconfig: pulumi.Input[str]
+    """Secret; used on the host to read the tenant's admin kubeconfig."""
+
+
+class TenantControlPlane(pulumi.ComponentResource):
+    """Kamaji runs this tenant's API server, controller manager and scheduler as pods.
+
+    Outputs: `kubeconfig` (secret, admin, pointing at the MetalLB address),
+    `endpoint` (https URL, not secret) and `provider` for the tenant cluster.
+    """
+
+    kubeconfig: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+
+    def __init__(self, name: str, args: TenantControlPlaneArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:TenantControlPlane", name, None, opts)
+        tenant = args.tenant
+
+        control_plane = k8s.apiextensions.CustomResource(
+            f"{name}-control-plane",
+            api_version="kamaji.clastix.io/v1alpha1",
+            kind="TenantControlPlane",
+            metadata={
+                "name": tenant.name,
+                "namespace": args.namespace,
+                "labels": {"tenant.clastix.io": tenant.name},
+                # Kamaji's CRD has no conditions; this is its readiness signal.
+                "annotations": {"pulumi.com/waitFor": f"jsonpath={READY_STATUS_PATH}=Ready"},
+            },
+            spec=control_plane_spec(tenant, args.kubernetes_version),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.management_provider,
+                custom_timeouts=pulumi.CustomTimeouts(create="15m", update="15m", delete="10m"),
+            ),
+        )
+
+        # Read on the host by a command rather than Secret.get, so a first preview
+        # (or one that adds a tenant) never reads a secret that does not exist yet.
+        admin_kubeconfig = script_command(
+            f"{name}-admin-kubeconfig",
+            "tenant-kubeconfig.sh",
+            {"KUBECONFIG_DATA": args.management_kubeconfig, "TENANT": tenant.name, "NAMESPACE": args.namespace},
+            secret_output=True,
+            # A replaced control plane has a new CA and credentials: read them again.
+            triggers=[control_plane.metadata.apply(lambda metadata: metadata.get("uid"))],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane]),
+        )
+        self.kubeconfig = pulumi.Output.secret(admin_kubeconfig.stdout)
+        self.endpoint = pulumi.Output.unsecret(self.kubeconfig.apply(kubeconfig_server))
+
+        self.provider = k8s.Provider(
+            f"{name}-kubernetes",
+            kubeconfig=self.kubeconfig,
+            # Stable identity, so a rotated kubeconfig updates rather than replaces
+            # everything in the tenant.
+            cluster_identifier=f"kamaji-{args.cluster_name}-{tenant.name}",
+            delete_unreachable=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+        self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
+
+
+def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
+    """The TenantControlPlane spec for a tenant whose workers are kindest/node containers."""
+    return {
+        "dataStoreSchema": tenant.data_store_schema,
+        "controlPlane": {
+            "deployment": {"replicas": tenant.control_plane_replicas},
+            # MetalLB gives the address, reachable from the host and from workers on the kind network.
+            "service": {"serviceType": "LoadBalancer"},
+        },
+        "kubernetes": {
+            # Used verbatim as an image tag, so it keeps its leading "v".
+            "version": kubernetes_version,
+            "kubelet": {
+                "preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"],
+                # "add" also replaces, and works whether or not the key is present in
+                # Kamaji's generated KubeletConfiguration; "replace" fails on absent keys.
+                "configurationJSONPatches": [
+                    # kindest/node's containerd uses the systemd cgroup driver.
+                    {"op": "add", "path": "/cgroupDriver", "value": "systemd"},
+                    # Workers share the host's swap; kind runs its kubelets the same way.
+                    {"op": "add", "path": "/failSwapOn", "value": False},
+                ],
+            },
+        },
+        "networkProfile": {
+            "port": API_PORT,
+            "podCidrs": [tenant.pod_cidr],
+            "serviceCidrs": [tenant.service_cidr],
+            "dnsServiceIPs": [tenant.dns_service_ip],
+        },
+        "addons": {
+            "coreDNS": {},
+            "kubeProxy": {},
+            # Carries API-server-to-node traffic (logs, exec, HAMi's webhook) from the
+            # management cluster into the tenant's nodes.
+            "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},
+        },
+    }
+
+
+def kubeconfig_server(kubeconfig: str) -> str:
+    """The API server URL of a kubeconfig's current context."""
+    config = yaml.safe_load(kubeconfig)
+    contexts = {entry["name"]: entry["context"] for entry in config.get("contexts", [])}
+    clusters = {entry["name"]: entry["cluster"] for entry in config.get("clusters", [])}
+    current = contexts.get(config.get("current-context")) or next(iter(contexts.values()))
+    return clusters[current["cluster"]]["server"]

@@ -1,0 +1,111 @@
+"""A tenant worker: a kindest/node container that joins its tenant with kubeadm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_docker as docker
+
+from components.commands import script_command
+from components.gpus import GpuSpec, node_gpu_count, register_annotation
+from components.management_cluster import KIND_NETWORK
+
+LABEL_PREFIX = "kamaji-hami-lab.io"
+
+
+@dataclass(frozen=True)
+class WorkerNodeArgs:
+    node_name: str
+    """Container name, hostname and Kubernetes node name."""
+    tenant: str
+    cluster_name: str
+    image: docker.RemoteImage
+    docker_provider: docker.Provider
+    kind_cluster: pulumi.Resource
+    """The kind cluster, whose creation makes the `kind` docker network exist."""
+    tenant_kubeconfig: pulumi.Input[str]
+    """Secret; used on the host to mint a short-lived bootstrap token and to remove the node."""
+    gpus: tuple[GpuSpec, ...]
+    gpu_slots: int
+
+
+class WorkerNode(pulumi.ComponentResource):
+    """Runs a node container the way kind runs its own, joins it and registers its mock GPUs.
+
+    `joined` completes once the kubelet is registered with the tenant; `gpus_registered`
+    (None for a worker without GPUs) once HAMi's node registration is in place.
+    """
+
+    def __init__(self, name: str, args: WorkerNodeArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:WorkerNode", name, None, opts)
+
+        container = docker.Container(
+            f"{name}-container",
+            name=args.node_name,
+            hostname=args.node_name,
+            image=args.image.image_id,
+            # systemd, containerd and kubelet inside a container need all of these (as kind sets them).
+            privileged=True,
+            security_opts=["seccomp=unconfined", "apparmor=unconfined"],
+            cgroupns_mode="private",
+            init=False,
+            tty=True,
+            tmpfs={"/tmp": "", "/run": ""},
+            volumes=[
+                # Anonymous volume: containerd's overlayfs cannot sit on the container's own overlay.
+                docker.ContainerVolumeArgs(container_path="/var"),
+                docker.ContainerVolumeArgs(host_path="/lib/modules", container_path="/lib/modules", read_only=True),
+            ],
+            # The kind network reaches the MetalLB addresses of the tenant API servers.
+            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=KIND_NETWORK)],
+            # Come back after a host reboot, like kind's nodes.
+            restart="on-failure",
+            max_retry_count=1,
+            # Our own labels only: kind's cluster label would let `kind delete cluster` take this node.
+            labels=[
+                docker.ContainerLabelArgs(label=f"{LABEL_PREFIX}/cluster", value=args.cluster_name),
+                docker.ContainerLabelArgs(label=f"{LABEL_PREFIX}/tenant", value=args.tenant),
+                docker.ContainerLabelArgs(label=f"{LABEL_PREFIX}/role", value="worker"),
+            ],
+            remove_volumes=True,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.docker_provider,
+                depends_on=[args.kind_cluster],
+                # The fixed name can only exist once: remove the old container before the new one.
+                delete_before_replace=True,
+                # The provider reports the attached network as a mode change on every refresh.
+                ignore_changes=["networkMode"],
+            ),
+        )
+
+        # Re-runs (join again) only when the container is replaced; a re-run on a
+        # joined node is a no-op. On destroy the node object leaves the tenant.
+        self.joined = script_command(
+            f"{name}-join",
+            "join-worker.sh",
+            {"KUBECONFIG_DATA": args.tenant_kubeconfig, "NODE": args.node_name},
+            delete="leave-worker.sh",
+            secret_output=True,
+            triggers=[container.id],
+            opts=pulumi.ResourceOptions(parent=self, custom_timeouts=pulumi.CustomTimeouts(create="10m")),
+        )
+
+        self.gpus_registered = None
+        if args.gpus:
+            # Uses the node's own kubelet credentials inside the container and keeps
+            # re-applying, because kubelet resets the GPU capacity when it restarts.
+            self.gpus_registered = script_command(
+                f"{name}-gpus",
+                "register-gpus.sh",
+                {
+                    "NODE": args.node_name,
+                    "GPU_REGISTER_JSON": register_annotation(args.node_name, args.gpus, args.gpu_slots),
+                    "GPU_CAPACITY": str(node_gpu_count(args.gpus) * args.gpu_slots),
+                },
+                triggers=[container.id],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.joined]),
+            )
+
+        self.register_outputs({"nodeName": args.node_name})

@@ -1,0 +1,268 @@
+"""Runs the real __main__.py under Pulumi mocks and records the plan it makes.
+
+`plan(config, preview=True)` is a first `pulumi preview` on an empty stack:
+every computed output is unknown. `preview=False` is a `pulumi up` where the
+host-side commands print what they would on a live host. Each registration is
+recorded with its options (provider, parent, dependencies, secrets, delete
+behaviour) because the mock engine itself applies none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks, rpc
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "kamaji-hami-lab"
+MANAGEMENT_SERVER = "https://127.0.0.1:38211"
+KIND_SUBNET = "172.18.0.0/16"
+
+
+def tenant_server(tenant: str) -> str:
+    # Stand-in for the MetalLB address Kamaji writes into a tenant's admin.conf.
+    return f"https://172.18.255.{200 + sum(map(ord, tenant)) % 50}:6443"
+
+
+def fake_kubeconfig(server: str, user: str) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority-data": "Q0E="}}],
+            "users": [{"name": user, "user": {"client-key-data": f"secret-key-of-{user}"}}],
+            "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": user}}],
+            "current-context": "ctx",
+        }
+    )
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    provider: str
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
+    inputs: dict[str, Any]
+    """Inputs with secrets revealed; `secret_inputs` names the top-level ones that were secret."""
+    secret_inputs: set[str]
+    secret_outputs: list[str]
+    delete_before_replace: bool
+    replace_on_changes: list[str]
+    ignore_changes: list[str]
+    custom: bool
+
+    @property
+    def provider_urn(self) -> str:
+        # Provider references are "<urn>::<id>".
+        return self.provider.rsplit("::", 1)[0] if self.provider else ""
+
+    @property
+    def all_dependencies(self) -> set[str]:
+        deps = set(self.dependencies)
+        for urns in self.property_dependencies.values():
+            deps.update(urns)
+        return deps
+
+
+@dataclass
+class Plan:
+    registrations: list[Registration]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def by_urn(self) -> dict[str, Registration]:
+        return {r.urn: r for r in self.registrations}
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == type_]
+
+    def named(self, name: str) -> Registration:
+        (match,) = [r for r in self.registrations if r.name == name]
+        return match
+
+    def commands(self, script: str) -> list[Registration]:
+        return [r for r in self.of_type("command:local:Command") if r.inputs.get("create", "").endswith(f"/{script}")]
+
+    def ancestors(self, urn: str) -> set[str]:
+        """URNs of components that (transitively) parent this resource."""
+        found: set[str] = set()
+        by_urn = self.by_urn
+        while urn in by_urn and by_urn[urn].parent in by_urn:
+            urn = by_urn[urn].parent
+            found.add(urn)
+        return found
+
+    def upstream(self, urn: str) -> set[str]:
+        """Everything this resource waits for: dependencies, its provider, and theirs."""
+        by_urn = self.by_urn
+        seen: set[str] = set()
+        stack = [urn]
+        while stack:
+            current = by_urn.get(stack.pop())
+            if current is None:
+                continue
+            for dep in current.all_dependencies | ({current.provider_urn} - {""}):
+                if dep not in seen:
+                    seen.add(dep)
+                    stack.append(dep)
+        return seen
+
+
+class _RecordingMonitor(mocks.MockMonitor):
+    def __init__(self, lab_mocks: mocks.Mocks):
+        super().__init__(lab_mocks)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = _sync_await(_deserialize(request.object))
+            self.registrations.append(
+                Registration(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    provider=request.provider,
+                    dependencies=list(request.dependencies),
+                    property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                    inputs=reveal(inputs),
+                    secret_inputs={key for key, value in inputs.items() if _contains_secret(value)},
+                    secret_outputs=list(request.additionalSecretOutputs),
+                    delete_before_replace=request.deleteBeforeReplace,
+                    replace_on_changes=list(request.replaceOnChanges),
+                    ignore_changes=list(request.ignoreChanges),
+                    custom=request.custom,
+                )
+            )
+        return response
+
+
+async def _deserialize(struct) -> dict[str, Any]:
+    return rpc.deserialize_properties(struct, keep_unknowns=True)
+
+
+def _is_secret_wrapper(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+
+
+def _contains_secret(value: Any) -> bool:
+    if _is_secret_wrapper(value):
+        return True
+    if isinstance(value, dict):
+        return any(_contains_secret(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_contains_secret(item) for item in value)
+    return False
+
+
+def reveal(value: Any) -> Any:
+    """The value with every secret wrapper replaced by what it holds."""
+    if _is_secret_wrapper(value):
+        return reveal(value["value"])
+    if isinstance(value, dict):
+        return {key: reveal(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [reveal(item) for item in value]
+    return value
+
+
+class _LabMocks(mocks.Mocks):
+    """Answers as the engine would: in preview only inputs are known."""
+
+    def __init__(self, preview: bool):
+        self.preview = preview
+
+    def new_resource(self, args: mocks.MockResourceArgs):
+        outputs = dict(args.inputs)
+        if self.preview:
+            return None, outputs
+        if args.typ == "command:local:Command":
+            outputs["stdout"] = _command_stdout(args.inputs)
+            outputs["stderr"] = ""
+        elif args.typ == "docker:index/remoteImage:RemoteImage":
+            outputs["imageId"] = f"sha256:{args.name}"
+        elif args.typ.startswith("kubernetes:") and "metadata" in outputs:
+            outputs["metadata"] = {**outputs["metadata"], "uid": f"uid-{args.name}"}
+        return f"{args.name}-id", outputs
+
+    def call(self, args: mocks.MockCallArgs):
+        raise AssertionError(f"the program must not invoke {args.token}: invokes break a first preview")
+
+
+def _command_stdout(inputs: dict[str, Any]) -> str:
+    env = reveal(inputs.get("environment", {}))
+    script = inputs["create"].rsplit("/", 1)[-1]
+    if script == "kind-up.sh":
+        return fake_kubeconfig(MANAGEMENT_SERVER, "kind-admin")
+    if script == "kind-subnet.sh":
+        return KIND_SUBNET + "\n"
+    if script == "tenant-kubeconfig.sh":
+        return fake_kubeconfig(tenant_server(env["TENANT"]), f"{env['TENANT']}-admin")
+    return ""
+
+
+def project_defaults() -> dict[str, Any]:
+    """Pulumi.yaml's config defaults, which the CLI merges into every stack."""
+    declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+    return {key: spec["default"] for key, spec in declared.items()}
+
+
+def stack_config(stack: str = "dev") -> dict[str, Any]:
+    values = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+    prefix = f"{PROJECT}:"
+    return {key[len(prefix) :]: value for key, value in values.items() if key.startswith(prefix)}
+
+
+def dev_config(**overrides: Any) -> dict[str, Any]:
+    """The dev stack's config as the program sees it, with overrides."""
+    return {**project_defaults(), **stack_config(), **overrides}
+
+
+def tenants(count: int, **tenant_fields: Any) -> list[dict[str, Any]]:
+    return [{"name": f"t{index}", **tenant_fields} for index in range(count)]
+
+
+def plan(config: dict[str, Any], preview: bool) -> Plan:
+    """Runs __main__.py with this project config (key without namespace → value)."""
+    lab_mocks = _LabMocks(preview)
+    monitor = _RecordingMonitor(lab_mocks)
+    pulumi.runtime.set_mocks(lab_mocks, project=PROJECT, stack="dev", preview=preview, monitor=monitor)
+    # The CLI hands every value to the program as a string; objects as JSON.
+    pulumi.runtime.set_all_config(
+        {f"{PROJECT}:{key}": value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
+    )
+    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")))
+    stack = pulumi.runtime.get_root_resource()
+    return Plan(monitor.registrations, dict(stack.outputs))
+
+
+def resolve(value: Any) -> Any:
+    """Resolves an Output (or nested structure of them); unknowns become None."""
+
+    async def _resolve(item):
+        if isinstance(item, pulumi.Output):
+            return await _resolve(await item.future(with_unknowns=False))
+        if isinstance(item, dict):
+            return {key: await _resolve(val) for key, val in item.items()}
+        if isinstance(item, list):
+            return [await _resolve(val) for val in item]
+        return item
+
+    return _sync_await(_resolve(value))
+
+
+def is_secret(value: Any) -> bool:
+    return isinstance(value, pulumi.Output) and _sync_await(value.is_secret())

@@ -244,7 +244,11 @@ def plan(config: dict[str, Any], preview: bool) -> Plan:
     pulumi.runtime.set_all_config(
         {f"{PROJECT}:{key}": value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
     )
-    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")))
+    try:
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")))
+    except Exception as error:
+        error.plan = Plan(monitor.registrations)  # what was registered before it failed
+        raise
     stack = pulumi.runtime.get_root_resource()
     return Plan(monitor.registrations, dict(stack.outputs))
 

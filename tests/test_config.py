@@ -1,0 +1,197 @@
+"""Stack config: bad input stops the program before anything is created, naming key and value."""
+
+import json
+
+import pytest
+
+from components.settings import ConfigError, parse_settings
+from tests.plan import dev_config, plan
+
+A100 = {"model": "NVIDIA A100 80GB", "count": 1}
+
+
+def config_error(**overrides) -> str:
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(**overrides))
+    return str(raised.value)
+
+
+def tenants_error(*tenants) -> str:
+    return config_error(tenants=list(tenants))
+
+
+def test_dev_stack_parses_into_the_seed_layout():
+    lab = parse_settings(dev_config())
+
+    layout = {t.name: [(g.model, g.count) for g in t.gpus] for t in lab.tenants}
+    assert layout == {"tenant-a": [("NVIDIA A100 80GB", 1)], "tenant-b": [("NVIDIA L4 24GB", 2)]}
+    assert lab.versions.kubernetes == "v1.36.4"
+    assert lab.node_image == "kindest/node:v1.36.4"
+    assert all(t.workers == 1 and t.control_plane_replicas == 1 for t in lab.tenants)
+
+
+def test_tenants_may_arrive_as_json_text_as_the_cli_passes_them():
+    lab = parse_settings(dev_config(tenants=json.dumps([{"name": "solo", "gpus": [A100]}])))
+    assert [t.name for t in lab.tenants] == ["solo"]
+
+
+def test_unknown_gpu_model_is_accepted_with_explicit_memory():
+    lab = parse_settings(dev_config(tenants=[{"name": "lab", "gpus": [{"model": "ACME X1", "memoryMiB": 12000}]}]))
+    assert lab.tenants[0].gpus[0].memory_mib == 12000
+
+
+def test_settings_are_frozen():
+    lab = parse_settings(dev_config())
+    with pytest.raises(AttributeError):
+        lab.tenants[0].workers = 3
+
+
+@pytest.mark.parametrize("name", ["Tenant-A", "1st", "team_a", "a-", ""])
+def test_tenant_name_must_be_a_dns_1035_label(name):
+    message = tenants_error({"name": name, "gpus": [A100]})
+    assert f"kamaji-hami-lab:tenants[0].name: {name!r}" in message
+    assert "DNS-1035" in message
+
+
+def test_tenant_name_too_long_for_its_worker_names():
+    name = "t" * 55
+    message = tenants_error({"name": name, "gpus": [A100]})
+    assert f"kamaji-hami-lab:tenants[0].name: {name!r} is too long" in message
+    assert f"kamaji-{name}-w1" in message
+
+
+def test_duplicate_tenant_names():
+    message = tenants_error({"name": "a"}, {"name": "a"})
+    assert "kamaji-hami-lab:tenants[1].name: duplicate tenant name 'a'" in message
+
+
+@pytest.mark.parametrize(
+    ("tenant", "path"),
+    [
+        ({"name": "a", "gpu": [A100]}, "tenants[0].gpu"),
+        ({"name": "a", "gpus": [{"model": "NVIDIA A100 80GB", "memory": 1}]}, "tenants[0].gpus[0].memory"),
+        ({"name": "a", "quotas": [{"namespace": "x", "gpumem": 1}]}, "tenants[0].quotas[0].gpumem"),
+    ],
+)
+def test_unknown_keys_are_typos(tenant, path):
+    assert f"kamaji-hami-lab:{path}: unknown key" in tenants_error(tenant)
+
+
+def test_unknown_top_level_key_is_a_typo():
+    assert "kamaji-hami-lab:tenant: unknown config key" in config_error(tenant=[{"name": "a"}])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"tenants": {"name": "a"}}, 'kamaji-hami-lab:tenants: expected a non-empty list of tenant objects, got {"name": "a"}'),
+        ({"tenants": []}, "kamaji-hami-lab:tenants: expected a non-empty list"),
+        ({"tenants": "[{"}, "kamaji-hami-lab:tenants: not valid JSON"),
+        ({"tenants": ["a"]}, "kamaji-hami-lab:tenants[0]: expected an object, got 'a'"),
+        ({"tenants": [{"name": 7}]}, "kamaji-hami-lab:tenants[0].name: expected a str, got 7"),
+        ({"tenants": [{"name": "a", "gpus": {"model": "x"}}]}, "kamaji-hami-lab:tenants[0].gpus: expected a list"),
+        ({"tenants": [{"name": "a", "gpus": [{"model": "NVIDIA L4 24GB", "count": "2"}]}]}, "gpus[0].count: expected a positive integer, got '2'"),
+        ({"workersPerTenant": "two"}, "kamaji-hami-lab:workersPerTenant: expected a positive integer, got 'two'"),
+    ],
+)
+def test_wrong_types(overrides, expected):
+    assert expected in config_error(**overrides)
+
+
+@pytest.mark.parametrize(
+    ("tenant", "path", "value"),
+    [
+        ({"name": "a", "gpus": [{"model": "NVIDIA L4 24GB", "count": 0}]}, "tenants[0].gpus[0].count", "0"),
+        ({"name": "a", "workers": 0}, "tenants[0].workers", "0"),
+        ({"name": "a", "gpuSlots": -1}, "tenants[0].gpuSlots", "-1"),
+        ({"name": "a", "controlPlaneReplicas": 0}, "tenants[0].controlPlaneReplicas", "0"),
+        ({"name": "a", "gpus": [{"model": "x", "memoryMiB": 0}]}, "tenants[0].gpus[0].memoryMiB", "0"),
+        ({"name": "a", "quotas": [{"namespace": "x", "gpus": 0}]}, "tenants[0].quotas[0].gpus", "0"),
+    ],
+)
+def test_counts_must_be_positive(tenant, path, value):
+    assert f"kamaji-hami-lab:{path}: expected a positive integer, got {value}" in tenants_error(tenant)
+
+
+def test_global_counts_must_be_positive():
+    assert "kamaji-hami-lab:gpuSlots: expected a positive integer, got '0'" in config_error(gpuSlots="0")
+
+
+def test_unknown_gpu_model_without_memory_lists_the_catalogue():
+    message = tenants_error({"name": "a", "gpus": [{"model": "NVIDIA A100"}]})
+    assert "kamaji-hami-lab:tenants[0].gpus[0].model: unknown GPU model 'NVIDIA A100'" in message
+    assert "set memoryMiB" in message and "NVIDIA A100 80GB" in message
+
+
+def test_more_gpu_memory_per_worker_than_the_mock_plugin_can_advertise():
+    message = tenants_error({"name": "a", "gpus": [{"model": "NVIDIA A100 80GB", "count": 2}]})
+    assert "kamaji-hami-lab:tenants[0].gpus: 163840 MiB of GPU memory per worker exceeds" in message
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("kubernetesVersion", "1.36.4"),
+        ("kubernetesVersion", "v1.36"),
+        ("certManagerVersion", "latest"),
+        ("metallbVersion", "0.16"),
+        ("hamiChartVersion", "2.10"),
+        ("kamajiChartVersion", "edge"),
+    ],
+)
+def test_malformed_versions(key, value):
+    assert f"kamaji-hami-lab:{key}: {value.strip()!r} is not" in config_error(**{key: value})
+
+
+@pytest.mark.parametrize("value", ["172.18.255.250-172.18.255.200", "not-an-ip", "172.18.255.0/33", "fd00::1-fd00::9"])
+def test_malformed_address_ranges(value):
+    assert f"kamaji-hami-lab:metallbAddressRange: {value!r} is not an IPv4 range" in config_error(metallbAddressRange=value)
+
+
+def test_pool_outside_a_known_kind_subnet():
+    message = config_error(metallbAddressRange="10.0.0.10-10.0.0.60", kindSubnet="172.18.0.0/16")
+    assert "kamaji-hami-lab:metallbAddressRange: 10.0.0.10-10.0.0.60 lies outside the kind network 172.18.0.0/16" in message
+
+
+def test_pool_inside_a_known_kind_subnet_is_accepted():
+    lab = parse_settings(dev_config(metallbAddressRange="172.18.200.0/28", kindSubnet="172.18.0.0/16"))
+    assert str(lab.metallb_address_range) == "172.18.200.0-172.18.200.15"
+
+
+def test_pool_must_hold_one_address_per_tenant():
+    message = config_error(metallbAddressRange="172.18.255.200-172.18.255.200")
+    assert "has 1 addresses but 2 tenants each need one" in message
+
+
+def test_kind_subnet_too_small_for_a_pool():
+    assert "kamaji-hami-lab:kindSubnet: subnet 172.18.0.0/27 is too small" in config_error(kindSubnet="172.18.0.0/27")
+
+
+@pytest.mark.parametrize(
+    ("quota", "expected"),
+    [
+        ({"namespace": "kube-system", "gpus": 1}, "quotas[0].namespace: 'kube-system' is a system namespace"),
+        ({"namespace": "team-a"}, "quotas[0]: set at least one of gpumemMiB, gpucores, gpus"),
+        ({"namespace": "Team A", "gpus": 1}, "quotas[0].namespace: 'Team A' is not a DNS label"),
+    ],
+)
+def test_bad_quotas(quota, expected):
+    assert f"kamaji-hami-lab:tenants[0].{expected}" in tenants_error({"name": "a", "quotas": [quota]})
+
+
+def test_overlapping_pod_and_service_cidrs():
+    message = tenants_error({"name": "a", "podCidr": "10.0.0.0/8", "serviceCidr": "10.96.0.0/16"})
+    assert "kamaji-hami-lab:tenants[0].serviceCidr: 10.96.0.0/16 overlaps podCidr 10.0.0.0/8" in message
+
+
+def test_every_problem_is_reported_at_once():
+    message = config_error(kubernetesVersion="1.36", tenants=[{"name": "A"}, {"name": "b", "workers": 0}])
+    assert "kubernetesVersion" in message and "tenants[0].name" in message and "tenants[1].workers" in message
+
+
+@pytest.mark.parametrize("preview", [True, False])
+def test_bad_config_registers_no_resource(preview):
+    with pytest.raises(ConfigError) as raised:
+        plan(dev_config(tenants=[{"name": "Bad"}]), preview=preview)
+    assert "kamaji-hami-lab:tenants[0].name: 'Bad'" in str(raised.value)
+    assert raised.value.plan.registrations == []

@@ -1,0 +1,150 @@
+"""Management cluster and platform: what `pulumi up` on the dev stack plans for them."""
+
+import pytest
+import yaml
+
+from tests.plan import KIND_SUBNET, dev_config, is_secret, plan, resolve
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+COMMAND = "command:local:Command"
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["first-preview", "up"])
+def dev_plan(request):
+    return plan(dev_config(), preview=request.param)
+
+
+@pytest.fixture(scope="module")
+def up_plan():
+    return plan(dev_config(), preview=False)
+
+
+def release(plan_, chart):
+    (match,) = [r for r in plan_.of_type(RELEASE) if r.inputs["chart"] == chart]
+    return match
+
+
+def test_dev_stack_plans_in_first_preview_and_up(dev_plan):
+    charts = sorted(r.inputs["chart"] for r in dev_plan.of_type(RELEASE))
+    assert charts == ["cert-manager", "hami", "hami", "kamaji", "metallb"]
+
+
+def test_releases_pin_their_versions_and_namespaces(dev_plan):
+    pinned = {
+        r.inputs["chart"]: (r.inputs["repositoryOpts"]["repo"], r.inputs["version"], r.inputs["namespace"])
+        for r in dev_plan.of_type(RELEASE)
+        if r.inputs["chart"] != "hami"
+    }
+    assert pinned == {
+        "cert-manager": ("https://charts.jetstack.io", "v1.21.2", "cert-manager"),
+        "metallb": ("https://metallb.github.io/metallb", "0.16.1", "metallb-system"),
+        "kamaji": ("https://clastix.github.io/charts", "0.0.0+latest", "kamaji-system"),
+    }
+
+
+def test_cert_manager_installs_its_crds(dev_plan):
+    assert release(dev_plan, "cert-manager").inputs["values"] == {"crds": {"enabled": True}}
+
+
+def test_kamaji_release_is_named_kamaji_and_drops_the_default_resource_limits(dev_plan):
+    kamaji = release(dev_plan, "kamaji")
+    assert kamaji.inputs["name"] == "kamaji"
+    (values_file,) = kamaji.inputs["valueYamlFiles"]
+    # A YAML null is what removes the chart's default; a Python None in `values` would be dropped.
+    assert yaml.safe_load(values_file.text) == {"resources": None}
+    assert "resources" not in kamaji.inputs.get("values", {})
+
+
+def test_kamaji_waits_for_cert_manager(dev_plan):
+    assert release(dev_plan, "cert-manager").urn in dev_plan.upstream(release(dev_plan, "kamaji").urn)
+
+
+def test_metallb_pool_and_advertisement_wait_for_metallb(dev_plan):
+    metallb = release(dev_plan, "metallb").urn
+    for kind in ("IPAddressPool", "L2Advertisement"):
+        (resource,) = dev_plan.of_type(f"kubernetes:metallb.io/v1beta1:{kind}")
+        assert metallb in resource.dependencies
+
+
+def test_pool_is_carved_from_the_kind_network(up_plan):
+    (pool,) = up_plan.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
+    assert KIND_SUBNET == "172.18.0.0/16"
+    assert pool.inputs["spec"]["addresses"] == ["172.18.255.200-172.18.255.250"]
+    assert resolve(up_plan.outputs["metallbAddressRange"]) == "172.18.255.200-172.18.255.250"
+
+
+def test_a_configured_range_in_a_known_subnet_is_known_at_preview():
+    preview = plan(dev_config(metallbAddressRange="172.18.100.0/26", kindSubnet="172.18.0.0/16"), preview=True)
+    (pool,) = preview.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
+    assert pool.inputs["spec"]["addresses"] == ["172.18.100.0-172.18.100.63"]
+    assert not preview.commands("kind-subnet.sh"), "no need to ask Docker for a subnet that is configured"
+
+
+def test_tenants_wait_for_kamaji_and_its_datastore(dev_plan):
+    (kamaji_ready,) = dev_plan.commands("wait-kamaji.sh")
+    assert release(dev_plan, "kamaji").urn in kamaji_ready.dependencies
+    for control_plane in dev_plan.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"):
+        upstream = dev_plan.upstream(control_plane.urn)
+        assert kamaji_ready.urn in upstream
+        assert {r.urn for r in dev_plan.of_type("kubernetes:metallb.io/v1beta1:L2Advertisement")} <= upstream
+
+
+def test_every_kubernetes_resource_names_an_explicit_provider(dev_plan):
+    providers = {r.urn for r in dev_plan.of_type("pulumi:providers:kubernetes")}
+    kubernetes_resources = [r for r in dev_plan.registrations if r.type.startswith("kubernetes:")]
+    assert kubernetes_resources
+    for resource in kubernetes_resources:
+        assert resource.provider_urn in providers, f"{resource.name} uses {resource.provider or 'the default provider'}"
+
+
+def test_docker_resources_use_the_explicit_docker_provider(dev_plan):
+    (docker_provider,) = dev_plan.of_type("pulumi:providers:docker")
+    docker_resources = [r for r in dev_plan.registrations if r.type.startswith("docker:")]
+    assert docker_resources and all(r.provider_urn == docker_provider.urn for r in docker_resources)
+
+
+def test_management_provider_has_a_stable_identity_and_a_secret_kubeconfig(dev_plan):
+    (kind,) = dev_plan.commands("kind-up.sh")
+    management = dev_plan.named("management-kubernetes")
+    assert management.inputs["clusterIdentifier"] == "kind-kamaji"
+    assert "kubeconfig" in management.secret_inputs
+    assert kind.urn in management.all_dependencies
+
+
+def test_kind_cluster_is_created_and_deleted_by_name(dev_plan):
+    (kind,) = dev_plan.commands("kind-up.sh")
+    assert kind.inputs["delete"].endswith("/kind-down.sh")
+    assert kind.inputs["environment"] == {"CLUSTER_NAME": "kamaji", "NODE_IMAGE": "kindest/node:v1.36.4"}
+    assert {"stdout", "stderr"} <= set(kind.secret_outputs)
+    # A new name or image must delete the old cluster rather than orphan it.
+    assert "environment" in kind.replace_on_changes and kind.delete_before_replace
+
+
+def test_cluster_name_is_configurable():
+    renamed = plan(dev_config(managementClusterName="lab2"), preview=True)
+    (kind,) = renamed.commands("kind-up.sh")
+    assert kind.inputs["environment"]["CLUSTER_NAME"] == "lab2"
+    assert renamed.named("management-kubernetes").inputs["clusterIdentifier"] == "kind-lab2"
+
+
+def test_management_kubeconfig_output_is_secret(up_plan):
+    kubeconfig = up_plan.outputs["managementKubeconfig"]
+    assert is_secret(kubeconfig)
+    assert "server: https://127.0.0.1" in resolve(kubeconfig)
+
+
+def test_node_image_is_pulled_once_and_kept(dev_plan):
+    (image,) = dev_plan.of_type("docker:index/remoteImage:RemoteImage")
+    assert image.inputs["name"] == "kindest/node:v1.36.4"
+    assert image.inputs["keepLocally"] is True
+
+
+def test_commands_never_pass_previous_output_to_the_next_run(dev_plan):
+    for command in dev_plan.of_type(COMMAND):
+        assert command.inputs["addPreviousOutputInEnv"] is False, command.name
+
+
+def test_management_kubeconfig_reaches_commands_only_as_a_secret(dev_plan):
+    for command in dev_plan.of_type(COMMAND):
+        if "KUBECONFIG_DATA" in command.inputs.get("environment", {}):
+            assert "environment" in command.secret_inputs, command.name

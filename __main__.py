@@ -48,7 +48,6 @@ tenants = {
             management_kubeconfig=management.kubeconfig,
             tenants_namespace=platform.tenants_namespace,
             platform=platform,
-            kind_cluster=management.cluster,
             node_image=management.node_image,
             docker_provider=management.docker_provider,
         ),

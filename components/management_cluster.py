@@ -30,8 +30,7 @@ class ManagementCluster(pulumi.ComponentResource):
 
     Outputs: `kubeconfig` (secret), `provider` for the cluster, `docker_provider`
     and `node_image` for containers on the same host, `kind_subnet` of the
-    docker network that MetalLB announces on, and `cluster` to order anything
-    that needs the cluster (or its docker network) to exist.
+    docker network that MetalLB announces on.
     """
 
     kubeconfig: pulumi.Output[str]
@@ -53,7 +52,7 @@ class ManagementCluster(pulumi.ComponentResource):
         )
 
         # Prints the cluster's kubeconfig; ~/.kube/config is never written.
-        self.cluster = script_command(
+        cluster = script_command(
             f"{name}-kind",
             "kind-up.sh",
             {"CLUSTER_NAME": args.cluster_name, "NODE_IMAGE": args.node_image},
@@ -69,7 +68,7 @@ class ManagementCluster(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", delete="5m"),
             ),
         )
-        self.kubeconfig = pulumi.Output.secret(self.cluster.stdout)
+        self.kubeconfig = pulumi.Output.secret(cluster.stdout)
 
         if args.kind_subnet:
             self.kind_subnet = pulumi.Output.from_input(args.kind_subnet)
@@ -78,7 +77,7 @@ class ManagementCluster(pulumi.ComponentResource):
                 f"{name}-kind-subnet",
                 "kind-subnet.sh",
                 {"KIND_NETWORK": KIND_NETWORK},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
             self.kind_subnet = subnet.stdout.apply(str.strip)
 

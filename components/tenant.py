@@ -26,7 +26,6 @@ class TenantArgs:
     tenants_namespace: pulumi.Input[str]
     platform: pulumi.Resource
     """Tenants are created only once Kamaji and MetalLB are ready (and destroyed before them)."""
-    kind_cluster: pulumi.Resource
     node_image: docker.RemoteImage
     docker_provider: docker.Provider
 
@@ -81,7 +80,7 @@ class Tenant(pulumi.ComponentResource):
                     cluster_name=lab.management_cluster_name,
                     image=args.node_image,
                     docker_provider=args.docker_provider,
-                    kind_cluster=args.kind_cluster,
+                    platform=args.platform,
                     tenant_kubeconfig=control_plane.kubeconfig,
                     gpus=tenant.gpus,
                     gpu_slots=tenant.gpu_slots,

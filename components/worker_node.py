@@ -22,8 +22,8 @@ class WorkerNodeArgs:
     cluster_name: str
     image: docker.RemoteImage
     docker_provider: docker.Provider
-    kind_cluster: pulumi.Resource
-    """The kind cluster, whose creation makes the `kind` docker network exist."""
+    platform: pulumi.Resource
+    """Created after and destroyed before it; its kind cluster also made the `kind` docker network."""
     tenant_kubeconfig: pulumi.Input[str]
     """Secret; used on the host to mint a short-lived bootstrap token and to remove the node."""
     gpus: tuple[GpuSpec, ...]
@@ -72,7 +72,7 @@ class WorkerNode(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker_provider,
-                depends_on=[args.kind_cluster],
+                depends_on=[args.platform],
                 # The fixed name can only exist once: remove the old container before the new one.
                 delete_before_replace=True,
                 # The provider reports the attached network as a mode change on every refresh.

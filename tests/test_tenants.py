@@ -1,0 +1,168 @@
+"""Tenants: a ready-gated Kamaji control plane each, secret kubeconfigs, isolation and parallelism."""
+
+import pytest
+import yaml
+
+from components.settings import parse_settings
+from components.tenant_control_plane import control_plane_spec
+from tests.plan import dev_config, is_secret, plan, resolve, tenant_server, tenants
+from tests.schema import load_schema, violations
+
+TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
+TENANT_COMPONENT = "kamaji-hami-lab:index:Tenant"
+SPEC_SCHEMA = load_schema("tenantcontrolplane-spec.schema.json")
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["first-preview", "up"])
+def dev_plan(request):
+    return plan(dev_config(), preview=request.param)
+
+
+@pytest.fixture(scope="module")
+def up_plan():
+    return plan(dev_config(), preview=False)
+
+
+def tenant_of(plan_, urn):
+    """The Tenant component a resource belongs to, or None for shared layers."""
+    owners = [a for a in plan_.ancestors(urn) if plan_.by_urn[a].type == TENANT_COMPONENT]
+    return plan_.by_urn[owners[0]].name if owners else None
+
+
+def control_planes(plan_):
+    return {r.inputs["metadata"]["name"]: r for r in plan_.of_type(TCP)}
+
+
+def test_one_control_plane_per_tenant_in_the_tenants_namespace(dev_plan):
+    planes = control_planes(dev_plan)
+    assert sorted(planes) == ["tenant-a", "tenant-b"]
+    for name, tcp in planes.items():
+        assert tcp.inputs["metadata"]["namespace"] in ("tenants", None)  # unknown until the namespace exists
+        assert tenant_of(dev_plan, tcp.urn) == name
+
+
+def test_control_plane_specs_are_valid_against_kamajis_crd(dev_plan):
+    for name, tcp in control_planes(dev_plan).items():
+        assert violations(tcp.inputs["spec"], SPEC_SCHEMA) == [], name
+
+
+def test_the_schema_check_catches_a_misspelt_field():
+    tenant = parse_settings(dev_config()).tenants[0]
+    spec = control_plane_spec(tenant, "v1.36.4")
+    spec["addons"]["konectivity"] = spec["addons"].pop("konnectivity")
+    assert violations(spec, SPEC_SCHEMA) == ["spec.addons.konectivity: unknown field (the API server would drop it)"]
+
+
+def test_control_plane_spec_fits_kindest_node_workers(dev_plan):
+    spec = control_planes(dev_plan)["tenant-a"].inputs["spec"]
+    assert spec["kubernetes"]["version"] == "v1.36.4"
+    assert spec["controlPlane"]["service"]["serviceType"] == "LoadBalancer"
+    assert spec["controlPlane"]["deployment"]["replicas"] == 1
+    assert spec["addons"]["konnectivity"] == {"server": {"port": 8132}, "agent": {"mode": "DaemonSet"}}
+    assert {"coreDNS", "kubeProxy"} <= set(spec["addons"])
+    patches = spec["kubernetes"]["kubelet"]["configurationJSONPatches"]
+    assert {"op": "add", "path": "/cgroupDriver", "value": "systemd"} in patches
+    assert {"op": "add", "path": "/failSwapOn", "value": False} in patches
+    assert spec["networkProfile"]["podCidrs"] == ["10.244.0.0/16"]
+    assert spec["networkProfile"]["dnsServiceIPs"] == ["10.96.0.10"]
+
+
+def test_per_tenant_overrides_reach_the_spec():
+    custom = plan(
+        dev_config(
+            tenants=[
+                {"name": "big", "controlPlaneReplicas": 3, "podCidr": "10.50.0.0/16", "serviceCidr": "10.60.0.0/16"}
+            ]
+        ),
+        preview=True,
+    )
+    spec = control_planes(custom)["big"].inputs["spec"]
+    assert spec["controlPlane"]["deployment"]["replicas"] == 3
+    assert spec["networkProfile"]["podCidrs"] == ["10.50.0.0/16"]
+    assert spec["networkProfile"]["dnsServiceIPs"] == ["10.60.0.10"]
+
+
+def test_each_tenant_has_its_own_datastore_schema(dev_plan):
+    schemas = {name: tcp.inputs["spec"]["dataStoreSchema"] for name, tcp in control_planes(dev_plan).items()}
+    assert schemas == {"tenant-a": "tenants_tenant_a", "tenant-b": "tenants_tenant_b"}
+
+
+def test_pulumi_waits_until_kamaji_reports_the_control_plane_ready(dev_plan):
+    for tcp in control_planes(dev_plan).values():
+        wait_for = tcp.inputs["metadata"]["annotations"]["pulumi.com/waitFor"]
+        assert wait_for == "jsonpath={.status.kubernetesResources.version.status}=Ready"
+
+
+def test_kubeconfig_is_read_after_the_control_plane_is_ready_and_kept_secret(dev_plan):
+    planes = control_planes(dev_plan)
+    readers = dev_plan.commands("tenant-kubeconfig.sh")
+    assert sorted(r.inputs["environment"]["TENANT"] for r in readers) == ["tenant-a", "tenant-b"]
+    for reader in readers:
+        tenant = reader.inputs["environment"]["TENANT"]
+        assert planes[tenant].urn in reader.dependencies
+        assert {"stdout", "stderr"} <= set(reader.secret_outputs)
+
+
+def test_each_tenant_gets_its_own_provider_with_a_stable_identity(dev_plan):
+    providers = {tenant_of(dev_plan, p.urn): p for p in dev_plan.of_type("pulumi:providers:kubernetes")}
+    assert providers["tenant-a"].inputs["clusterIdentifier"] == "kamaji-kamaji-tenant-a"
+    assert providers["tenant-b"].inputs["clusterIdentifier"] == "kamaji-kamaji-tenant-b"
+    assert all("kubeconfig" in providers[t].secret_inputs for t in ("tenant-a", "tenant-b"))
+
+
+def test_kubeconfigs_output_is_secret_and_keyed_by_tenant(up_plan):
+    kubeconfigs = up_plan.outputs["kubeconfigs"]
+    assert is_secret(kubeconfigs)
+    servers = {
+        name: yaml.safe_load(text)["clusters"][0]["cluster"]["server"] for name, text in resolve(kubeconfigs).items()
+    }
+    assert servers == {name: tenant_server(name) for name in ("tenant-a", "tenant-b")}
+
+
+def test_tenant_facts_are_plain_outputs(up_plan):
+    facts = resolve(up_plan.outputs["tenants"])
+    assert facts["tenant-b"]["endpoint"] == tenant_server("tenant-b")
+    assert facts["tenant-b"]["kubernetesVersion"] == "v1.36.4"
+    assert facts["tenant-b"]["dataStoreSchema"] == "tenants_tenant_b"
+    assert facts["tenant-b"]["workers"] == ["kamaji-tenant-b-w1"]
+    assert not is_secret(up_plan.outputs["tenants"]["tenant-b"]["endpoint"])
+
+
+def test_first_preview_leaves_tenant_facts_unknown_without_failing():
+    facts = resolve(plan(dev_config(), preview=True).outputs["tenants"])
+    assert facts["tenant-a"]["endpoint"] is None
+    assert facts["tenant-a"]["dataStoreSchema"] == "tenants_tenant_a"
+
+
+@pytest.mark.parametrize("count", [1, 2, 16])
+def test_tenant_resources_use_only_their_own_provider(count):
+    plan_ = plan(dev_config(tenants=tenants(count, gpus=[{"model": "NVIDIA T4 16GB"}])), preview=True)
+    for resource in plan_.registrations:
+        owner = tenant_of(plan_, resource.urn)
+        if owner and resource.type.startswith("kubernetes:") and resource.type != TCP:
+            assert tenant_of(plan_, resource.provider_urn) == owner, resource.name
+
+
+@pytest.mark.parametrize("count", [1, 2, 16])
+def test_no_tenant_waits_on_another(count):
+    plan_ = plan(dev_config(tenants=tenants(count, gpus=[{"model": "NVIDIA T4 16GB"}])), preview=True)
+    for resource in plan_.registrations:
+        owner = tenant_of(plan_, resource.urn)
+        if owner:
+            others = {tenant_of(plan_, urn) for urn in plan_.upstream(resource.urn)} - {owner, None}
+            assert not others, f"{resource.name} waits on tenants {others}"
+
+
+def test_resources_grow_by_a_constant_per_tenant():
+    counts = {n: len(plan(dev_config(tenants=tenants(n)), preview=True).registrations) for n in (1, 2, 16)}
+    per_tenant = counts[2] - counts[1]
+    assert per_tenant > 0
+    assert counts[16] == counts[1] + 15 * per_tenant
+
+
+def test_tenants_are_destroyed_before_kamaji(dev_plan):
+    (kamaji,) = [r for r in dev_plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "kamaji"]
+    for resource in dev_plan.registrations:
+        if tenant_of(dev_plan, resource.urn) and resource.custom and not resource.type.startswith("pulumi:providers"):
+            # Pulumi deletes dependents first, so Kamaji's finalizers can still clean each tenant's datastore.
+            assert kamaji.urn in dev_plan.upstream(resource.urn), resource.name

@@ -1,0 +1,136 @@
+"""Tenant workers: kindest/node containers that join their own tenant, and the tenant CNI."""
+
+import pytest
+
+from tests.plan import dev_config, plan, reveal, tenant_server
+
+CONTAINER = "docker:index/container:Container"
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["first-preview", "up"])
+def dev_plan(request):
+    return plan(dev_config(), preview=request.param)
+
+
+@pytest.fixture(scope="module")
+def up_plan():
+    return plan(dev_config(), preview=False)
+
+
+def containers(plan_):
+    return {r.inputs["name"]: r for r in plan_.of_type(CONTAINER)}
+
+
+def by_node(commands):
+    return {c.inputs["environment"]["NODE"]: c for c in commands}
+
+
+def test_one_container_per_configured_worker(dev_plan):
+    assert sorted(containers(dev_plan)) == ["kamaji-tenant-a-w1", "kamaji-tenant-b-w1"]
+
+
+def test_container_runs_like_a_kind_node(dev_plan):
+    worker = containers(dev_plan)["kamaji-tenant-a-w1"].inputs
+    assert worker["hostname"] == "kamaji-tenant-a-w1"
+    assert worker["privileged"] is True
+    assert sorted(worker["securityOpts"]) == ["apparmor=unconfined", "seccomp=unconfined"]
+    assert worker["cgroupnsMode"] == "private"
+    assert worker["tmpfs"] == {"/tmp": "", "/run": ""}
+    assert [n["name"] for n in worker["networksAdvanced"]] == ["kind"]
+    assert worker["restart"] == "on-failure"
+    assert worker["removeVolumes"] is True
+    mounts = {v["containerPath"]: v for v in worker["volumes"]}
+    assert "hostPath" not in mounts["/var"], "/var must be a (removable) anonymous volume"
+    assert mounts["/lib/modules"] == {"containerPath": "/lib/modules", "hostPath": "/lib/modules", "readOnly": True}
+
+
+def test_container_labels_are_ours_and_never_kinds(dev_plan):
+    labels = {entry["label"]: entry["value"] for entry in containers(dev_plan)["kamaji-tenant-b-w1"].inputs["labels"]}
+    assert labels["kamaji-hami-lab.io/tenant"] == "tenant-b"
+    assert not any(label.startswith("io.x-k8s.kind") for label in labels)
+
+
+def test_node_image_comes_from_the_shared_pulled_image(up_plan):
+    (image,) = up_plan.of_type("docker:index/remoteImage:RemoteImage")
+    for worker in containers(up_plan).values():
+        assert image.urn in worker.property_dependencies["image"]
+
+
+def test_fixed_container_names_are_deleted_before_replacement(dev_plan):
+    for worker in containers(dev_plan).values():
+        assert worker.delete_before_replace
+
+
+def test_join_waits_for_its_container_and_its_own_control_plane(dev_plan):
+    joins = by_node(dev_plan.commands("join-worker.sh"))
+    workers = containers(dev_plan)
+    readers = {r.inputs["environment"]["TENANT"]: r for r in dev_plan.commands("tenant-kubeconfig.sh")}
+    for node, tenant in (("kamaji-tenant-a-w1", "tenant-a"), ("kamaji-tenant-b-w1", "tenant-b")):
+        upstream = dev_plan.upstream(joins[node].urn)
+        assert workers[node].urn in upstream
+        assert readers[tenant].urn in upstream
+        other = readers["tenant-b" if tenant == "tenant-a" else "tenant-a"]
+        assert other.urn not in upstream
+
+
+def test_join_uses_only_its_own_tenants_credentials(up_plan):
+    for node, join in by_node(up_plan.commands("join-worker.sh")).items():
+        tenant = "tenant-a" if "tenant-a" in node else "tenant-b"
+        assert f"server: {tenant_server(tenant)}" in join.inputs["environment"]["KUBECONFIG_DATA"]
+        assert f"secret-key-of-{tenant}-admin" in join.inputs["environment"]["KUBECONFIG_DATA"]
+
+
+def test_join_secrets_stay_secret(dev_plan):
+    for join in dev_plan.commands("join-worker.sh"):
+        assert "environment" in join.secret_inputs
+        assert {"stdout", "stderr"} <= set(join.secret_outputs)
+
+
+def test_join_reruns_only_for_a_new_container_and_removes_the_node_on_destroy(up_plan):
+    workers = containers(up_plan)
+    for node, join in by_node(up_plan.commands("join-worker.sh")).items():
+        assert join.inputs["triggers"] == [f"{workers[node].name}-id"]
+        assert join.inputs["delete"].endswith("/leave-worker.sh")
+
+
+def test_admin_credentials_never_enter_the_container(up_plan):
+    for worker in containers(up_plan).values():
+        assert "secret-key-of" not in str(reveal(worker.inputs))
+        assert not worker.secret_inputs
+
+
+def test_cni_lands_in_each_tenant_with_its_pod_cidr():
+    custom = plan(
+        dev_config(tenants=[{"name": "a"}, {"name": "b", "podCidr": "10.123.0.0/16"}]),
+        preview=False,
+    )
+    cni = {
+        c.inputs["environment"]["KUBECONFIG_DATA"]: c.inputs["environment"] for c in custom.commands("install-cni.sh")
+    }
+    pod_cidrs = {
+        tenant: env["POD_CIDR"]
+        for kubeconfig, env in cni.items()
+        for tenant in ("a", "b")
+        if tenant_server(tenant) in kubeconfig
+    }
+    assert pod_cidrs == {"a": "10.244.0.0/16", "b": "10.123.0.0/16"}
+    assert all(env["NODE_IMAGE"] == "kindest/node:v1.36.4" for env in cni.values())
+
+
+def test_two_workers_give_two_containers_and_two_joins():
+    two = plan(dev_config(tenants=[{"name": "a", "workers": 2}, {"name": "b"}]), preview=True)
+    assert sorted(containers(two)) == ["kamaji-a-w1", "kamaji-a-w2", "kamaji-b-w1"]
+    assert sorted(by_node(two.commands("join-worker.sh"))) == ["kamaji-a-w1", "kamaji-a-w2", "kamaji-b-w1"]
+
+
+def test_workers_do_not_wait_on_each_other():
+    two = plan(dev_config(tenants=[{"name": "a", "workers": 2}]), preview=True)
+    joins = by_node(two.commands("join-worker.sh"))
+    first, second = joins["kamaji-a-w1"], joins["kamaji-a-w2"]
+    assert first.urn not in two.upstream(second.urn) and second.urn not in two.upstream(first.urn)
+
+
+def test_workers_wait_for_the_platform_so_they_go_before_kamaji(dev_plan):
+    (kamaji_ready,) = dev_plan.commands("wait-kamaji.sh")
+    for worker in containers(dev_plan).values():
+        assert kamaji_ready.urn in worker.dependencies

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Fetches a tenant's admin kubeconfig from Kamaji and waits until it is
+# authorised: Kamaji binds kubeadm:cluster-admins shortly after the tenant is
+# Ready, so the first requests with admin.conf can be Forbidden.
+#
+# env:    KUBECONFIG_DATA  management cluster kubeconfig
+#         TENANT           TenantControlPlane name
+#         NAMESPACE        TenantControlPlane namespace
+#         SECRET_TIMEOUT   optional, seconds to wait for the Secret (default 300)
+#         AUTH_TIMEOUT     optional, seconds to wait for authorisation (default 180)
+# stdout: the tenant admin kubeconfig (secret)
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+require_env KUBECONFIG_DATA TENANT NAMESPACE
+secret_timeout=${SECRET_TIMEOUT:-300}
+auth_timeout=${AUTH_TIMEOUT:-180}
+secret=$TENANT-admin-kubeconfig
+kubeconfig_file KUBECONFIG_DATA
+
+admin_conf_base64=
+read_admin_conf() {
+	admin_conf_base64=$(kube -n "$NAMESPACE" get secret "$secret" \
+		-o 'jsonpath={.data.admin\.conf}' 2>/dev/null) || true
+	[[ -n $admin_conf_base64 ]] || {
+		progress "waiting for Secret $NAMESPACE/$secret"
+		return 1
+	}
+}
+retry "$secret_timeout" "$RETRY_INTERVAL" read_admin_conf ||
+	die "timed out after ${secret_timeout}s waiting for Secret $NAMESPACE/$secret with key admin.conf"
+
+tenant_kubeconfig=$(base64 -d <<<"$admin_conf_base64") ||
+	die "key admin.conf of Secret $NAMESPACE/$secret is not valid base64"
+kubeconfig_file tenant_kubeconfig
+
+admin_authorised() {
+	local answer
+	answer=$(kube auth can-i create secrets -n kube-system 2>&1) || true
+	[[ $answer == yes ]] || {
+		progress "waiting for tenant $TENANT to authorise its admin kubeconfig (can-i: ${answer:-no answer})"
+		return 1
+	}
+}
+retry "$auth_timeout" "$RETRY_INTERVAL" admin_authorised ||
+	die "timed out after ${auth_timeout}s waiting for tenant $TENANT to authorise admin.conf (kubectl auth can-i create secrets -n kube-system)"
+
+log "tenant $TENANT admin kubeconfig is authorised"
+printf '%s\n' "$tenant_kubeconfig"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Waits until HAMi is usable in a tenant: scheduler Available and elected
+# (its Service selects only the pod labelled hami.io/scheduler-role=leader),
+# mock device plugin ready everywhere, webhook CA injected, and every worker
+# advertising the expected nvidia.com/gpumem.
+#
+# env:    KUBECONFIG_DATA  tenant admin kubeconfig
+#         NODES            space-separated worker node names
+#         EXPECTED_GPUMEM  expected allocatable nvidia.com/gpumem of each node (MiB)
+#         WAIT_TIMEOUT     optional, seconds (default 300)
+# stdout: nothing
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+require_env KUBECONFIG_DATA NODES EXPECTED_GPUMEM
+[[ $EXPECTED_GPUMEM =~ ^[0-9]+$ ]] || die "EXPECTED_GPUMEM must be an integer, got '$EXPECTED_GPUMEM'"
+timeout=${WAIT_TIMEOUT:-300}
+read -ra node_names <<<"$NODES"
+kubeconfig_file KUBECONFIG_DATA
+
+namespace=kube-system
+pending=
+waiting_for() {
+	pending=$1
+	progress "waiting for $pending"
+	return 1
+}
+
+hami_ready() {
+	local available ready_endpoints rollout desired ready updated ca_bundle node gpumem
+	available=$(kube -n "$namespace" get deployment hami-scheduler \
+		-o 'jsonpath={.status.conditions[?(@.type=="Available")].status}' 2>/dev/null)
+	[[ $available == True ]] || waiting_for "Deployment $namespace/hami-scheduler to become Available" || return
+
+	ready_endpoints=$(kube -n "$namespace" get endpointslices -l kubernetes.io/service-name=hami-scheduler \
+		-o 'jsonpath={.items[*].endpoints[*].conditions.ready}' 2>/dev/null)
+	[[ $ready_endpoints == *true* ]] ||
+		waiting_for "Service $namespace/hami-scheduler to get a ready endpoint (leader-labelled scheduler pod)" || return
+
+	# desired ready updated; "0 0 0" means no schedulable node yet.
+	rollout=$(kube -n "$namespace" get daemonset hami-mock-device-plugin -o \
+		'jsonpath={.status.desiredNumberScheduled} {.status.numberReady} {.status.updatedNumberScheduled}' 2>/dev/null)
+	read -r desired ready updated <<<"$rollout"
+	[[ ${desired:-0} -gt 0 && $ready == "$desired" && $updated == "$desired" ]] ||
+		waiting_for "DaemonSet $namespace/hami-mock-device-plugin to be ready on all nodes (desired/ready/updated: ${rollout:-none})" || return
+
+	ca_bundle=$(kube get mutatingwebhookconfiguration hami-webhook \
+		-o 'jsonpath={.webhooks[0].clientConfig.caBundle}' 2>/dev/null)
+	[[ -n $ca_bundle ]] || waiting_for "MutatingWebhookConfiguration hami-webhook to get a caBundle" || return
+
+	for node in "${node_names[@]}"; do
+		gpumem=$(kube get node "$node" -o 'jsonpath={.status.allocatable.nvidia\.com/gpumem}' 2>/dev/null)
+		[[ $gpumem == "$EXPECTED_GPUMEM" ]] ||
+			waiting_for "node $node to advertise nvidia.com/gpumem=$EXPECTED_GPUMEM (now: ${gpumem:-none})" || return
+	done
+}
+
+retry "$timeout" "$RETRY_INTERVAL" hami_ready ||
+	die "timed out after ${timeout}s waiting for $pending"
+log "HAMi is ready on ${node_names[*]}"

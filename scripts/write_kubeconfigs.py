@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Write each kubeconfig from the Pulumi stack outputs to <dir>/<name>.kubeconfig, mode 0600.
+
+SOURCE is a JSON file of the stack outputs (all of them, or only the
+`kubeconfigs` output), or - for standard input. Without SOURCE the script runs
+`pulumi stack output --show-secrets --json` for the selected stack. Tenants get
+<tenant>.kubeconfig; the kind cluster, when present, management.kubeconfig.
+Needs only the Python standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+# Run as a file, so make the repository (and its validation package) importable.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from validation.host import Runner, SubprocessRunner  # noqa: E402
+from validation.stack_outputs import (  # noqa: E402
+    OutputsError,
+    kubeconfigs_in,
+    read_outputs_document,
+    write_kubeconfig_files,
+)
+
+
+def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("source", nargs="?", metavar="SOURCE", help="outputs JSON file, or - for stdin")
+    parser.add_argument("--dir", default="kubeconfigs", help="where to write them (default: ./kubeconfigs)")
+    args = parser.parse_args(argv)
+    try:
+        kubeconfigs = kubeconfigs_in(read_outputs_document(args.source, runner or SubprocessRunner()))
+    except OutputsError as error:
+        print(f"write_kubeconfigs: {error}", file=sys.stderr)
+        return 1
+    if not kubeconfigs:
+        print("write_kubeconfigs: the outputs hold no kubeconfig", file=sys.stderr)
+        return 1
+    for path in write_kubeconfig_files(Path(args.dir), kubeconfigs).values():
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The Makefile's entry points (dry runs only) and the GitHub workflows' guarantees."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / ".github" / "workflows"
+
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def make(*args: str, env_drop=("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_BACKEND_URL")):
+    env = {key: value for key, value in os.environ.items() if key not in env_drop}
+    return subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def position(lines: list[str], fragment: str) -> int:
+    return next(index for index, line in enumerate(lines) if fragment in line)
+
+
+@needs_make
+def test_dry_run_of_up_shows_every_step_in_order(tmp_path):
+    dry = make("-n", "up", f"VENV={tmp_path / 'venv'}")
+
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    steps = [
+        "PULUMI_CONFIG_PASSPHRASE+set",
+        "-m venv",
+        "scripts/preflight.py",
+        "pulumi login --local",
+        "pulumi stack select --create dev",
+        "pulumi up --yes",
+        "scripts/write_kubeconfigs.py",
+        "-m validation",
+    ]
+    assert [position(lines, step) for step in steps] == sorted(position(lines, step) for step in steps)
+    assert "PULUMI_BACKEND_URL" in lines[position(lines, "pulumi login --local")]
+    assert not (tmp_path / "venv").exists()
+
+
+@needs_make
+def test_up_without_a_passphrase_says_how_to_set_one_and_does_nothing_else(tmp_path):
+    run = make("up", f"VENV={tmp_path / 'venv'}")
+
+    assert run.returncode != 0
+    assert "export PULUMI_CONFIG_PASSPHRASE=" in run.stderr
+    assert not (tmp_path / "venv").exists()
+
+
+@needs_make
+def test_venv_is_rebuilt_only_when_requirements_change(tmp_path):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    stamp = venv / ".requirements-installed"
+    stamp.touch()
+    requirements_time = (ROOT / "requirements.txt").stat().st_mtime
+
+    os.utime(stamp, (requirements_time + 60, requirements_time + 60))
+    assert "pip install" not in make("-n", "venv", f"VENV={venv}").stdout
+
+    os.utime(stamp, (requirements_time - 60, requirements_time - 60))
+    assert "-r requirements.txt" in make("-n", "venv", f"VENV={venv}").stdout
+
+
+def workflow(name: str) -> dict:
+    document = yaml.safe_load((WORKFLOWS / name).read_text())
+    document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads a bare `on` as true
+    return document
+
+
+@pytest.mark.parametrize("name", ["ci.yml", "live.yml"])
+def test_every_action_is_pinned_to_a_version(name):
+    for job in workflow(name)["jobs"].values():
+        for step in job["steps"]:
+            if "uses" in step:
+                action, _, version = step["uses"].partition("@")
+                assert version.startswith("v"), step["uses"]
+
+
+def test_ci_runs_on_pull_requests_and_main_with_the_make_targets_users_run():
+    ci = workflow("ci.yml")
+
+    assert set(ci["on"]) == {"pull_request", "push"} and ci["on"]["push"]["branches"] == ["main"]
+    commands = "\n".join(step.get("run", "") for step in ci["jobs"]["test"]["steps"])
+    assert "make venv lint test" in commands and "make preview" in commands
+
+
+def test_live_lab_is_opt_in_and_always_torn_down_after_the_report_is_kept():
+    live = workflow("live.yml")
+    (job,) = live["jobs"].values()
+    steps = job["steps"]
+
+    assert set(live["on"]) == {"workflow_dispatch", "schedule"}
+    names = [step.get("run", step.get("uses", "")) for step in steps]
+    up, upload, down = (
+        position(names, "make up"),
+        position(names, "actions/upload-artifact"),
+        position(names, "make down"),
+    )
+    assert up < upload < down
+    assert steps[upload]["if"] == "always()" and steps[down]["if"] == "always()"
+    assert steps[upload]["with"]["path"] == "validation-report.json"

@@ -1,0 +1,193 @@
+"""scripts/preflight.py on recorded host values (a fake /proc, /sys and /lib under tmp_path)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "preflight.py"
+spec = importlib.util.spec_from_file_location("preflight", SCRIPT)
+preflight = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as `import` would
+spec.loader.exec_module(preflight)
+
+SWAPS_HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
+# A host already tuned for the lab: the values `make preflight` asks for, on 4 CPUs.
+TUNED = {
+    "proc/sys/fs/inotify/max_user_watches": "524288\n",
+    "proc/sys/fs/inotify/max_user_instances": "512\n",
+    "proc/sys/net/netfilter/nf_conntrack_max": "262144\n",
+    "sys/module/nf_conntrack/parameters/hashsize": "65536\n",
+    "proc/swaps": SWAPS_HEADER,
+    "sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory hugetlb pids rdma misc\n",
+    "lib/modules/6.8.0-84-generic/modules.dep": "",
+}
+DOCKER_DOWN = (
+    1,
+    "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+)
+
+
+def make_host(tmp_path: Path, overrides=None, *, cpus=4, missing_tools=(), docker=(0, "28.2.2")):
+    files = {**TUNED, **(overrides or {})}
+    for relative, content in files.items():
+        if content is not None:
+            path = tmp_path / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+    docker_calls = []
+
+    def run(argv):
+        docker_calls.append(list(argv))
+        return docker
+
+    host = preflight.Host(
+        root=tmp_path,
+        which=lambda tool: None if tool in missing_tools else f"/usr/bin/{tool}",
+        cpus=cpus,
+        run=run,
+    )
+    return host, docker_calls
+
+
+def run_preflight(host, capsys, *args):
+    code = preflight.main(list(args), host=host)
+    return code, capsys.readouterr().out
+
+
+def test_a_tuned_host_passes(tmp_path, capsys):
+    host, docker_calls = make_host(tmp_path)
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 0
+    assert out.strip() == "preflight: all good"
+    assert docker_calls == [["docker", "info", "--format", "{{.ServerVersion}}"]]
+
+
+def test_distribution_inotify_defaults_are_errors_with_the_exact_fix(tmp_path, capsys):
+    host, _ = make_host(
+        tmp_path,
+        {"proc/sys/fs/inotify/max_user_watches": "65536\n", "proc/sys/fs/inotify/max_user_instances": "128\n"},
+    )
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert "fix: sudo sysctl -w fs.inotify.max_user_watches=524288" in out
+    assert "fix: sudo sysctl -w fs.inotify.max_user_instances=512" in out
+    assert "/etc/sysctl.d/" in out  # how to make it stick
+
+
+@pytest.mark.parametrize(
+    ("cpus", "conntrack_max", "needed"),
+    [
+        (2, "65536", 131072),  # the floor applies to small hosts
+        (8, "131072", 262144),  # 32768 per CPU above that
+        (16, "262144", 524288),
+    ],
+)
+def test_conntrack_max_must_cover_what_kube_proxy_would_set(tmp_path, capsys, cpus, conntrack_max, needed):
+    host, _ = make_host(
+        tmp_path,
+        {
+            "proc/sys/net/netfilter/nf_conntrack_max": conntrack_max + "\n",
+            "sys/module/nf_conntrack/parameters/hashsize": str(needed) + "\n",
+        },
+        cpus=cpus,
+    )
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert f"fix: sudo sysctl -w net.netfilter.nf_conntrack_max={needed}" in out
+
+
+def test_conntrack_just_high_enough_passes(tmp_path, capsys):
+    host, _ = make_host(tmp_path, {"proc/sys/net/netfilter/nf_conntrack_max": "262144\n"}, cpus=8)
+
+    assert run_preflight(host, capsys)[0] == 0
+
+
+def test_small_conntrack_hash_table_is_an_error(tmp_path, capsys):
+    host, _ = make_host(tmp_path, {"sys/module/nf_conntrack/parameters/hashsize": "16384\n"}, cpus=4)
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert "echo 32768 | sudo tee /sys/module/nf_conntrack/parameters/hashsize" in out
+
+
+def test_unloaded_conntrack_module_is_only_a_warning(tmp_path, capsys):
+    host, _ = make_host(
+        tmp_path,
+        {"proc/sys/net/netfilter/nf_conntrack_max": None, "sys/module/nf_conntrack/parameters/hashsize": None},
+    )
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 0
+    assert out.startswith("WARNING") and "net.netfilter.nf_conntrack_max" in out
+
+
+def test_swap_is_a_warning_that_mentions_the_kubelet_setting(tmp_path, capsys):
+    swaps = SWAPS_HEADER + "/swap.img                               file\t\t4194300\t\t0\t\t-2\n"
+    host, _ = make_host(tmp_path, {"proc/swaps": swaps})
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 0
+    assert "WARNING" in out and "failSwapOn=false" in out and "sudo swapoff -a" in out
+
+
+def test_missing_kernel_modules_is_an_error_and_cgroup_v1_a_warning(tmp_path, capsys):
+    host, _ = make_host(
+        tmp_path, {"lib/modules/6.8.0-84-generic/modules.dep": None, "sys/fs/cgroup/cgroup.controllers": None}
+    )
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert "ERROR   /lib/modules is missing" in out
+    assert "WARNING the host uses cgroup v1" in out
+    assert "1 error(s), 1 warning(s)" in out
+
+
+def test_missing_tools_say_what_to_install_and_skip_the_daemon_check(tmp_path, capsys):
+    host, docker_calls = make_host(tmp_path, missing_tools=("docker", "kind"))
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert "docker is not on PATH" in out and "docs.docker.com/engine/install" in out
+    assert "kind is not on PATH" in out and "kind.sigs.k8s.io" in out
+    assert docker_calls == []
+
+
+def test_unreachable_docker_daemon_is_an_error(tmp_path, capsys):
+    host, _ = make_host(tmp_path, docker=DOCKER_DOWN)
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert "Cannot connect to the Docker daemon" in out and "sudo systemctl start docker" in out
+
+
+def test_tools_mode_checks_only_the_named_programs(tmp_path, capsys):
+    host, docker_calls = make_host(
+        tmp_path, {"proc/sys/fs/inotify/max_user_instances": "128\n"}, missing_tools=("pulumi",), docker=DOCKER_DOWN
+    )
+
+    code, out = run_preflight(host, capsys, "--tools", "pulumi", "kubectl")
+
+    assert code == 1
+    assert "pulumi is not on PATH" in out and "get.pulumi.com" in out
+    assert "inotify" not in out and "kubectl" not in out and docker_calls == []
+
+
+def test_tools_mode_is_silent_when_the_tools_are_there(tmp_path, capsys):
+    host, _ = make_host(tmp_path, {"proc/sys/fs/inotify/max_user_instances": "128\n"})
+
+    assert run_preflight(host, capsys, "--tools", "pulumi") == (0, "")

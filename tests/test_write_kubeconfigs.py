@@ -1,0 +1,132 @@
+"""scripts/write_kubeconfigs.py: stack outputs in, private kubeconfig files out."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from validation.host import CommandResult
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "write_kubeconfigs.py"
+OUTPUTS = ROOT / "tests" / "fixtures" / "validation" / "outputs.json"
+
+spec = importlib.util.spec_from_file_location("write_kubeconfigs", SCRIPT)
+write_kubeconfigs = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as `import` would
+spec.loader.exec_module(write_kubeconfigs)
+
+
+def outputs() -> dict:
+    return json.loads(OUTPUTS.read_text())
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+class PulumiStub:
+    def __init__(self, stdout: str, returncode: int = 0, stderr: str = ""):
+        self.reply = (returncode, stdout, stderr)
+        self.argv: tuple[str, ...] = ()
+
+    def run(self, argv, stdin=None, timeout=None) -> CommandResult:
+        self.argv = tuple(argv)
+        return CommandResult(self.argv, *self.reply)
+
+
+def test_all_outputs_give_one_private_file_per_cluster(tmp_path, capsys):
+    target = tmp_path / "kubeconfigs"
+
+    assert write_kubeconfigs.main([str(OUTPUTS), "--dir", str(target)]) == 0
+
+    document = outputs()
+    expected = {"management.kubeconfig": document["managementKubeconfig"]}
+    expected |= {f"{name}.kubeconfig": text for name, text in document["kubeconfigs"].items()}
+    assert {path.name: path.read_text() for path in target.iterdir()} == expected
+    assert {mode(path) for path in target.iterdir()} == {0o600}
+    assert mode(target) == 0o700
+    assert sorted(capsys.readouterr().out.split()) == sorted(str(target / name) for name in expected)
+
+
+def test_the_kubeconfigs_output_alone_works_from_stdin(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(outputs()["kubeconfigs"])))
+
+    assert write_kubeconfigs.main(["-", "--dir", str(tmp_path)]) == 0
+
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["tenant-a.kubeconfig", "tenant-b.kubeconfig"]
+
+
+def test_without_a_source_it_asks_pulumi(tmp_path):
+    pulumi = PulumiStub(OUTPUTS.read_text())
+
+    assert write_kubeconfigs.main(["--dir", str(tmp_path)], runner=pulumi) == 0
+
+    assert pulumi.argv[:3] == ("pulumi", "stack", "output") and "--show-secrets" in pulumi.argv
+    assert (tmp_path / "management.kubeconfig").exists()
+
+
+def test_pulumi_failure_is_reported_and_nothing_written(tmp_path, capsys):
+    pulumi = PulumiStub("", returncode=255, stderr="error: passphrase must be set\n")
+
+    assert write_kubeconfigs.main(["--dir", str(tmp_path / "out")], runner=pulumi) == 1
+
+    assert "passphrase must be set" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_rewriting_replaces_a_world_readable_file_with_a_private_one(tmp_path):
+    stale = tmp_path / "tenant-a.kubeconfig"
+    stale.write_text("old")
+    stale.chmod(0o644)
+    old_umask = os.umask(0)  # the mode must not depend on a careful umask
+    try:
+        assert write_kubeconfigs.main([str(OUTPUTS), "--dir", str(tmp_path)]) == 0
+    finally:
+        os.umask(old_umask)
+
+    assert mode(stale) == 0o600 and stale.read_text() == outputs()["kubeconfigs"]["tenant-a"]
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith(".")]  # no temp files left
+
+
+@pytest.mark.parametrize(
+    ("document", "complaint"),
+    [
+        ("not json", "not valid JSON"),
+        (json.dumps({"kubeconfigs": {"management": "apiVersion: v1"}}), "'management'"),
+        (json.dumps({"kubeconfigs": {"../../etc/cron.d/x": "apiVersion: v1"}}), "not usable as a tenant name"),
+        (json.dumps({"kubeconfigs": {}}), "no kubeconfig"),
+    ],
+)
+def test_bad_outputs_are_refused_without_writing(tmp_path, capsys, document, complaint):
+    source = tmp_path / "outputs.json"
+    source.write_text(document)
+
+    assert write_kubeconfigs.main([str(source), "--dir", str(tmp_path / "out")]) == 1
+
+    assert complaint in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_runs_as_the_readme_shows_with_the_standard_library_only(tmp_path):
+    # The README pipes `pulumi stack output` into plain python3, outside the venv.
+    probe = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    guard = "import sys; sys.modules['yaml'] = None; " + probe  # any `import yaml` would now fail
+    completed = subprocess.run(
+        [sys.executable, "-c", guard, str(SCRIPT), "-", "--dir", str(tmp_path)],
+        input=OUTPUTS.read_text(),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert (tmp_path / "tenant-b.kubeconfig").exists()

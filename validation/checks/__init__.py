@@ -1,0 +1,22 @@
+"""The checks, in the order they run: platform first, GPU workloads last."""
+
+from validation.checks.base import Check
+from validation.checks.gpu_scheduling import fractional, quota, sharing
+from validation.checks.hami import gpu_capacity, webhook
+from validation.checks.konnectivity import konnectivity
+from validation.checks.platform import platform
+from validation.checks.tenancy import control_plane, isolation, nodes
+
+CHECKS: tuple[Check, ...] = (
+    platform,
+    control_plane,
+    isolation,
+    nodes,
+    konnectivity,
+    webhook,
+    gpu_capacity,
+    fractional,
+    sharing,
+    quota,
+)
+CHECKS_BY_NAME = {check.name: check for check in CHECKS}

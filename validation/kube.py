@@ -1,0 +1,137 @@
+"""kubectl bound to one cluster, and small readers for what it returns."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from validation.host import DEFAULT_TIMEOUT, CommandResult, Runner
+from validation.results import CheckFailed
+
+NAMESPACE_DELETE_TIMEOUT = 90
+
+
+class Kubectl:
+    def __init__(self, runner: Runner, kubeconfig: Path, cluster: str):
+        self.runner = runner
+        self.kubeconfig = kubeconfig
+        self.cluster = cluster
+
+    def run(self, *args: str, stdin: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> CommandResult:
+        argv = ("kubectl", "--kubeconfig", str(self.kubeconfig), *args)
+        return self.runner.run(argv, stdin=stdin, timeout=timeout)
+
+    def checked(self, result: CommandResult) -> CommandResult:
+        if not result.ok:
+            command = " ".join(result.argv[3:])  # without the temporary kubeconfig path
+            raise CheckFailed(f"`kubectl {command}` on {self.cluster} failed: {result.error}")
+        return result
+
+    def query(self, *args: str, stdin: str | None = None) -> Any:
+        """Run a kubectl command that prints JSON and return the parsed document."""
+        result = self.checked(self.run(*args, stdin=stdin))
+        try:
+            return json.loads(result.stdout)
+        except json.JSONDecodeError:
+            raise CheckFailed(f"`kubectl {' '.join(args)}` on {self.cluster} did not print JSON") from None
+
+    def get(self, *args: str) -> dict[str, Any]:
+        return self.query("get", *args, "-o", "json")
+
+    def get_raw(self, path: str) -> dict[str, Any]:
+        return self.query("get", "--raw", path)
+
+    def create(self, manifest: dict[str, Any], *flags: str) -> CommandResult:
+        return self.run("create", "-f", "-", *flags, stdin=json.dumps(manifest))
+
+    def must_create(self, manifest: dict[str, Any], *flags: str) -> None:
+        self.checked(self.create(manifest, *flags))
+
+    def admit(self, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
+        """The object as admission webhooks would store it; a server-side dry run creates nothing."""
+        return self.query(
+            "create",
+            "-f",
+            "-",
+            "-n",
+            namespace,
+            "--dry-run=server",
+            "-o",
+            "json",
+            stdin=json.dumps(manifest),
+        )
+
+    def delete_namespace(self, name: str) -> CommandResult:
+        # Waiting matters: GPU pods still terminating would hold vGPU slots needed by later checks.
+        return self.run(
+            "delete",
+            "namespace",
+            name,
+            "--ignore-not-found",
+            f"--timeout={NAMESPACE_DELETE_TIMEOUT}s",
+            timeout=NAMESPACE_DELETE_TIMEOUT + 30,
+        )
+
+
+@dataclass(frozen=True)
+class KubeconfigCluster:
+    server: str
+    ca_data: str  # base64 PEM bundle; "" when the kubeconfig has none
+
+
+def kubeconfig_cluster(text: str) -> KubeconfigCluster:
+    """The cluster entry that the kubeconfig's current context uses."""
+    try:
+        config = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        raise CheckFailed("kubeconfig is not valid YAML") from None
+    contexts = {item.get("name"): item.get("context") or {} for item in config.get("contexts") or []}
+    clusters = {item.get("name"): item.get("cluster") or {} for item in config.get("clusters") or []}
+    current = contexts.get(config.get("current-context"), {}).get("cluster")
+    cluster = clusters.get(current) or next(iter(clusters.values()), {})
+    return KubeconfigCluster(server=cluster.get("server", ""), ca_data=cluster.get("certificate-authority-data", ""))
+
+
+_QUANTITY = re.compile(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
+_MULTIPLIERS = {
+    None: 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+
+
+def parse_quantity(text: str) -> int | None:
+    """A whole-number Kubernetes quantity ("81920", "4k", "8Gi"), or None if it is not one.
+
+    The API server re-serialises quantities in canonical form, so 2000 may come back as "2k".
+    """
+    match = _QUANTITY.fullmatch(str(text).strip())
+    return int(match[1]) * _MULTIPLIERS[match[2]] if match else None
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The status condition of the given type, or {} if the object has none."""
+    for item in obj.get("status", {}).get("conditions") or []:
+        if item.get("type") == kind:
+            return item
+    return {}
+
+
+def name_of(obj: dict[str, Any]) -> str:
+    return obj.get("metadata", {}).get("name", "?")
+
+
+def explain(item: dict[str, Any]) -> str:
+    """Join reason and message of a condition, event or container state."""
+    return ": ".join(part for part in (item.get("reason"), item.get("message")) if part)

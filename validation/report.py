@@ -1,0 +1,50 @@
+"""Presenting results: aligned lines for people, a JSON document for machines."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from validation.results import CheckResult, Status
+
+
+class TextReport:
+    def __init__(self, stream: TextIO, check_names: Iterable[str], targets: Iterable[str]):
+        self.stream = stream
+        self.check_width = max(map(len, check_names), default=0)
+        self.target_width = max(map(len, targets), default=0)
+
+    def line(self, result: CheckResult) -> None:
+        detail = result.evidence if result.status is Status.PASS else result.reason
+        print(
+            f"{result.status.value.upper():<4}  {result.check:<{self.check_width}}  "
+            f"{result.target:<{self.target_width}}  {detail}",
+            file=self.stream,
+            flush=True,
+        )
+
+    def finish(self, results: list[CheckResult], warnings: list[str]) -> None:
+        for warning in warnings:
+            print(f"WARN  cleanup: {warning}", file=self.stream)
+        print(summary(results), file=self.stream)
+
+
+def counts(results: list[CheckResult]) -> Counter[Status]:
+    return Counter(result.status for result in results)
+
+
+def summary(results: list[CheckResult]) -> str:
+    tally = counts(results)
+    verdict = "FAILED" if tally[Status.FAIL] else "OK"
+    return f"{verdict}: {tally[Status.PASS]} passed, {tally[Status.FAIL]} failed, {tally[Status.SKIP]} skipped"
+
+
+def json_document(results: list[CheckResult], warnings: list[str]) -> dict[str, Any]:
+    tally = counts(results)
+    return {
+        "ok": tally[Status.FAIL] == 0,
+        "summary": {status.value: tally[status] for status in Status},
+        "results": [result.to_json() for result in results],
+        "warnings": warnings,
+    }

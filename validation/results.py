@@ -1,0 +1,33 @@
+"""What a check concludes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+class CheckFailed(Exception):
+    """The lab is not as the outputs say; the message is the reason shown to the user."""
+
+
+class CheckSkipped(Exception):
+    """The check does not apply to this target (for example a tenant without GPUs)."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str
+    target: str  # "management", a tenant name, or "all tenants"
+    status: Status
+    evidence: str = ""
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "status": self.status.value}

@@ -1,0 +1,208 @@
+"""Reading the Pulumi stack outputs and writing their kubeconfigs to private files.
+
+Shared by ``python -m validation`` and ``scripts/write_kubeconfigs.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from validation.host import Runner
+
+MANAGEMENT = "management"
+PULUMI_OUTPUTS = ("pulumi", "stack", "output", "--show-secrets", "--json")
+
+# Stack-output quota fields and the ResourceQuota spec.hard keys that enforce them.
+QUOTA_KEYS = {
+    "gpumemMiB": "limits.nvidia.com/gpumem",
+    "gpucores": "limits.nvidia.com/gpucores",
+    "gpus": "requests.nvidia.com/gpu",
+}
+
+# Tenant names become file names, so accept only what Kubernetes accepts as a name.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+class OutputsError(ValueError):
+    """The stack outputs are missing or do not follow the documented contract."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    model: str
+    memory_mib: int
+    count: int
+
+
+@dataclass(frozen=True)
+class Quota:
+    namespace: str
+    hard: dict[str, int]  # ResourceQuota spec.hard key -> expected value
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    endpoint: str
+    kubernetes_version: str
+    namespace: str
+    data_store_schema: str
+    workers: tuple[str, ...]
+    gpus_per_worker: tuple[Gpu, ...]
+    gpu_slots: int
+    quotas: tuple[Quota, ...]
+
+    @property
+    def has_gpus(self) -> bool:
+        return any(gpu.count for gpu in self.gpus_per_worker)
+
+    @property
+    def largest_gpu_mib(self) -> int:
+        return max((gpu.memory_mib for gpu in self.gpus_per_worker if gpu.count), default=0)
+
+    def expected_allocatable(self) -> dict[str, int]:
+        """What every worker advertises once its mock GPUs are registered."""
+        cards = sum(gpu.count for gpu in self.gpus_per_worker)
+        return {
+            "nvidia.com/gpu": cards * self.gpu_slots,
+            "nvidia.com/gpumem": sum(gpu.memory_mib * gpu.count for gpu in self.gpus_per_worker),
+            "nvidia.com/gpucores": 100 * cards,
+        }
+
+
+@dataclass(frozen=True)
+class StackOutputs:
+    tenants: dict[str, Tenant]
+    kubeconfigs: dict[str, str]  # MANAGEMENT and each tenant name -> kubeconfig YAML
+
+
+def read_outputs_document(source: str | None, runner: Runner, stdin: TextIO | None = None) -> dict[str, Any]:
+    """Load the outputs JSON from a file, from stdin ("-"), or from pulumi (None)."""
+    if source is None:
+        result = runner.run(PULUMI_OUTPUTS, timeout=120)
+        if not result.ok:
+            raise OutputsError(f"`{' '.join(PULUMI_OUTPUTS)}` failed: {result.error}")
+        text, origin = result.stdout, "pulumi stack output"
+    elif source == "-":
+        text, origin = (stdin or sys.stdin).read(), "standard input"
+    else:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except OSError as error:
+            raise OutputsError(f"cannot read {source}: {error.strerror}") from None
+        origin = source
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise OutputsError(f"{origin} is not valid JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise OutputsError(f"{origin}: expected a JSON object of stack outputs")
+    return document
+
+
+def kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str]:
+    """Kubeconfigs by cluster name, from all stack outputs or from the `kubeconfigs` output alone."""
+    if "kubeconfigs" in document:
+        tenants = _field(document, "kubeconfigs", dict, "outputs")
+        management = document.get("managementKubeconfig")
+    else:
+        tenants, management = document, None
+    kubeconfigs: dict[str, str] = {}
+    for name, text in tenants.items():
+        if name == MANAGEMENT or not _DNS_LABEL.fullmatch(name):
+            raise OutputsError(f"kubeconfigs: {name!r} is not usable as a tenant name")
+        if not isinstance(text, str) or not text.strip():
+            raise OutputsError(f"kubeconfigs.{name}: expected kubeconfig YAML")
+        kubeconfigs[name] = text
+    if isinstance(management, str) and management.strip():
+        kubeconfigs[MANAGEMENT] = management
+    return kubeconfigs
+
+
+def parse_outputs(document: Mapping[str, Any]) -> StackOutputs:
+    tenants_doc = _field(document, "tenants", dict, "outputs")
+    tenants = {name: _parse_tenant(name, spec) for name, spec in tenants_doc.items()}
+    kubeconfigs = kubeconfigs_in(document)
+    missing = [name for name in (MANAGEMENT, *tenants) if name not in kubeconfigs]
+    if missing:
+        raise OutputsError(f"no kubeconfig in the outputs for: {', '.join(missing)}")
+    return StackOutputs(tenants=tenants, kubeconfigs=kubeconfigs)
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Replace path with text; the file is owner-only (0600) from the moment it exists."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def write_kubeconfig_files(directory: Path, kubeconfigs: Mapping[str, str]) -> dict[str, Path]:
+    """Write <directory>/<name>.kubeconfig for each cluster; returns the paths by name."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    paths = {}
+    for name, text in kubeconfigs.items():
+        paths[name] = directory / f"{name}.kubeconfig"
+        write_private_file(paths[name], text)
+    return paths
+
+
+def _parse_tenant(name: str, spec: Any) -> Tenant:
+    where = f"tenants.{name}"
+    if not isinstance(spec, dict):
+        raise OutputsError(f"{where}: expected an object")
+    gpus = tuple(
+        Gpu(
+            model=_field(gpu, "model", str, f"{where}.gpusPerWorker[{i}]"),
+            memory_mib=_field(gpu, "memoryMiB", int, f"{where}.gpusPerWorker[{i}]"),
+            count=_field(gpu, "count", int, f"{where}.gpusPerWorker[{i}]"),
+        )
+        for i, gpu in enumerate(_field(spec, "gpusPerWorker", list, where))
+    )
+    quotas = tuple(_parse_quota(quota, f"{where}.quotas[{i}]") for i, quota in enumerate(spec.get("quotas") or []))
+    return Tenant(
+        name=name,
+        endpoint=_field(spec, "endpoint", str, where),
+        kubernetes_version=_field(spec, "kubernetesVersion", str, where),
+        namespace=_field(spec, "namespace", str, where),
+        data_store_schema=_field(spec, "dataStoreSchema", str, where),
+        workers=tuple(_field(spec, "workers", list, where)),
+        gpus_per_worker=gpus,
+        gpu_slots=_field(spec, "gpuSlots", int, where),
+        quotas=quotas,
+    )
+
+
+def _parse_quota(quota: Any, where: str) -> Quota:
+    hard = {
+        key: _field(quota, field, int, where)
+        for field, key in QUOTA_KEYS.items()
+        if isinstance(quota, dict) and quota.get(field) is not None
+    }
+    return Quota(namespace=_field(quota, "namespace", str, where), hard=hard)
+
+
+_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", int: "an integer"}
+
+
+def _field(doc: Any, key: str, kind: type, where: str) -> Any:
+    value = doc.get(key) if isinstance(doc, Mapping) else None
+    if value is None:
+        raise OutputsError(f"{where}.{key}: missing")
+    # bool is an int subclass, but `true` is never a valid count.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        # Name only the type: values may be secrets.
+        raise OutputsError(f"{where}.{key}: expected {_JSON_TYPES[kind]}, got {type(value).__name__}")
+    return value

@@ -19,7 +19,6 @@ management = ManagementCluster(
     ManagementClusterArgs(
         cluster_name=lab.management_cluster_name,
         node_image=lab.node_image,
-        docker_host=lab.docker_host,
         kind_subnet=str(lab.kind_subnet) if lab.kind_subnet else None,
     ),
 )

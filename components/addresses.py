@@ -8,7 +8,7 @@ from dataclasses import dataclass
 # Docker hands container addresses out from the bottom of the subnet, so the pool
 # sits near the top: 51 addresses ending a few below the broadcast address
 # (172.18.255.200-172.18.255.250 for a /16, .200-.250 for a /24).
-_POOL_SIZE = 51
+CARVED_POOL_SIZE = 51
 _GAP_BELOW_BROADCAST = 5
 
 
@@ -43,10 +43,10 @@ def parse_address_range(text: str) -> AddressRange:
 def pool_for_subnet(subnet: ipaddress.IPv4Network) -> AddressRange:
     """The default pool inside the kind network, kept in the subnet's upper half."""
     last = ipaddress.IPv4Address(int(subnet.broadcast_address) - _GAP_BELOW_BROADCAST)
-    first = ipaddress.IPv4Address(int(last) - _POOL_SIZE + 1)
+    first = ipaddress.IPv4Address(int(last) - CARVED_POOL_SIZE + 1)
     lower_half_end = int(subnet.network_address) + subnet.num_addresses // 2
     if int(first) <= lower_half_end:
-        raise ValueError(f"subnet {subnet} is too small to hold a {_POOL_SIZE}-address pool in its upper half")
+        raise ValueError(f"subnet {subnet} is too small to hold a {CARVED_POOL_SIZE}-address pool in its upper half")
     return AddressRange(first, last)
 
 

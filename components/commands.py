@@ -32,8 +32,9 @@ def script_command(
 ) -> local.Command:
     """A Command that runs scripts/<create> (and scripts/<delete> on destroy).
 
-    With secret_output, stdout and stderr are encrypted in state and never shown:
-    such commands print kubeconfigs or handle join tokens.
+    With secret_output, stdout and stderr are encrypted in state: such commands
+    print kubeconfigs or handle join tokens. stderr still streams to the console,
+    so the scripts keep credentials off it.
     """
     secret_opts = pulumi.ResourceOptions(additional_secret_outputs=["stdout", "stderr"]) if secret_output else None
     return local.Command(

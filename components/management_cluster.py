@@ -19,8 +19,6 @@ class ManagementClusterArgs:
     """kind cluster name; also names the provider's cluster identity."""
     node_image: str
     """kindest/node image shared by the kind cluster and every tenant worker."""
-    docker_host: str | None
-    """Docker daemon address; None uses the local default (DOCKER_HOST or the socket)."""
     kind_subnet: str | None
     """IPv4 subnet of the kind network when configured; otherwise read from Docker after kind made it."""
 
@@ -40,7 +38,8 @@ class ManagementCluster(pulumi.ComponentResource):
         super().__init__("kamaji-hami-lab:index:ManagementCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        self.docker_provider = docker.Provider(f"{name}-docker", host=args.docker_host, opts=child)
+        # The same daemon the scripts' docker and kind commands use (DOCKER_HOST or the local socket).
+        self.docker_provider = docker.Provider(f"{name}-docker", opts=child)
 
         # Pulled once and kept: kind and every worker share it, and destroy must
         # not remove an image other clusters on this host may use.
@@ -55,15 +54,21 @@ class ManagementCluster(pulumi.ComponentResource):
         cluster = script_command(
             f"{name}-kind",
             "kind-up.sh",
-            {"CLUSTER_NAME": args.cluster_name, "NODE_IMAGE": args.node_image},
+            {
+                "CLUSTER_NAME": args.cluster_name,
+                "NODE_IMAGE": args.node_image,
+                # Marks the cluster as this stack's: kind-up.sh refuses to adopt any other.
+                "LAB_OWNER": f"{pulumi.get_project()}.{pulumi.get_stack()}",
+            },
             delete="kind-down.sh",
             secret_output=True,
+            # A new name is a new cluster (and, through the provider's identity, new
+            # releases on it): delete the old one first rather than orphan it. A new
+            # image only re-runs the idempotent create, which keeps the running cluster.
+            triggers=[args.cluster_name],
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[self.node_image],
-                # A new name or image is a new cluster: delete the old one first
-                # (a plain re-run of create would orphan it).
-                replace_on_changes=["environment"],
                 delete_before_replace=True,
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", delete="5m"),
             ),

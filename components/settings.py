@@ -17,7 +17,7 @@ from typing import Any
 
 import pulumi
 
-from components.addresses import AddressRange, parse_address_range, pool_for_subnet
+from components.addresses import CARVED_POOL_SIZE, AddressRange, parse_address_range, pool_for_subnet
 from components.gpus import GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, GpuSpec, node_gpu_memory_mib
 
 PROJECT = "kamaji-hami-lab"
@@ -29,6 +29,8 @@ _CHART_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$")
 _IMAGE_REFERENCE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
 _MAX_LABEL = 63
 _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+_NODE_POD_SUBNET_SIZE = 256
+_SMALLEST_SERVICE_PREFIX = 28
 
 # Scalar keys, all declared with type, default and description in Pulumi.yaml.
 SCALAR_KEYS = (
@@ -44,7 +46,6 @@ SCALAR_KEYS = (
     "controlPlaneReplicas",
     "workersPerTenant",
     "gpuSlots",
-    "dockerHost",
 )
 # Pulumi.yaml cannot declare a list of objects, so this one is documented in the README.
 TENANTS_KEY = "tenants"
@@ -103,7 +104,6 @@ class LabSettings:
     management_cluster_name: str
     versions: Versions
     node_image: str
-    docker_host: str | None
     metallb_address_range: AddressRange | None
     kind_subnet: ipaddress.IPv4Network | None
     tenants: tuple[TenantSettings, ...]
@@ -173,10 +173,15 @@ def parse_settings(raw: Mapping[str, Any]) -> LabSettings:
     }
     tenants = _parse_tenants(raw.get(TENANTS_KEY), defaults, cluster_name, reader)
 
-    if address_range is not None and tenants and len(tenants) > address_range.size:
+    if address_range is not None and len(tenants) > address_range.size:
         errors.append(
             f"{_key('metallbAddressRange')}: {address_range} has {address_range.size} addresses "
             f"but {len(tenants)} tenants each need one"
+        )
+    if address_range is None and len(tenants) > CARVED_POOL_SIZE:
+        errors.append(
+            f"{_key(TENANTS_KEY)}: {len(tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses "
+            f"carved from the kind network by default; set {_key('metallbAddressRange')}"
         )
 
     if errors:
@@ -185,7 +190,6 @@ def parse_settings(raw: Mapping[str, Any]) -> LabSettings:
         management_cluster_name=cluster_name,
         versions=versions,
         node_image=node_image,
-        docker_host=reader.scalar_str(raw, "dockerHost") or None,
         metallb_address_range=address_range,
         kind_subnet=kind_subnet,
         tenants=tenants,
@@ -247,7 +251,17 @@ def _parse_tenant(
     gpus = _parse_gpus(item.get("gpus", []), f"{path}.gpus", reader)
     pod_cidr = reader.cidr(item, path, "podCidr", "10.244.0.0/16")
     service_cidr = reader.cidr(item, path, "serviceCidr", "10.96.0.0/16")
-    if pod_cidr and service_cidr and ipaddress.ip_network(pod_cidr).overlaps(ipaddress.ip_network(service_cidr)):
+    if pod_cidr and isinstance(workers, int):
+        # The tenant's controller manager hands every node a /24 of the pod CIDR.
+        per_node = ipaddress.ip_network(pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE
+        if per_node < workers:
+            reader.errors.append(f"{path}.podCidr: {pod_cidr} cannot give each of {workers} workers a /24")
+    if service_cidr and ipaddress.ip_network(service_cidr).prefixlen > _SMALLEST_SERVICE_PREFIX:
+        reader.errors.append(
+            f"{path}.serviceCidr: {service_cidr} is too small; use a /{_SMALLEST_SERVICE_PREFIX} or larger "
+            "(the cluster DNS service takes its .10 address)"
+        )
+    elif pod_cidr and service_cidr and ipaddress.ip_network(pod_cidr).overlaps(ipaddress.ip_network(service_cidr)):
         reader.errors.append(f"{path}.serviceCidr: {service_cidr} overlaps podCidr {pod_cidr}")
 
     tenant = TenantSettings(

@@ -53,8 +53,9 @@ class Tenant(pulumi.ComponentResource):
                 namespace=args.tenants_namespace,
                 management_provider=args.management_provider,
                 management_kubeconfig=args.management_kubeconfig,
+                platform=args.platform,
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.platform]),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.kubeconfig = control_plane.kubeconfig
 

@@ -14,6 +14,7 @@ from components.settings import TenantSettings
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
 READY_STATUS_PATH = "{.status.kubernetesResources.version.status}"
+DISK_EVICTION_OFF = {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,8 @@ class TenantControlPlaneArgs:
     management_provider: k8s.Provider
     management_kubeconfig: pulumi.Input[str]
     """Secret; used on the host to read the tenant's admin kubeconfig."""
+    platform: pulumi.Resource
+    """Kamaji's webhooks reject control planes until Kamaji and its DataStore are ready."""
 
 
 class TenantControlPlane(pulumi.ComponentResource):
@@ -58,6 +61,7 @@ class TenantControlPlane(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.management_provider,
+                depends_on=[args.platform],
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", update="15m", delete="10m"),
             ),
         )
@@ -110,6 +114,10 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
                     {"op": "add", "path": "/cgroupDriver", "value": "systemd"},
                     # Workers share the host's swap; kind runs its kubelets the same way.
                     {"op": "add", "path": "/failSwapOn", "value": False},
+                    # The kubelet sees the host's disk: without these a fairly full host disk
+                    # puts every worker under DiskPressure and evicts its pods (kind does the same).
+                    {"op": "add", "path": "/imageGCHighThresholdPercent", "value": 100},
+                    {"op": "add", "path": "/evictionHard", "value": DISK_EVICTION_OFF},
                 ],
             },
         },

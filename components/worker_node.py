@@ -47,7 +47,9 @@ class WorkerNode(pulumi.ComponentResource):
             image=args.image.image_id,
             # systemd, containerd and kubelet inside a container need all of these (as kind sets them).
             privileged=True,
-            security_opts=["seccomp=unconfined", "apparmor=unconfined"],
+            # label=disable is what Docker adds to privileged containers anyway; stating
+            # it keeps the read-back equal to the plan, so a second `up` replaces nothing.
+            security_opts=["seccomp=unconfined", "apparmor=unconfined", "label=disable"],
             cgroupns_mode="private",
             init=False,
             tty=True,
@@ -75,8 +77,6 @@ class WorkerNode(pulumi.ComponentResource):
                 depends_on=[args.platform],
                 # The fixed name can only exist once: remove the old container before the new one.
                 delete_before_replace=True,
-                # The provider reports the attached network as a mode change on every refresh.
-                ignore_changes=["networkMode"],
             ),
         )
 
@@ -89,7 +89,13 @@ class WorkerNode(pulumi.ComponentResource):
             delete="leave-worker.sh",
             secret_output=True,
             triggers=[container.id],
-            opts=pulumi.ResourceOptions(parent=self, custom_timeouts=pulumi.CustomTimeouts(create="10m")),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # The node keeps its name: the old node object must leave before the new one joins.
+                delete_before_replace=True,
+                # Above the script's own bound (boot wait plus three kubeadm attempts).
+                custom_timeouts=pulumi.CustomTimeouts(create="20m"),
+            ),
         )
 
         self.gpus_registered = None

@@ -71,9 +71,11 @@ remove_on_exit() { _scratch_files+=("$1"); }
 
 # kubeconfig_file VAR: write the kubeconfig held in variable VAR to a scratch
 # file and export KUBECONFIG pointing at it (never the user's ~/.kube/config).
+# The file goes to the per-user runtime tmpfs when there is one, so even a
+# killed script (Pulumi kills on timeout) leaves no credential on disk.
 kubeconfig_file() {
 	local path
-	path=$(mktemp)
+	path=$(mktemp -p "${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}")
 	remove_on_exit "$path"
 	printf '%s' "${!1}" >"$path"
 	export KUBECONFIG=$path

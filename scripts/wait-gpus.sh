@@ -5,7 +5,7 @@
 # advertising the expected nvidia.com/gpumem.
 #
 # env:    KUBECONFIG_DATA  tenant admin kubeconfig
-#         NODES            space-separated worker node names
+#         NODES            space-separated worker node names (empty: no GPU nodes to wait for)
 #         EXPECTED_GPUMEM  expected allocatable nvidia.com/gpumem of each node (MiB)
 #         WAIT_TIMEOUT     optional, seconds (default 300)
 # stdout: nothing
@@ -13,10 +13,11 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-require_env KUBECONFIG_DATA NODES EXPECTED_GPUMEM
+require_env KUBECONFIG_DATA EXPECTED_GPUMEM
 [[ $EXPECTED_GPUMEM =~ ^[0-9]+$ ]] || die "EXPECTED_GPUMEM must be an integer, got '$EXPECTED_GPUMEM'"
 timeout=${WAIT_TIMEOUT:-300}
-read -ra node_names <<<"$NODES"
+# No GPU nodes (a CPU-only tenant) still waits for HAMi itself.
+read -ra node_names <<<"${NODES:-}"
 kubeconfig_file KUBECONFIG_DATA
 
 namespace=kube-system

@@ -196,3 +196,20 @@ def test_bad_config_registers_no_resource(preview):
         plan(dev_config(tenants=[{"name": "Bad"}]), preview=preview)
     assert "kamaji-hami-lab:tenants[0].name: 'Bad'" in str(raised.value)
     assert raised.value.plan.registrations == []
+
+
+def test_pod_cidr_must_give_every_worker_a_slash_24():
+    message = tenants_error({"name": "a", "workers": 3, "podCidr": "10.244.0.0/23"})
+    assert "kamaji-hami-lab:tenants[0].podCidr: 10.244.0.0/23 cannot give each of 3 workers a /24" in message
+
+
+def test_service_cidr_must_hold_the_dns_address():
+    message = tenants_error({"name": "a", "serviceCidr": "10.96.0.0/29"})
+    assert "kamaji-hami-lab:tenants[0].serviceCidr: 10.96.0.0/29 is too small" in message
+
+
+def test_more_tenants_than_the_carved_pool_needs_an_explicit_range():
+    many = [{"name": f"t{index}"} for index in range(52)]
+    assert "kamaji-hami-lab:tenants: 52 tenants need more than the 51 addresses" in config_error(tenants=many)
+    lab = parse_settings(dev_config(tenants=many, metallbAddressRange="172.18.200.0/24"))
+    assert len(lab.tenants) == 52

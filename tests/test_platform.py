@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from tests.plan import KIND_SUBNET, dev_config, is_secret, plan, resolve
+from tests.plan import dev_config, is_secret, plan, resolve
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 COMMAND = "command:local:Command"
@@ -68,7 +68,7 @@ def test_metallb_pool_and_advertisement_wait_for_metallb(dev_plan):
 
 def test_pool_is_carved_from_the_kind_network(up_plan):
     (pool,) = up_plan.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
-    assert KIND_SUBNET == "172.18.0.0/16"
+    # The mocked kind network (tests.plan.KIND_SUBNET) is 172.18.0.0/16.
     assert pool.inputs["spec"]["addresses"] == ["172.18.255.200-172.18.255.250"]
     assert resolve(up_plan.outputs["metallbAddressRange"]) == "172.18.255.200-172.18.255.250"
 
@@ -85,7 +85,7 @@ def test_tenants_wait_for_kamaji_and_its_datastore(dev_plan):
     assert release(dev_plan, "kamaji").urn in kamaji_ready.dependencies
     for control_plane in dev_plan.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"):
         upstream = dev_plan.upstream(control_plane.urn)
-        assert kamaji_ready.urn in upstream
+        assert kamaji_ready.urn in control_plane.dependencies, "a direct wait, not a side effect of the namespace"
         assert {r.urn for r in dev_plan.of_type("kubernetes:metallb.io/v1beta1:L2Advertisement")} <= upstream
 
 
@@ -114,10 +114,25 @@ def test_management_provider_has_a_stable_identity_and_a_secret_kubeconfig(dev_p
 def test_kind_cluster_is_created_and_deleted_by_name(dev_plan):
     (kind,) = dev_plan.commands("kind-up.sh")
     assert kind.inputs["delete"].endswith("/kind-down.sh")
-    assert kind.inputs["environment"] == {"CLUSTER_NAME": "kamaji", "NODE_IMAGE": "kindest/node:v1.36.4"}
+    env = kind.inputs["environment"]
+    assert (env["CLUSTER_NAME"], env["NODE_IMAGE"]) == ("kamaji", "kindest/node:v1.36.4")
+    assert env["LAB_OWNER"] == "kamaji-hami-lab.dev", "marks the cluster as this stack's"
     assert {"stdout", "stderr"} <= set(kind.secret_outputs)
-    # A new name or image must delete the old cluster rather than orphan it.
-    assert "environment" in kind.replace_on_changes and kind.delete_before_replace
+
+
+def kind_command(**overrides):
+    (kind,) = plan(dev_config(**overrides), preview=True).commands("kind-up.sh")
+    return kind
+
+
+def test_a_new_cluster_name_replaces_the_cluster_and_a_new_image_keeps_it():
+    current = kind_command()
+    renamed = kind_command(managementClusterName="lab2")
+    reimaged = kind_command(nodeImage="kindest/node:v1.36.4@sha256:abc")
+    # triggers force a replacement; deleting first means the old cluster is not orphaned.
+    assert renamed.inputs["triggers"] != current.inputs["triggers"] and current.delete_before_replace
+    assert reimaged.inputs["triggers"] == current.inputs["triggers"]
+    assert "environment" not in current.replace_on_changes
 
 
 def test_cluster_name_is_configurable():

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -165,12 +166,20 @@ def tenant_api(fakes: Fakes, ca_pem: str = "") -> Fakes:
 # --- kind-up / kind-down ---------------------------------------------------------------------------
 
 
-def test_kind_up_adopts_an_existing_cluster_and_prints_its_kubeconfig(fakes):
+OWNER_JSONPATH = r"get nodes -o jsonpath=\{.items\[0\].metadata.labels.kamaji-hami-lab\\.io/owner\}"
+
+
+def run_kind_up(fakes):
+    return fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4", LAB_OWNER="lab.dev")
+
+
+def test_kind_up_adopts_a_cluster_this_lab_created_and_prints_its_kubeconfig(fakes):
     fakes.on("kind", r"^get clusters$", "other\nmgmt\n").on(
         "kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n"
     )
+    fakes.on("kubectl", OWNER_JSONPATH, "lab.dev")
 
-    result = fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4")
+    result = run_kind_up(fakes)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "KUBECONFIG-TEXT\n"
@@ -179,11 +188,23 @@ def test_kind_up_adopts_an_existing_cluster_and_prints_its_kubeconfig(fakes):
     assert not (fakes.home / ".kube").exists()
 
 
-def test_kind_up_creates_a_missing_cluster_without_touching_the_users_kubeconfig(fakes):
+def test_kind_up_refuses_a_same_named_cluster_it_did_not_create(fakes):
+    fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n")
+    fakes.on("kubectl", OWNER_JSONPATH, "")
+
+    result = run_kind_up(fakes)
+
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert "a kind cluster named mgmt already exists and was not created by this lab (lab.dev)" in result.stderr
+    assert fakes.calls("kind", "create") == [] and fakes.calls("kind", "delete") == []
+
+
+def test_kind_up_creates_a_missing_cluster_marked_as_ours_without_touching_the_users_kubeconfig(fakes):
     # A cluster whose name merely starts with the wanted one must not count.
     fakes.on("kind", r"^get clusters$", "mgmt-old\n").on("kind", r"^get kubeconfig", "KUBECONFIG-TEXT\n")
 
-    result = fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4")
+    result = run_kind_up(fakes)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "KUBECONFIG-TEXT\n"
@@ -194,6 +215,12 @@ def test_kind_up_creates_a_missing_cluster_without_touching_the_users_kubeconfig
     assert fakes.home not in throwaway.parents
     assert not throwaway.exists()
     assert not (fakes.home / ".kube").exists()
+    assert argv[10] == "--config"
+    assert yaml.safe_load(create["files"][argv[11]]) == {
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "nodes": [{"role": "control-plane", "labels": {"kamaji-hami-lab.io/owner": "lab.dev"}}],
+    }
 
 
 def test_kind_down_succeeds_when_the_cluster_is_already_gone(fakes):
@@ -642,6 +669,16 @@ def test_wait_gpus_times_out_naming_the_node_that_is_short(fakes):
 
     assert result.returncode != 0
     assert "node w2 to advertise nvidia.com/gpumem=81920 (now: 40960)" in result.stderr
+
+
+def test_wait_gpus_without_gpu_nodes_still_waits_for_hami(fakes):
+    hami_up(fakes)
+
+    result = fakes.run("wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="", EXPECTED_GPUMEM="0")
+
+    assert result.returncode == 0, result.stderr
+    assert fakes.calls("kubectl", "get deployment hami-scheduler")
+    assert fakes.calls("kubectl", "get node ") == []
 
 
 def test_wait_gpus_waits_for_the_elected_scheduler(fakes):

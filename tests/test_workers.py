@@ -33,7 +33,8 @@ def test_container_runs_like_a_kind_node(dev_plan):
     worker = containers(dev_plan)["kamaji-tenant-a-w1"].inputs
     assert worker["hostname"] == "kamaji-tenant-a-w1"
     assert worker["privileged"] is True
-    assert sorted(worker["securityOpts"]) == ["apparmor=unconfined", "seccomp=unconfined"]
+    # label=disable is what Docker adds to a privileged container; stating it avoids a diff on every up.
+    assert sorted(worker["securityOpts"]) == ["apparmor=unconfined", "label=disable", "seccomp=unconfined"]
     assert worker["cgroupnsMode"] == "private"
     assert worker["tmpfs"] == {"/tmp": "", "/run": ""}
     assert [n["name"] for n in worker["networksAdvanced"]] == ["kind"]
@@ -91,6 +92,8 @@ def test_join_reruns_only_for_a_new_container_and_removes_the_node_on_destroy(up
     for node, join in by_node(up_plan.commands("join-worker.sh")).items():
         assert join.inputs["triggers"] == [f"{workers[node].name}-id"]
         assert join.inputs["delete"].endswith("/leave-worker.sh")
+        # The old node object (same name) must leave before the new container joins.
+        assert join.delete_before_replace
 
 
 def test_admin_credentials_never_enter_the_container(up_plan):

@@ -1,8 +1,9 @@
 """Stand-in for docker, kind, kubectl and hostname in tests/test_scripts.py.
 
 A shim named after the tool runs `python fake_tool.py TOOL ARGS...`. Each call
-is appended to $FAKE_LOG as one JSON line: tool, argv, stdin, and the path,
-mode and content of the kubeconfig that $KUBECONFIG points at (if any).
+is appended to $FAKE_LOG as one JSON line: tool, argv, stdin, the content of
+every file named in argv (scratch files are gone by the time tests look), and
+the path, mode and content of the kubeconfig that $KUBECONFIG points at (if any).
 
 The reply comes from the first rule in $FAKE_RULES (a JSON list) whose `tool`
 matches and whose regex `match` is found in the space-joined argv. A rule's
@@ -17,6 +18,7 @@ import os
 import re
 import stat
 import sys
+from pathlib import Path
 
 
 def matching_rule(rules: list[dict], tool: str, argv: list[str]) -> int | None:
@@ -51,7 +53,8 @@ def main() -> int:
                 earlier_calls += matching_rule(rules, call["tool"], call["argv"]) == rule
 
     with open(log_path, "a", encoding="utf-8") as log:
-        record = {"tool": tool, "argv": argv, "stdin": stdin, "kubeconfig": kubeconfig_seen()}
+        files = {arg: Path(arg).read_text(encoding="utf-8") for arg in argv if os.path.isfile(arg)}
+        record = {"tool": tool, "argv": argv, "stdin": stdin, "files": files, "kubeconfig": kubeconfig_seen()}
         log.write(json.dumps(record) + "\n")
 
     if rule is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,16 +204,14 @@ def _parse_tenants(
         reader.errors.append(f"{key}: required; set at least one tenant (see README, 'Configuration')")
         return ()
     items = reader.json_value(value, key)
-    if items is None:
-        return ()
-    if not isinstance(items, list) or not items:
-        reader.errors.append(f"{key}: expected a non-empty list of tenant objects, got {_show(items)}")
+    if items == []:
+        reader.errors.append(f"{key}: expected a non-empty list of tenant objects, got []")
+    if not items:
         return ()
 
     tenants = []
     seen: set[str] = set()
-    for index, item in enumerate(items):
-        path = f"{key}[{index}]"
+    for path, item in reader.objects(items, key, "tenant objects", _TENANT_KEYS, required={"name"}):
         tenant = _parse_tenant(item, path, defaults, cluster_name, reader)
         if tenant is None:
             continue
@@ -226,32 +224,50 @@ def _parse_tenants(
 
 
 def _parse_tenant(
-    item: Any, path: str, defaults: dict[str, Any], cluster_name: str | None, reader: _Reader
+    item: dict, path: str, defaults: dict[str, Any], cluster_name: str | None, reader: _Reader
 ) -> TenantSettings | None:
-    if not reader.object(item, path, _TENANT_KEYS, required={"name"}):
-        return None
     errors_before = len(reader.errors)
 
     name = reader.field(item, path, "name", str)
     workers = reader.positive(item, path, "workers", defaults["workers"])
     if name is not None:
-        if not _DNS_1035_LABEL.match(name) or len(name) > _MAX_LABEL:
-            reader.errors.append(
-                f"{path}.name: {name!r} is not a DNS-1035 label (lower-case letters, digits and '-', "
-                f"starting with a letter, at most {_MAX_LABEL} characters)"
-            )
-        elif cluster_name is not None and isinstance(workers, int):
-            longest = worker_name(cluster_name, name, workers)
-            if len(longest) > _MAX_LABEL:
-                reader.errors.append(
-                    f"{path}.name: {name!r} is too long: its worker node name {longest!r} would exceed "
-                    f"{_MAX_LABEL} characters"
-                )
-
-    gpus = _parse_gpus(item.get("gpus", []), f"{path}.gpus", reader)
+        _check_tenant_name(path, name, cluster_name, workers, reader)
     pod_cidr = reader.cidr(item, path, "podCidr", "10.244.0.0/16")
     service_cidr = reader.cidr(item, path, "serviceCidr", "10.96.0.0/16")
-    if pod_cidr and isinstance(workers, int):
+    _check_networks(path, pod_cidr, service_cidr, workers, reader)
+
+    tenant = TenantSettings(
+        name=name,
+        workers=workers,
+        gpus=_parse_gpus(item.get("gpus", []), f"{path}.gpus", reader),
+        gpu_slots=reader.positive(item, path, "gpuSlots", defaults["gpuSlots"]),
+        control_plane_replicas=reader.positive(item, path, "controlPlaneReplicas", defaults["controlPlaneReplicas"]),
+        pod_cidr=pod_cidr,
+        service_cidr=service_cidr,
+        quotas=_parse_quotas(item.get("quotas", []), f"{path}.quotas", reader),
+    )
+    return tenant if len(reader.errors) == errors_before else None
+
+
+def _check_tenant_name(path: str, name: str, cluster_name: str | None, workers: int | None, reader: _Reader) -> None:
+    if not _DNS_1035_LABEL.match(name) or len(name) > _MAX_LABEL:
+        reader.errors.append(
+            f"{path}.name: {name!r} is not a DNS-1035 label (lower-case letters, digits and '-', "
+            f"starting with a letter, at most {_MAX_LABEL} characters)"
+        )
+    elif cluster_name is not None and workers is not None:
+        longest = worker_name(cluster_name, name, workers)
+        if len(longest) > _MAX_LABEL:
+            reader.errors.append(
+                f"{path}.name: {name!r} is too long: its worker node name {longest!r} would exceed "
+                f"{_MAX_LABEL} characters"
+            )
+
+
+def _check_networks(
+    path: str, pod_cidr: str | None, service_cidr: str | None, workers: int | None, reader: _Reader
+) -> None:
+    if pod_cidr and workers is not None:
         # The tenant's controller manager hands every node a /24 of the pod CIDR.
         per_node = ipaddress.ip_network(pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE
         if per_node < workers:
@@ -264,28 +280,10 @@ def _parse_tenant(
     elif pod_cidr and service_cidr and ipaddress.ip_network(pod_cidr).overlaps(ipaddress.ip_network(service_cidr)):
         reader.errors.append(f"{path}.serviceCidr: {service_cidr} overlaps podCidr {pod_cidr}")
 
-    tenant = TenantSettings(
-        name=name,
-        workers=workers,
-        gpus=gpus,
-        gpu_slots=reader.positive(item, path, "gpuSlots", defaults["gpuSlots"]),
-        control_plane_replicas=reader.positive(item, path, "controlPlaneReplicas", defaults["controlPlaneReplicas"]),
-        pod_cidr=pod_cidr,
-        service_cidr=service_cidr,
-        quotas=_parse_quotas(item.get("quotas", []), f"{path}.quotas", reader),
-    )
-    return tenant if len(reader.errors) == errors_before else None
-
 
 def _parse_gpus(value: Any, path: str, reader: _Reader) -> tuple[GpuSpec, ...]:
-    if not isinstance(value, list):
-        reader.errors.append(f"{path}: expected a list of {{model, count}} objects, got {_show(value)}")
-        return ()
     gpus = []
-    for index, item in enumerate(value):
-        item_path = f"{path}[{index}]"
-        if not reader.object(item, item_path, _GPU_KEYS, required={"model"}):
-            continue
+    for item_path, item in reader.objects(value, path, "{model, count} objects", _GPU_KEYS, required={"model"}):
         model = reader.field(item, item_path, "model", str)
         count = reader.positive(item, item_path, "count", 1)
         memory = reader.positive(item, item_path, "memoryMiB", GPU_CATALOGUE.get(model))
@@ -306,15 +304,9 @@ def _parse_gpus(value: Any, path: str, reader: _Reader) -> tuple[GpuSpec, ...]:
 
 
 def _parse_quotas(value: Any, path: str, reader: _Reader) -> tuple[GpuQuota, ...]:
-    if not isinstance(value, list):
-        reader.errors.append(f"{path}: expected a list of quota objects, got {_show(value)}")
-        return ()
     quotas = []
     namespaces: set[str] = set()
-    for index, item in enumerate(value):
-        item_path = f"{path}[{index}]"
-        if not reader.object(item, item_path, _QUOTA_KEYS, required={"namespace"}):
-            continue
+    for item_path, item in reader.objects(value, path, "quota objects", _QUOTA_KEYS, required={"namespace"}):
         namespace = reader.field(item, item_path, "namespace", str)
         limits = {key: reader.positive(item, item_path, key, None) for key in ("gpumemMiB", "gpucores", "gpus")}
         if namespace is not None:
@@ -384,6 +376,18 @@ class _Reader:
         except json.JSONDecodeError as problem:
             self.errors.append(f"{key}: not valid JSON ({problem})")
             return None
+
+    def objects(
+        self, value: Any, path: str, what: str, allowed: set[str], required: set[str]
+    ) -> Iterator[tuple[str, dict]]:
+        """(path, object) for each well-formed object of a list; the rest become errors."""
+        if not isinstance(value, list):
+            self.errors.append(f"{path}: expected a list of {what}, got {_show(value)}")
+            return
+        for index, item in enumerate(value):
+            item_path = f"{path}[{index}]"
+            if self.object(item, item_path, allowed, required):
+                yield item_path, item
 
     def object(self, item: Any, path: str, allowed: set[str], required: set[str]) -> bool:
         if not isinstance(item, dict):

@@ -84,7 +84,7 @@ def test_unknown_top_level_key_is_a_typo():
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"tenants": {"name": "a"}}, 'tenants: expected a non-empty list of tenant objects, got {"name"'),
+        ({"tenants": {"name": "a"}}, 'tenants: expected a list of tenant objects, got {"name"'),
         ({"tenants": []}, "kamaji-hami-lab:tenants: expected a non-empty list"),
         ({"tenants": "[{"}, "kamaji-hami-lab:tenants: not valid JSON"),
         ({"tenants": ["a"]}, "kamaji-hami-lab:tenants[0]: expected an object, got 'a'"),

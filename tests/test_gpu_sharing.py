@@ -17,11 +17,6 @@ HAMI_VALUE_KEYS = {
 }
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["first-preview", "up"])
-def dev_plan(request):
-    return plan(dev_config(), preview=request.param)
-
-
 def hami_releases(plan_):
     return [r for r in plan_.of_type(RELEASE) if r.inputs["chart"] == "hami"]
 

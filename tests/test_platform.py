@@ -1,22 +1,11 @@
 """Management cluster and platform: what `pulumi up` on the dev stack plans for them."""
 
-import pytest
 import yaml
 
 from tests.plan import dev_config, is_secret, plan, resolve
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 COMMAND = "command:local:Command"
-
-
-@pytest.fixture(scope="module", params=[True, False], ids=["first-preview", "up"])
-def dev_plan(request):
-    return plan(dev_config(), preview=request.param)
-
-
-@pytest.fixture(scope="module")
-def up_plan():
-    return plan(dev_config(), preview=False)
 
 
 def release(plan_, chart):

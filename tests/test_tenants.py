@@ -13,16 +13,6 @@ TENANT_COMPONENT = "kamaji-hami-lab:index:Tenant"
 SPEC_SCHEMA = load_schema("tenantcontrolplane-spec.schema.json")
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["first-preview", "up"])
-def dev_plan(request):
-    return plan(dev_config(), preview=request.param)
-
-
-@pytest.fixture(scope="module")
-def up_plan():
-    return plan(dev_config(), preview=False)
-
-
 def tenant_of(plan_, urn):
     """The Tenant component a resource belongs to, or None for shared layers."""
     owners = [a for a in plan_.ancestors(urn) if plan_.by_urn[a].type == TENANT_COMPONENT]

@@ -1,20 +1,8 @@
 """Tenant workers: kindest/node containers that join their own tenant, and the tenant CNI."""
 
-import pytest
-
 from tests.plan import dev_config, plan, reveal, tenant_server
 
 CONTAINER = "docker:index/container:Container"
-
-
-@pytest.fixture(scope="module", params=[True, False], ids=["first-preview", "up"])
-def dev_plan(request):
-    return plan(dev_config(), preview=request.param)
-
-
-@pytest.fixture(scope="module")
-def up_plan():
-    return plan(dev_config(), preview=False)
 
 
 def containers(plan_):

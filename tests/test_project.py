@@ -54,3 +54,8 @@ def test_scripts_the_program_runs_exist():
     assert referenced, "the program runs host-side scripts"
     for name in referenced:
         assert (ROOT / commands.SCRIPTS_DIR / name).is_file(), name
+
+
+def test_dev_stack_disables_the_ambient_default_providers():
+    stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    assert {"kubernetes", "docker"} <= set(stack["pulumi:disable-default-providers"])

@@ -22,7 +22,7 @@ WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR)
 VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
-.PHONY: help venv test lint preflight up validate kubeconfigs preview down clean stack passphrase
+.PHONY: help venv test lint preflight up validate kubeconfigs preview down clean stack existing-stack passphrase
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -57,27 +57,35 @@ passphrase:
 	  exit 1; \
 	fi
 
+# Local state under ~/.pulumi unless you chose a backend; exported rather than
+# `pulumi login`, so your global Pulumi login is left alone.
+export PULUMI_BACKEND_URL ?= file://~
+
+# `up` and `preview` create the stack on first use; the others need it to exist.
 stack: passphrase
 	@$(PREFLIGHT) --tools pulumi
-	[ -n "$${PULUMI_BACKEND_URL:-}" ] || pulumi login --local
 	pulumi stack select --create $(STACK)
+
+existing-stack: passphrase
+	@$(PREFLIGHT) --tools pulumi
+	pulumi stack select $(STACK)
 
 up: passphrase venv preflight stack ## create or update the lab, write its kubeconfigs, then validate it
 	pulumi up --yes --stack $(STACK)
 	$(WRITE_KUBECONFIGS)
 	$(VALIDATE)
 
-validate: venv stack ## check the running lab; the JSON report goes to validation-report.json
+validate: venv existing-stack ## check the running lab; the JSON report goes to validation-report.json
 	@$(PREFLIGHT) --tools kubectl
 	$(VALIDATE)
 
-kubeconfigs: venv stack ## write every kubeconfig to ./kubeconfigs/<name>.kubeconfig, mode 0600
+kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<name>.kubeconfig, mode 0600
 	$(WRITE_KUBECONFIGS)
 
 preview: venv stack ## pulumi preview; PREVIEW_ARGS=--expect-no-changes checks for drift
 	pulumi preview --stack $(STACK) $(PREVIEW_ARGS)
 
-down: venv stack ## destroy the lab (pulumi destroy --yes) and remove the written kubeconfigs
+down: venv existing-stack ## destroy the lab (pulumi destroy --yes) and remove the written kubeconfigs
 	pulumi destroy --yes --stack $(STACK)
 	rm -rf $(KUBECONFIG_DIR)
 

@@ -29,6 +29,8 @@ _CHART_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$")
 _IMAGE_REFERENCE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
 _MAX_LABEL = 63
 _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+# The management cluster's kubeconfig is written next to the tenants' as management.kubeconfig.
+_RESERVED_TENANT_NAMES = ("management",)
 _NODE_POD_SUBNET_SIZE = 256
 _SMALLEST_SERVICE_PREFIX = 28
 
@@ -255,6 +257,8 @@ def _check_tenant_name(path: str, name: str, cluster_name: str | None, workers: 
             f"{path}.name: {name!r} is not a DNS-1035 label (lower-case letters, digits and '-', "
             f"starting with a letter, at most {_MAX_LABEL} characters)"
         )
+    elif name in _RESERVED_TENANT_NAMES:
+        reader.errors.append(f"{path}.name: {name!r} is reserved for the management cluster; choose another name")
     elif cluster_name is not None and workers is not None:
         longest = worker_name(cluster_name, name, workers)
         if len(longest) > _MAX_LABEL:

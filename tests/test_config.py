@@ -60,6 +60,11 @@ def test_tenant_name_too_long_for_its_worker_names():
     assert f"kamaji-{name}-w1" in message
 
 
+def test_tenant_name_reserved_for_the_management_cluster():
+    message = tenants_error({"name": "management"})
+    assert "kamaji-hami-lab:tenants[0].name: 'management' is reserved for the management cluster" in message
+
+
 def test_duplicate_tenant_names():
     message = tenants_error({"name": "a"}, {"name": "a"})
     assert "kamaji-hami-lab:tenants[1].name: duplicate tenant name 'a'" in message

@@ -41,15 +41,30 @@ def test_dry_run_of_up_shows_every_step_in_order(tmp_path):
         "PULUMI_CONFIG_PASSPHRASE+set",
         "-m venv",
         "scripts/preflight.py",
-        "pulumi login --local",
         "pulumi stack select --create dev",
         "pulumi up --yes",
         "scripts/write_kubeconfigs.py",
         "-m validation",
     ]
     assert [position(lines, step) for step in steps] == sorted(position(lines, step) for step in steps)
-    assert "PULUMI_BACKEND_URL" in lines[position(lines, "pulumi login --local")]
+    assert not any("pulumi login" in line for line in lines), "a global login would change the user's backend"
     assert not (tmp_path / "venv").exists()
+
+
+@needs_make
+def test_state_is_local_unless_a_backend_is_chosen(tmp_path):
+    local = make("-n", "--print-data-base", "preview", f"VENV={tmp_path / 'venv'}")
+    assert "PULUMI_BACKEND_URL = file://~" in local.stdout
+    chosen = make("-n", "--print-data-base", "preview", "PULUMI_BACKEND_URL=s3://bucket", f"VENV={tmp_path / 'v'}")
+    assert "PULUMI_BACKEND_URL = s3://bucket" in chosen.stdout
+
+
+@needs_make
+def test_targets_that_read_a_lab_do_not_create_an_empty_stack(tmp_path):
+    for target in ("validate", "kubeconfigs", "down"):
+        dry = make("-n", target, f"VENV={tmp_path / 'venv'}", env_drop=("PULUMI_BACKEND_URL",))
+        assert "pulumi stack select dev" in dry.stdout, target
+        assert "--create" not in dry.stdout, target
 
 
 @needs_make

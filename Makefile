@@ -70,7 +70,7 @@ existing-stack: passphrase
 	@$(PREFLIGHT) --tools pulumi
 	pulumi stack select $(STACK)
 
-up: passphrase venv preflight stack ## create or update the lab, write its kubeconfigs, then validate it
+up: passphrase preflight venv stack ## create or update the lab, write its kubeconfigs, then validate it
 	pulumi up --yes --stack $(STACK)
 	$(WRITE_KUBECONFIGS)
 	$(VALIDATE)

@@ -4,13 +4,14 @@
 Prints every problem with the command that fixes it. Exit status 1 if any
 error was found; warnings alone exit 0. With --tools, only checks that the
 named programs are on PATH, and prints nothing if they are. Needs only the
-Python standard library.
+Python standard library, and runs on Pythons older than the 3.11 it asks for.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,10 @@ INSTALL_HINTS = {
     "kind": "kind v0.32 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
     "kubectl": "kubectl: https://kubernetes.io/docs/tasks/tools/#kubectl",
     "pulumi": "the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (https://www.pulumi.com/docs/install/)",
+    # scripts/join-worker.sh hashes the tenant CA on the host for `kubeadm join`.
+    "openssl": "OpenSSL's command-line tool (e.g. sudo apt-get install openssl)",
 }
+MIN_PYTHON = (3, 11)
 INOTIFY_MINIMUMS = {"fs.inotify.max_user_watches": 524288, "fs.inotify.max_user_instances": 512}
 CONNTRACK_MAX = "net.netfilter.nf_conntrack_max"
 CONNTRACK_HASHSIZE = "/sys/module/nf_conntrack/parameters/hashsize"
@@ -38,10 +42,13 @@ class Finding:
 
 
 def _run(argv: Sequence[str]) -> tuple[int, str]:
+    """(exit status, stdout) on success, (exit status, the complaint) on failure."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         return 1, str(error)
+    if done.returncode == 0:
+        return 0, done.stdout.strip()  # docker info may print warnings on stderr even then
     return done.returncode, done.stderr.strip() or done.stdout.strip()
 
 
@@ -52,7 +59,9 @@ class Host:
     root: Path = Path("/")
     which: Callable[[str], str | None] = shutil.which
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
-    run: Callable[[Sequence[str]], tuple[int, str]] = _run  # (exit status, message)
+    run: Callable[[Sequence[str]], tuple[int, str]] = _run  # (exit status, output or complaint)
+    kernel_release: str = field(default_factory=platform.release)  # uname -r
+    python: tuple[int, int] = field(default_factory=lambda: tuple(sys.version_info[:2]))
 
     def read(self, path: str) -> str | None:
         try:
@@ -84,20 +93,44 @@ def check_tools(host: Host, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list
     ]
 
 
-def check_docker_daemon(host: Host) -> list[Finding]:
-    if host.which("docker") is None:
-        return []  # already reported as a missing tool
-    status, message = host.run(["docker", "info", "--format", "{{.ServerVersion}}"])
-    if status == 0:
+def check_python(host: Host) -> list[Finding]:
+    if host.python >= MIN_PYTHON:
         return []
+    have, need = ".".join(map(str, host.python)), ".".join(map(str, MIN_PYTHON))
     return [
         Finding(
             "error",
-            f"the Docker daemon is not reachable: {message.splitlines()[0] if message else 'no answer'}",
-            "start it (sudo systemctl start docker) and let your user use it "
-            "(sudo usermod -aG docker $USER, then log in again)",
+            f"this is Python {have}; the lab's venv (Pulumi program, validation) needs Python >= {need}",
+            f"install Python {need} or newer and use it: make PYTHON=python{need} up "
+            "(delete .venv first if an older Python created it)",
         )
     ]
+
+
+def check_docker_daemon(host: Host) -> list[Finding]:
+    if host.which("docker") is None:
+        return []  # already reported as a missing tool
+    status, message = host.run(["docker", "info", "--format", "{{.OperatingSystem}}"])
+    if status != 0:
+        return [
+            Finding(
+                "error",
+                f"the Docker daemon is not reachable: {message.splitlines()[0] if message else 'no answer'}",
+                "start it (sudo systemctl start docker) and let your user use it "
+                "(sudo usermod -aG docker $USER, then log in again)",
+            )
+        ]
+    if "Docker Desktop" in message:
+        return [
+            Finding(
+                "error",
+                "docker talks to Docker Desktop, which runs containers in a VM: the tenant API servers' "
+                "MetalLB addresses on the kind network would be unreachable from this host",
+                "use Docker Engine on Linux (https://docs.docker.com/engine/install/); if it is installed "
+                "next to Docker Desktop, switch to it with: docker context use default",
+            )
+        ]
+    return []
 
 
 def _sysctl_finding(key: str, have: int | None, need: int, why: str) -> list[Finding]:
@@ -145,19 +178,23 @@ def check_swap(host: Host) -> list[Finding]:
 
 def check_kernel(host: Host) -> list[Finding]:
     findings = []
-    if not host.exists("/lib/modules"):
+    modules = f"/lib/modules/{host.kernel_release}"
+    if not host.exists(modules):
         findings.append(
             Finding(
                 "error",
-                "/lib/modules is missing; worker containers mount it to load br_netfilter and friends",
-                "install the running kernel's modules (e.g. sudo apt-get install linux-modules-$(uname -r))",
+                f"{modules} is missing (the running kernel's modules); worker containers mount it to load "
+                "br_netfilter and friends. After a kernel upgrade, a reboot usually fixes this",
+                "reboot into the installed kernel, or install the running kernel's modules "
+                "(e.g. sudo apt-get install linux-modules-$(uname -r))",
             )
         )
     if not host.exists("/sys/fs/cgroup/cgroup.controllers"):
         findings.append(
             Finding(
-                "warning",
-                "the host uses cgroup v1; recent kubelets refuse to start on it by default",
+                "error",
+                "the host uses cgroup v1; kubelets of Kubernetes 1.35 and later refuse to start on it "
+                "(failCgroupV1 defaults to true)",
                 "boot with cgroup v2 (kernel parameter systemd.unified_cgroup_hierarchy=1)",
             )
         )
@@ -165,7 +202,14 @@ def check_kernel(host: Host) -> list[Finding]:
 
 
 def preflight(host: Host) -> list[Finding]:
-    return check_tools(host) + check_docker_daemon(host) + check_sysctls(host) + check_swap(host) + check_kernel(host)
+    return (
+        check_python(host)
+        + check_tools(host)
+        + check_docker_daemon(host)
+        + check_sysctls(host)
+        + check_swap(host)
+        + check_kernel(host)
+    )
 
 
 def report(findings: Sequence[Finding]) -> int:

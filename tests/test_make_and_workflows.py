@@ -39,8 +39,8 @@ def test_dry_run_of_up_shows_every_step_in_order(tmp_path):
     lines = dry.stdout.splitlines()
     steps = [
         "PULUMI_CONFIG_PASSPHRASE+set",
+        "scripts/preflight.py",  # before the venv: it checks the Python that builds it
         "-m venv",
-        "scripts/preflight.py",
         "pulumi stack select --create dev",
         "pulumi up --yes",
         "scripts/write_kubeconfigs.py",

@@ -24,13 +24,17 @@ TUNED = {
     "sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory hugetlb pids rdma misc\n",
     "lib/modules/6.8.0-84-generic/modules.dep": "",
 }
+KERNEL = "6.8.0-84-generic"
+DOCKER_ENGINE = (0, "Ubuntu 24.04.3 LTS")  # docker info --format {{.OperatingSystem}}
 DOCKER_DOWN = (
     1,
     "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
 )
 
 
-def make_host(tmp_path: Path, overrides=None, *, cpus=4, missing_tools=(), docker=(0, "28.2.2")):
+def make_host(
+    tmp_path: Path, overrides=None, *, cpus=4, missing_tools=(), docker=DOCKER_ENGINE, kernel=KERNEL, python=(3, 12)
+):
     files = {**TUNED, **(overrides or {})}
     for relative, content in files.items():
         if content is not None:
@@ -48,6 +52,8 @@ def make_host(tmp_path: Path, overrides=None, *, cpus=4, missing_tools=(), docke
         which=lambda tool: None if tool in missing_tools else f"/usr/bin/{tool}",
         cpus=cpus,
         run=run,
+        kernel_release=kernel,
+        python=python,
     )
     return host, docker_calls
 
@@ -64,7 +70,7 @@ def test_a_tuned_host_passes(tmp_path, capsys):
 
     assert code == 0
     assert out.strip() == "preflight: all good"
-    assert docker_calls == [["docker", "info", "--format", "{{.ServerVersion}}"]]
+    assert docker_calls == [["docker", "info", "--format", "{{.OperatingSystem}}"]]
 
 
 def test_distribution_inotify_defaults_are_errors_with_the_exact_fix(tmp_path, capsys):
@@ -142,17 +148,54 @@ def test_swap_is_a_warning_that_mentions_the_kubelet_setting(tmp_path, capsys):
     assert "WARNING" in out and "failSwapOn=false" in out and "sudo swapoff -a" in out
 
 
-def test_missing_kernel_modules_is_an_error_and_cgroup_v1_a_warning(tmp_path, capsys):
+def test_modules_of_another_kernel_do_not_count(tmp_path, capsys):
+    # The usual case: a kernel upgrade installed new modules and removed the running kernel's.
     host, _ = make_host(
-        tmp_path, {"lib/modules/6.8.0-84-generic/modules.dep": None, "sys/fs/cgroup/cgroup.controllers": None}
+        tmp_path, {"lib/modules/6.8.0-84-generic/modules.dep": None, "lib/modules/6.8.0-90-generic/modules.dep": ""}
     )
 
     code, out = run_preflight(host, capsys)
 
     assert code == 1
-    assert "ERROR   /lib/modules is missing" in out
-    assert "WARNING the host uses cgroup v1" in out
-    assert "1 error(s), 1 warning(s)" in out
+    assert "ERROR   /lib/modules/6.8.0-84-generic is missing" in out and "reboot" in out
+
+
+def test_cgroup_v1_is_an_error_naming_the_kubelet_setting(tmp_path, capsys):
+    host, _ = make_host(tmp_path, {"sys/fs/cgroup/cgroup.controllers": None})
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert "ERROR   the host uses cgroup v1" in out and "failCgroupV1" in out
+    assert "systemd.unified_cgroup_hierarchy=1" in out
+
+
+def test_python_older_than_3_11_is_an_error(tmp_path, capsys):
+    host, _ = make_host(tmp_path, python=(3, 10))
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert "Python 3.10" in out and ">= 3.11" in out and "PYTHON=python3.11" in out
+
+
+def test_missing_openssl_is_an_error(tmp_path, capsys):
+    host, _ = make_host(tmp_path, missing_tools=("openssl",))
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert "openssl is not on PATH" in out
+
+
+def test_docker_desktop_is_an_error_explaining_the_unreachable_addresses(tmp_path, capsys):
+    host, _ = make_host(tmp_path, docker=(0, "Docker Desktop"))
+
+    code, out = run_preflight(host, capsys)
+
+    assert code == 1
+    assert "Docker Desktop" in out and "MetalLB" in out and "unreachable" in out
+    assert "docker context use default" in out
 
 
 def test_missing_tools_say_what_to_install_and_skip_the_daemon_check(tmp_path, capsys):
@@ -191,3 +234,10 @@ def test_tools_mode_is_silent_when_the_tools_are_there(tmp_path, capsys):
     host, _ = make_host(tmp_path, {"proc/sys/fs/inotify/max_user_instances": "128\n"})
 
     assert run_preflight(host, capsys, "--tools", "pulumi") == (0, "")
+
+
+def test_docker_warnings_on_stderr_do_not_hide_its_answer():
+    # `docker info` prints warnings such as "WARNING: bridge-nf-call-iptables is disabled" on stderr.
+    fake_docker_info = "import sys; print('Docker Desktop'); print('WARNING: No swap limit support', file=sys.stderr)"
+
+    assert preflight._run([sys.executable, "-c", fake_docker_info]) == (0, "Docker Desktop")

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from validation.checks.konnectivity import LOG_LINE
-from validation.checks.tenancy import refusal
 from validation.cli import main
 from validation.host import CommandResult
 from validation.kube import parse_quantity
@@ -44,6 +43,11 @@ PER_TENANT_CHECKS = (
 # What kubectl v1.32 prints when an API server answers 401.
 UNAUTHORIZED = (
     "error: You must be logged in to the server (the server has asked for the client to provide credentials)\n"
+)
+# What kubectl prints when an API server authenticated the caller but RBAC said no.
+FORBIDDEN = (
+    'Error from server (Forbidden): namespaces is forbidden: User "kubernetes-admin" cannot list resource '
+    '"namespaces" in API group "" at the cluster scope\n'
 )
 HAMI_QUOTA_DENIAL = (
     'Error from server (Forbidden): error when creating "STDIN": admission webhook "vgpu.hami.io" '
@@ -159,12 +163,30 @@ def healthy_lab() -> FakeLab:
     return lab
 
 
-def validate(lab: FakeLab, *args: str, clock: FakeClock | None = None) -> tuple[int, dict]:
+def validate(lab: FakeLab, *args: str, clock: FakeClock | None = None, outputs: Path = OUTPUTS) -> tuple[int, dict]:
     stdout = io.StringIO()
     code = main(
-        ["--outputs", str(OUTPUTS), "--json", "-", *args], runner=lab, clock=clock or FakeClock(), stdout=stdout
+        ["--outputs", str(outputs), "--json", "-", *args], runner=lab, clock=clock or FakeClock(), stdout=stdout
     )
     return code, json.loads(stdout.getvalue())
+
+
+def outputs_with(tmp_path: Path, change: Callable[[dict], Any]) -> Path:
+    """The recorded outputs with one change, as a file for --outputs."""
+    document = recorded("outputs.json")
+    change(document)
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def created_pods(lab: FakeLab, cluster: str) -> list[dict]:
+    objects = [json.loads(call.stdin) for call in lab.commands(cluster, r"^create -f - ") if call.stdin]
+    return [obj for obj in objects if obj["kind"] == "Pod"]
+
+
+def gpumem_limit(pod: dict) -> int:
+    return int(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"])
 
 
 def result(report: dict, check: str, target: str) -> dict:
@@ -200,7 +222,8 @@ def test_every_scratch_namespace_is_deleted_and_kubeconfigs_stay_private():
 
     for tenant in TENANTS:
         namespaces = created_namespaces(lab, tenant)
-        assert len(namespaces) == len(set(namespaces)) == 4  # konnectivity, fractional, sharing, quota
+        # konnectivity, webhook, fractional, sharing, quota
+        assert len(namespaces) == len(set(namespaces)) == 5
         deleted = [call.command.split()[2] for call in lab.commands(tenant, r"^delete namespace ")]
         assert sorted(deleted) == sorted(namespaces)
     kubectl_calls = [call for call in lab.calls if call.kubeconfig]
@@ -328,6 +351,21 @@ def test_wrong_server_version_fails_control_plane():
     assert "v1.35.9" in reason and "v1.36.4" in reason
 
 
+def test_kubeconfig_that_leads_elsewhere_than_the_control_plane_fails():
+    # Kamaji now serves tenant-a on another MetalLB address; the kubeconfig still names the old one.
+    lab = healthy_lab()
+    tcp = recorded("tcp-tenant-a.json")
+    tcp["status"]["controlPlaneEndpoint"] = "172.18.255.210:6443"
+    lab.on("management", r"tenantcontrolplanes\S* tenant-a ", ok(tcp))
+
+    code, report = validate(lab, "--only", "control-plane")
+
+    assert code == 1
+    reason = result(report, "control-plane", "tenant-a")["reason"]
+    assert "https://172.18.255.200:6443" in reason and "172.18.255.210:6443" in reason
+    assert result(report, "control-plane", "tenant-b")["status"] == "pass"
+
+
 def test_unreachable_api_fails_control_plane_with_kubectls_words_not_its_log_noise():
     lab = healthy_lab()
     noise = (
@@ -404,30 +442,43 @@ def test_connection_errors_are_not_mistaken_for_refusals():
 
 
 @pytest.mark.parametrize(
-    ("returncode", "stderr", "verdict"),
-    [
-        (1, UNAUTHORIZED, "401 Unauthorized"),
-        (
-            1,
-            'Error from server (Forbidden): namespaces is forbidden: User "kubernetes-admin" cannot list',
-            "403 Forbidden",
-        ),
-        (
-            1,
-            "Unable to connect to the server: tls: failed to verify certificate: x509: certificate signed by unknown "
-            "authority",
-            "certificate rejected",
-        ),
-        (
-            1,
-            "The connection to the server 172.18.255.201:6443 was refused - did you specify the right host or port?",
-            None,
-        ),
-        (0, "", None),
-    ],
+    "stderr",
+    [UNAUTHORIZED, "error: You must be logged in to the server (Unauthorized)\n"],  # certificate, token
 )
-def test_only_an_authentication_or_tls_rejection_counts_as_refusal(returncode, stderr, verdict):
-    assert refusal(CommandResult((), returncode, "", stderr)) == verdict
+def test_a_401_in_either_wording_is_a_refusal(stderr):
+    lab = healthy_lab()
+    lab.on("tenant-a", r" get namespaces ", error(stderr))
+
+    _, report = validate(lab, "--only", "isolation")
+
+    outcome = result(report, "isolation", "all tenants")
+    assert outcome["status"] == "pass" and "tenant-b refuses tenant-a (401 Unauthorized)" in outcome["evidence"]
+
+
+def test_a_403_means_the_foreign_credentials_were_authenticated():
+    lab = healthy_lab()
+    lab.on("tenant-a", r" get namespaces ", error(FORBIDDEN))
+
+    code, report = validate(lab, "--only", "isolation")
+
+    reason = result(report, "isolation", "all tenants")["reason"]
+    assert code == 1
+    assert 'tenant-b authenticated tenant-a\'s credentials as "kubernetes-admin"' in reason
+
+
+def test_a_tls_failure_is_inconclusive_not_a_refusal():
+    lab = healthy_lab()
+    x509 = (
+        "Unable to connect to the server: tls: failed to verify certificate: "
+        "x509: certificate signed by unknown authority\n"
+    )
+    lab.on("tenant-b", r" get namespaces ", error(x509))
+
+    code, report = validate(lab, "--only", "isolation")
+
+    reason = result(report, "isolation", "all tenants")["reason"]
+    assert code == 1
+    assert "inconclusive" in reason and "tenant-a" in reason and "certificate signed by unknown authority" in reason
 
 
 # --- check 4: nodes -------------------------------------------------------------------------
@@ -464,6 +515,51 @@ def test_pending_coredns_fails_nodes():
     assert "coredns-7d764666f9-r8l5t is Pending" in result(report, "nodes", "tenant-b")["reason"]
 
 
+def test_crash_looping_coredns_fails_nodes_with_its_reason_and_restarts():
+    lab = healthy_lab()
+    pods = recorded("coredns-pods.json")
+    pod = pods["items"][0]  # phase stays Running while the container crash-loops
+    pod["status"]["conditions"][2:] = [
+        {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"},
+        {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+    ]
+    pod["status"]["containerStatuses"][0].update(
+        ready=False,
+        started=False,
+        restartCount=7,
+        state={
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": "back-off 5m0s restarting failed container=coredns pod=coredns-7d764666f9-4xq2m",
+            }
+        },
+        lastState={"terminated": {"exitCode": 1, "reason": "Error"}},
+    )
+    lab.on("tenant-a", r"k8s-app=kube-dns", ok(pods))
+
+    code, report = validate(lab, "--only", "nodes")
+
+    reason = result(report, "nodes", "tenant-a")["reason"]
+    assert code == 1
+    assert "coredns-7d764666f9-4xq2m" in reason and "CrashLoopBackOff" in reason and "7 restarts" in reason
+    assert "coredns-7d764666f9-r8l5t" not in reason
+
+
+def test_running_coredns_that_is_not_ready_fails_nodes():
+    # Typical when CoreDNS cannot reach the tenant API: the process runs, its readiness probe fails.
+    lab = healthy_lab()
+    pods = recorded("coredns-pods.json")
+    pod = pods["items"][1]
+    pod["status"]["conditions"][3] = {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}
+    pod["status"]["containerStatuses"][0]["ready"] = False
+    lab.on("tenant-b", r"k8s-app=kube-dns", ok(pods))
+
+    _, report = validate(lab, "--only", "nodes")
+
+    reason = result(report, "nodes", "tenant-b")["reason"]
+    assert "coredns-7d764666f9-r8l5t is Running but not Ready" in reason and "readiness" in reason
+
+
 # --- check 5: konnectivity, and cleanup on failure -----------------------------------------
 
 
@@ -477,6 +573,28 @@ def test_failed_logs_fail_konnectivity_and_the_namespace_is_still_deleted():
     assert "No agent available" in result(report, "konnectivity", "tenant-a")["reason"]
     (namespace,) = created_namespaces(lab, "tenant-a")
     assert lab.commands("tenant-a", rf"^delete namespace {namespace} ")
+
+
+def test_logs_still_empty_right_after_start_are_read_again():
+    lab = healthy_lab()
+    lab.on("tenant-a", r"^logs ", ok(""), ok(""), ok(f"{LOG_LINE}\n"))
+
+    _, report = validate(lab, "--only", "konnectivity")
+
+    assert result(report, "konnectivity", "tenant-a")["status"] == "pass"
+    assert len(lab.commands("tenant-a", r"^logs ")) == 3
+
+
+def test_logs_that_stay_empty_fail_konnectivity_within_seconds():
+    lab = healthy_lab()
+    clock = FakeClock()
+    lab.on("tenant-a", r"^logs ", ok(""))
+
+    _, report = validate(lab, "--only", "konnectivity", clock=clock)
+
+    reason = result(report, "konnectivity", "tenant-a")["reason"]
+    assert "kubectl logs" in reason and LOG_LINE in reason
+    assert 5 <= clock.time <= 15  # retried for a few seconds, no longer
 
 
 def test_pod_that_never_starts_fails_within_the_bound_and_is_cleaned_up():
@@ -526,13 +644,24 @@ def test_pod_left_with_the_default_scheduler_fails_webhook():
     assert result(report, "webhook", "tenant-a")["status"] == "pass"
 
 
-def test_webhook_probe_creates_nothing():
+def test_webhook_probe_is_a_dry_run_in_a_scratch_namespace_not_default():
     lab = healthy_lab()
-    validate(lab, "--only", "webhook")
-
+    # A user's quota in `default` refuses any new pod there, even a dry run.
+    default_quota = (
+        'Error from server (Forbidden): pods "webhook-probe" is forbidden: exceeded quota: pods, '
+        "requested: pods=1, used: pods=10, limited: pods=10\n"
+    )
     for tenant in TENANTS:
-        (call,) = lab.commands(tenant, r"^create ")
-        assert "--dry-run=server" in call.command
+        lab.on(tenant, r"^create -f - -n default ", error(default_quota))
+
+    code, report = validate(lab, "--only", "webhook")
+
+    assert code == 0
+    for tenant in TENANTS:
+        (namespace,) = created_namespaces(lab, tenant)
+        (pod_call,) = [c for c in lab.commands(tenant, r"^create ") if '"Pod"' in c.stdin]
+        assert pod_call.command.startswith(f"create -f - -n {namespace} --dry-run=server")
+        assert lab.commands(tenant, rf"^delete namespace {namespace} ")
 
 
 def test_allocatable_mismatch_fails_gpu_capacity_naming_the_resource():
@@ -561,6 +690,27 @@ def test_missing_gpu_resource_and_annotation_fail_gpu_capacity():
 
     reason = result(report, "gpu-capacity", "tenant-a")["reason"]
     assert "nvidia.com/gpu is missing" in reason and "hami.io/node-nvidia-register" in reason
+
+
+@pytest.mark.parametrize(
+    "handshake",
+    [None, "Reported_2026-09-14 08:12:41"],  # hami-scheduler never stamped it / someone else wrote it
+)
+def test_node_hami_scheduler_has_not_seen_fails_gpu_capacity(handshake):
+    lab = healthy_lab()
+    node_list = recorded("nodes-tenant-b.json")
+    annotations = node_list["items"][0]["metadata"]["annotations"]
+    if handshake is None:
+        del annotations["hami.io/node-handshake"]
+    else:
+        annotations["hami.io/node-handshake"] = handshake
+    lab.on("tenant-b", r"^get nodes ", ok(node_list))
+
+    code, report = validate(lab, "--only", "gpu-capacity")
+
+    reason = result(report, "gpu-capacity", "tenant-b")["reason"]
+    assert code == 1 and "kamaji-tenant-b-w1" in reason and "hami.io/node-handshake" in reason
+    assert result(report, "gpu-capacity", "tenant-a")["status"] == "pass"
 
 
 # --- check 8: fractional scheduling ---------------------------------------------------------
@@ -602,6 +752,27 @@ def test_oversized_pod_pending_without_a_hami_reason_fails_fractional():
     assert "CardInsufficientMemory" in reason and "Insufficient nvidia.com/gpumem" in reason
 
 
+def one_small_gpu(memory_mib: int) -> Callable[[dict], None]:
+    def change(document: dict) -> None:
+        document["tenants"]["tenant-a"]["gpusPerWorker"] = [{"model": "ACME X1", "memoryMiB": memory_mib, "count": 1}]
+
+    return change
+
+
+def test_a_gpu_smaller_than_4096_mib_gets_a_slice_that_fits(tmp_path):
+    lab = healthy_lab()
+    pod = recorded("pod-gpu-running.json")
+    pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-acme-0001,NVIDIA,2048,25:;"
+    lab.on("tenant-a", r"^get pod (slice|within-quota) ", ok(pod))
+
+    code, report = validate(lab, "--only", "fractional", "quota", outputs=outputs_with(tmp_path, one_small_gpu(2048)))
+
+    assert code == 0, report["results"]
+    pods = {pod["metadata"]["name"]: gpumem_limit(pod) for pod in created_pods(lab, "tenant-a")}
+    assert pods["slice"] <= 2048 and pods["within-quota"] <= 2048
+    assert pods["oversized"] == 2049  # still just beyond the largest GPU
+
+
 def test_fractional_evidence_names_the_slice_and_the_refusal():
     _, report = validate(healthy_lab(), "--only", "fractional")
 
@@ -637,6 +808,18 @@ def test_slice_stuck_behind_the_node_lock_fails_sharing_with_the_schedulers_word
 
     reason = result(report, "sharing", "tenant-a")["reason"]
     assert reason.startswith("2/3 pods Running") and "node lock contention" in reason
+
+
+def test_sharing_slices_fit_together_on_a_small_gpu(tmp_path):
+    lab = healthy_lab()
+
+    _, report = validate(lab, "--only", "sharing", outputs=outputs_with(tmp_path, one_small_gpu(8192)))
+
+    assert result(report, "sharing", "tenant-a")["status"] == "pass"
+    small = [gpumem_limit(pod) for pod in created_pods(lab, "tenant-a")]
+    assert len(small) == 3 and sum(small) <= 8192  # three 4096 MiB slices would not fit the card
+    big = [gpumem_limit(pod) for pod in created_pods(lab, "tenant-b")]
+    assert big == [4096, 4096, 4096]  # L4s are big enough for the slice the lab demonstrates
 
 
 def test_sharing_pods_ask_for_binpacking_so_they_can_meet_on_one_gpu():
@@ -746,6 +929,9 @@ def test_absent_quota_limits_are_not_expected():
         (lambda d: d["kubeconfigs"].pop("tenant-b"), "tenant-b"),
         (lambda d: d.pop("managementKubeconfig"), "management"),
         (lambda d: d["kubeconfigs"].update({"../evil": "x"}), "../evil"),
+        # management.kubeconfig is the kind cluster's; a tenant of that name would overwrite or borrow it.
+        (lambda d: d["kubeconfigs"].update({"management": "x"}), "'management', which is reserved"),
+        (lambda d: d["tenants"].update(management=d["tenants"]["tenant-b"]), "'management', which is reserved"),
     ],
 )
 def test_outputs_that_break_the_contract_are_rejected_by_name(breakage, named):

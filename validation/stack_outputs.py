@@ -68,6 +68,10 @@ class Tenant:
     def largest_gpu_mib(self) -> int:
         return max((gpu.memory_mib for gpu in self.gpus_per_worker if gpu.count), default=0)
 
+    @property
+    def smallest_gpu_mib(self) -> int:
+        return min((gpu.memory_mib for gpu in self.gpus_per_worker if gpu.count), default=0)
+
     def expected_allocatable(self) -> dict[str, int]:
         """What every worker advertises once its mock GPUs are registered."""
         cards = sum(gpu.count for gpu in self.gpus_per_worker)
@@ -117,8 +121,7 @@ def kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str]:
         tenants, management = document, None
     kubeconfigs: dict[str, str] = {}
     for name, text in tenants.items():
-        if name == MANAGEMENT or not _DNS_LABEL.fullmatch(name):
-            raise OutputsError(f"kubeconfigs: {name!r} is not usable as a tenant name")
+        check_tenant_name(name, "kubeconfigs")
         if not isinstance(text, str) or not text.strip():
             raise OutputsError(f"kubeconfigs.{name}: expected kubeconfig YAML")
         kubeconfigs[name] = text
@@ -127,8 +130,23 @@ def kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str]:
     return kubeconfigs
 
 
+def check_tenant_name(name: str, where: str) -> None:
+    """Tenant names become <name>.kubeconfig next to management.kubeconfig."""
+    if name == MANAGEMENT:
+        raise OutputsError(
+            f"{where}: a tenant is named {MANAGEMENT!r}, which is reserved for the kind management cluster "
+            f"(its kubeconfig is {MANAGEMENT}.kubeconfig); rename the tenant in the stack config and run pulumi up"
+        )
+    if not _DNS_LABEL.fullmatch(name):
+        raise OutputsError(
+            f"{where}: {name!r} is not usable as a tenant name (expected a lowercase DNS label, e.g. tenant-a)"
+        )
+
+
 def parse_outputs(document: Mapping[str, Any]) -> StackOutputs:
     tenants_doc = _field(document, "tenants", dict, "outputs")
+    for name in tenants_doc:
+        check_tenant_name(name, "tenants")
     tenants = {name: _parse_tenant(name, spec) for name, spec in tenants_doc.items()}
     kubeconfigs = kubeconfigs_in(document)
     missing = [name for name in (MANAGEMENT, *tenants) if name not in kubeconfigs]

@@ -22,6 +22,7 @@ from validation.pods import (
 from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import Quota, Tenant
 
+# The slice the lab is meant to demonstrate; smaller only when the tenant's GPUs are (slice_mib).
 SLICE_MIB, SLICE_CORES = 4096, 25
 SHARED_PODS = 3
 POD_START_TIMEOUT = 120
@@ -32,6 +33,11 @@ TOO_BIG_REASON = "CardInsufficientMemory"
 QUOTA_REFUSAL = "exceeding resource quota"
 # Without these, HAMi's default "spread" policy puts each slice on a different GPU.
 BINPACK = {"hami.io/gpu-scheduler-policy": "binpack", "hami.io/node-scheduler-policy": "binpack"}
+
+
+def slice_mib(tenant: Tenant, pods: int = 1) -> int:
+    """MiB per pod so that `pods` slices fit together on the tenant's smallest GPU; SLICE_MIB if they can."""
+    return max(1, min(SLICE_MIB, tenant.smallest_gpu_mib // pods))
 
 
 def find_slice(pod: dict[str, Any], memory_mib: int, cores: int) -> VgpuAllocation:
@@ -45,15 +51,19 @@ def find_slice(pod: dict[str, Any], memory_mib: int, cores: int) -> VgpuAllocati
     )
 
 
-@per_tenant("fractional", "a 4096 MiB / 25% pod runs on a GPU slice; an oversized one stays Pending")
+@per_tenant(
+    "fractional",
+    f"a {SLICE_MIB} MiB (less on small GPUs) / {SLICE_CORES}% pod runs on a GPU slice; an oversized one stays Pending",
+)
 def fractional(lab: Lab, tenant: Tenant) -> str:
     require_gpus(tenant)
     kubectl = lab.kubectl(tenant)
+    mib = slice_mib(tenant)
     oversized_mib = tenant.largest_gpu_mib + 1
     with lab.scratch_namespace(kubectl, "fractional") as namespace:
-        kubectl.must_create(gpu_pod("slice", SLICE_MIB, SLICE_CORES), "-n", namespace)
+        kubectl.must_create(gpu_pod("slice", mib, SLICE_CORES), "-n", namespace)
         pod = wait_until_running(lab.clock, kubectl, namespace, "slice", POD_START_TIMEOUT)
-        allocation = find_slice(pod, SLICE_MIB, SLICE_CORES)
+        allocation = find_slice(pod, mib, SLICE_CORES)
         kubectl.must_create(gpu_pod("oversized", oversized_mib, SLICE_CORES), "-n", namespace)
         refusal = wait_for_refusal(lab.clock, kubectl, namespace, "oversized", TOO_BIG_REASON, REFUSAL_TIMEOUT)
     return (
@@ -69,9 +79,10 @@ def sharing(lab: Lab, tenant: Tenant) -> str:
     if count < 2:
         raise CheckSkipped(f"gpuSlots is {tenant.gpu_slots}: a GPU cannot be shared")
     kubectl = lab.kubectl(tenant)
+    mib = slice_mib(tenant, count)  # all of them must fit on one GPU, whichever HAMi picks
     with lab.scratch_namespace(kubectl, "sharing") as namespace:
         for index in range(count):
-            pod = gpu_pod(f"share-{index}", SLICE_MIB, SLICE_CORES, annotations=BINPACK)
+            pod = gpu_pod(f"share-{index}", mib, SLICE_CORES, annotations=BINPACK)
             kubectl.must_create(pod, "-n", namespace)
 
         def probe() -> tuple[bool, list[dict[str, Any]]]:
@@ -89,7 +100,7 @@ def sharing(lab: Lab, tenant: Tenant) -> str:
     if not common:
         placement = ", ".join(f"{name} on {'/'.join(sorted(uuids)) or 'no GPU'}" for name, uuids in devices.items())
         raise CheckFailed(f"pods run, but not on one GPU: {placement}")
-    return f"{count} pods of {SLICE_MIB} MiB / {SLICE_CORES}% Running on {min(common)}"
+    return f"{count} pods of {mib} MiB / {SLICE_CORES}% Running on {min(common)}"
 
 
 def quota_mismatches(quota: Quota, objects: list[dict[str, Any]]) -> list[str]:
@@ -115,18 +126,19 @@ def quota(lab: Lab, tenant: Tenant) -> str:
     if problems:
         raise CheckFailed("; ".join(problems))
 
+    mib = slice_mib(tenant)
     with lab.scratch_namespace(kubectl, "quota") as namespace:
-        hard = {"limits.nvidia.com/gpumem": str(SLICE_MIB)}
+        hard = {"limits.nvidia.com/gpumem": str(mib)}
         kubectl.must_create(resource_quota("gpumem", hard), "-n", namespace)
         lab.clock.sleep(QUOTA_WATCH_DELAY)
-        first = kubectl.create(gpu_pod("within-quota", SLICE_MIB, SLICE_CORES), "-n", namespace)
+        first = kubectl.create(gpu_pod("within-quota", mib, SLICE_CORES), "-n", namespace)
         if not first.ok:
-            raise CheckFailed(f"a pod within the {SLICE_MIB} MiB quota was refused: {first.error}")
+            raise CheckFailed(f"a pod within the {mib} MiB quota was refused: {first.error}")
         # HAMi adds a pod to the namespace's usage only once the pod is scheduled.
         wait_until_running(lab.clock, kubectl, namespace, "within-quota", POD_START_TIMEOUT)
-        second = kubectl.create(gpu_pod("beyond-quota", SLICE_MIB, SLICE_CORES), "-n", namespace)
+        second = kubectl.create(gpu_pod("beyond-quota", mib, SLICE_CORES), "-n", namespace)
     if second.ok:
-        raise CheckFailed(f"a second {SLICE_MIB} MiB pod was admitted beyond the {SLICE_MIB} MiB quota")
+        raise CheckFailed(f"a second {mib} MiB pod was admitted beyond the {mib} MiB quota")
     if QUOTA_REFUSAL not in second.stderr:
         raise CheckFailed(f"the second pod was refused, but not by HAMi's quota: {second.error}")
     configured = (
@@ -134,4 +146,4 @@ def quota(lab: Lab, tenant: Tenant) -> str:
         if tenant.quotas
         else "no quotas configured"
     )
-    return f"{configured}; a second {SLICE_MIB} MiB pod beyond the quota was refused: {QUOTA_REFUSAL}"
+    return f"{configured}; a second {mib} MiB pod beyond the {mib} MiB quota was refused: {QUOTA_REFUSAL}"

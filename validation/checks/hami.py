@@ -13,6 +13,10 @@ from validation.stack_outputs import Tenant
 
 HAMI_SCHEDULER = "hami-scheduler"
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+# hami-scheduler stamps "Requesting_<time>" here when it takes the node into its cache;
+# nothing in the lab writes it, so its presence shows the scheduler has seen the node.
+HANDSHAKE_ANNOTATION = "hami.io/node-handshake"
+HANDSHAKE_PREFIX = "Requesting_"
 
 
 def require_gpus(tenant: Tenant) -> None:
@@ -23,7 +27,10 @@ def require_gpus(tenant: Tenant) -> None:
 @per_tenant("webhook", "HAMi's webhook routes a gpumem pod to hami-scheduler")
 def webhook(lab: Lab, tenant: Tenant) -> str:
     require_gpus(tenant)
-    admitted = lab.kubectl(tenant).admit(gpu_pod("webhook-probe", 1024, 10), "default")
+    kubectl = lab.kubectl(tenant)
+    # Not `default`: a ResourceQuota or LimitRange there could refuse even a dry run.
+    with lab.scratch_namespace(kubectl, "webhook") as namespace:
+        admitted = kubectl.admit(gpu_pod("webhook-probe", 1024, 10), namespace)
     spec = admitted.get("spec", {})
     scheduler = spec.get("schedulerName", "")
     if scheduler != HAMI_SCHEDULER:
@@ -49,7 +56,7 @@ def allocatable_mismatches(node: dict[str, Any], expected: dict[str, int]) -> li
     return problems
 
 
-@per_tenant("gpu-capacity", "workers advertise the configured mock GPUs")
+@per_tenant("gpu-capacity", "workers advertise the configured mock GPUs; hami-scheduler has seen them")
 def gpu_capacity(lab: Lab, tenant: Tenant) -> str:
     require_gpus(tenant)
     expected = tenant.expected_allocatable()
@@ -61,9 +68,15 @@ def gpu_capacity(lab: Lab, tenant: Tenant) -> str:
             problems.append(f"node {worker} not found")
             continue
         problems += allocatable_mismatches(node, expected)
-        if REGISTER_ANNOTATION not in node["metadata"].get("annotations", {}):
+        annotations = node["metadata"].get("annotations") or {}
+        if REGISTER_ANNOTATION not in annotations:
             problems.append(f"{worker}: annotation {REGISTER_ANNOTATION} is missing")
+        handshake = annotations.get(HANDSHAKE_ANNOTATION)
+        if handshake is None:
+            problems.append(f"{worker}: annotation {HANDSHAKE_ANNOTATION} is missing (hami-scheduler has not seen it)")
+        elif not handshake.startswith(HANDSHAKE_PREFIX):
+            problems.append(f"{worker}: {HANDSHAKE_ANNOTATION} is {handshake!r}, expected {HANDSHAKE_PREFIX}<time>")
     if problems:
         raise CheckFailed("; ".join(problems))
     advertised = ", ".join(f"{resource}={value}" for resource, value in expected.items())
-    return f"{', '.join(tenant.workers)} allocatable {advertised}"
+    return f"{', '.join(tenant.workers)} allocatable {advertised}; {HANDSHAKE_ANNOTATION} stamped by {HAMI_SCHEDULER}"

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from validation import manifests
 from validation.checks.base import per_tenant
-from validation.host import CommandResult
+from validation.host import CommandResult, poll
 from validation.lab import Lab
 from validation.pods import wait_until_running
 from validation.results import CheckFailed
 from validation.stack_outputs import Tenant
 
 POD_START_TIMEOUT = 120  # the first pod on a fresh worker pulls busybox
+# Right after Running, the container's log can still be empty; ask again for this long.
+LOG_TIMEOUT = 10
+LOG_INTERVAL = 2
 LOG_LINE = "konnectivity-probe-log"
 EXEC_LINE = "konnectivity-probe-exec"
 
@@ -33,7 +36,16 @@ def konnectivity(lab: Lab, tenant: Tenant) -> str:
         pod = manifests.sleeper_pod("probe", command=f"echo {LOG_LINE}; exec sleep 3600")
         kubectl.must_create(pod, "-n", namespace)
         running = wait_until_running(lab.clock, kubectl, namespace, "probe", POD_START_TIMEOUT)
-        expect_output(kubectl.run("logs", "-n", namespace, "probe"), LOG_LINE, "kubectl logs")
+
+        def read_logs() -> tuple[bool, CommandResult]:
+            logs = kubectl.run("logs", "-n", namespace, "probe")
+            empty = logs.ok and not logs.stdout.strip()  # only this is worth another try
+            return not empty, logs
+
+        got_logs, logs = poll(lab.clock, LOG_TIMEOUT, read_logs, interval=LOG_INTERVAL)
+        if not got_logs:
+            raise CheckFailed(f"kubectl logs printed nothing for {LOG_TIMEOUT}s; expected {LOG_LINE!r}")
+        expect_output(logs, LOG_LINE, "kubectl logs")
         expect_output(
             kubectl.run("exec", "-n", namespace, "probe", "--", "echo", EXEC_LINE),
             EXEC_LINE,

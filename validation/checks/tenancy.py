@@ -4,28 +4,29 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections import defaultdict
 from itertools import permutations
 from typing import Any
+from urllib.parse import urlsplit
 
 from validation.checks.base import ALL_TENANTS, once, per_tenant
 from validation.host import CommandResult
 from validation.kube import condition, explain, name_of
 from validation.lab import Lab
-from validation.pods import describe_pod, phase
+from validation.pods import phase
 from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import Tenant, write_private_file
 
 TCP_RESOURCE = "tenantcontrolplanes.kamaji.clastix.io"
 
-# Ways an API server turns down credentials it did not issue, as kubectl words them.
-REFUSALS = (
-    ("must be logged in", "401 Unauthorized"),  # kubectl's wording for 401
-    ("unauthorized", "401 Unauthorized"),
-    ("forbidden", "403 Forbidden"),
-    ("x509", "certificate rejected"),
-    ("certificate", "certificate rejected"),
-)
+# How kubectl words an API server's 401: it did not authenticate the credentials.
+UNAUTHENTICATED = ("must be logged in", "unauthorized")
+# A 403 means the server authenticated the caller and only its RBAC said no.
+FORBIDDEN = "forbidden"
+# TLS failures: the handshake broke, so no request (and no credential) reached the API.
+TLS_ERRORS = ("x509", "tls:", "certificate")
+_FORBIDDEN_USER = re.compile(r'User "([^"]*)"')
 
 
 def tcp_status(tcp: dict[str, Any]) -> str:
@@ -36,7 +37,7 @@ def same_version(reported: str, configured: str) -> bool:
     return reported.removeprefix("v") == configured.removeprefix("v")
 
 
-@per_tenant("control-plane", "TenantControlPlane Ready, API reachable, version as configured")
+@per_tenant("control-plane", "TenantControlPlane Ready, kubeconfig leads to its endpoint, version as configured")
 def control_plane(lab: Lab, tenant: Tenant) -> str:
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
     status = tcp_status(tcp)
@@ -44,21 +45,55 @@ def control_plane(lab: Lab, tenant: Tenant) -> str:
         raise CheckFailed(
             f"TenantControlPlane {tenant.namespace}/{tenant.name} is {status or 'without status'}, not Ready"
         )
+    # Kamaji publishes where the control plane listens; the kubeconfig must lead there.
+    published = tcp.get("status", {}).get("controlPlaneEndpoint", "")
+    if not published:
+        raise CheckFailed(f"TenantControlPlane {tenant.namespace}/{tenant.name} has no status.controlPlaneEndpoint")
     server = lab.kubeconfig(tenant.name).server
-    if server.rstrip("/") != tenant.endpoint.rstrip("/"):
-        raise CheckFailed(f"the kubeconfig points at {server}, the endpoint output is {tenant.endpoint}")
+    if host_port(server) != host_port(published):
+        raise CheckFailed(
+            f"the {tenant.name} kubeconfig points at {server or 'no server'}, but TenantControlPlane "
+            f"{tenant.namespace}/{tenant.name} listens on {published} (status.controlPlaneEndpoint)"
+        )
     version = lab.kubectl(tenant).get_raw("/version").get("gitVersion", "")
     if not same_version(version, tenant.kubernetes_version):
-        raise CheckFailed(f"{tenant.endpoint} reports {version or 'no version'}, expected {tenant.kubernetes_version}")
-    return f"TCP Ready; {tenant.endpoint} serves {version}"
+        raise CheckFailed(f"{server} reports {version or 'no version'}, expected {tenant.kubernetes_version}")
+    return f"TCP Ready at {published}; {server} serves {version}"
 
 
-def refusal(result: CommandResult) -> str | None:
-    """How an API server turned down foreign credentials; None if it did not clearly refuse."""
+def host_port(address: str) -> tuple[str, int | None]:
+    """(host, port) of "https://host:port" or "host:port"; the port defaults to 443."""
+    try:
+        parts = urlsplit(address if "//" in address else f"//{address}")
+        return (parts.hostname or "").lower(), parts.port or 443
+    except ValueError:  # an unparseable port
+        return address, None
+
+
+def credential_verdict(owner: Tenant, target: Tenant, result: CommandResult) -> tuple[bool, str]:
+    """(refused, what happened) when owner's credentials were presented to target's API.
+
+    Only a 401 proves that target did not accept them: a 403 comes after
+    authentication, and a TLS error means the handshake failed before any request.
+    """
     if result.ok:
-        return None
+        return False, f"{target.name} accepted {owner.name}'s credentials"
     error = result.stderr.lower()
-    return next((label for marker, label in REFUSALS if marker in error), None)
+    if FORBIDDEN in error:
+        user = _FORBIDDEN_USER.search(result.stderr)
+        identity = f'"{user[1]}"' if user else "some user"
+        return False, (
+            f"{target.name} authenticated {owner.name}'s credentials as {identity} "
+            f"(403 Forbidden, only RBAC refused): {result.error}"
+        )
+    if any(marker in error for marker in TLS_ERRORS):
+        return False, (
+            f"inconclusive: the TLS handshake with {target.name} failed, so its API never judged "
+            f"{owner.name}'s credentials: {result.error}"
+        )
+    if any(marker in error for marker in UNAUTHENTICATED):
+        return True, f"{target.name} refuses {owner.name} (401 Unauthorized)"
+    return False, f"{owner.name}'s credentials against {target.name}: {result.error}"
 
 
 def shared_values(values: dict[str, str]) -> dict[str, list[str]]:
@@ -79,8 +114,8 @@ def datastore_schema(tcp: dict[str, Any]) -> str:
 def present_credentials(lab: Lab, owner: Tenant, target: Tenant) -> CommandResult:
     """Call target's API with owner's kubeconfig, trusting target's CA.
 
-    Trusting the target's CA makes any refusal come from the target rejecting the
-    owner's credentials, not from our TLS client rejecting the target.
+    Trusting the target's CA lets the TLS handshake succeed, so the owner's
+    credentials reach the target and any 401 is the target rejecting them.
     """
     ca_file = lab.workdir / f"{target.name}-ca.crt"
     try:
@@ -100,7 +135,7 @@ def present_credentials(lab: Lab, owner: Tenant, target: Tenant) -> CommandResul
     )
 
 
-@once("isolation", "tenants refuse each other's credentials; distinct CAs and schemas", ALL_TENANTS)
+@once("isolation", "tenants refuse each other's credentials (401); distinct CAs and schemas", ALL_TENANTS)
 def isolation(lab: Lab) -> str:
     if len(lab.tenants) < 2:
         raise CheckSkipped("only one tenant: nothing to isolate")
@@ -126,14 +161,8 @@ def isolation(lab: Lab) -> str:
     for owner, target in permutations(lab.tenants, 2):
         if not cas[target.name]:
             continue
-        result = present_credentials(lab, owner, target)
-        how = refusal(result)
-        if result.ok:
-            problems.append(f"{target.name} accepted {owner.name}'s credentials")
-        elif how is None:
-            problems.append(f"{owner.name}'s credentials against {target.name}: {result.error}")
-        else:
-            evidence.append(f"{target.name} refuses {owner.name} ({how})")
+        refused, what = credential_verdict(owner, target, present_credentials(lab, owner, target))
+        (evidence if refused else problems).append(what)
 
     if problems:
         raise CheckFailed("; ".join(problems))
@@ -155,13 +184,48 @@ def node_problems(nodes: list[dict[str, Any]], workers: tuple[str, ...]) -> list
     return problems
 
 
+def container_trouble(status: dict[str, Any]) -> str:
+    """Why a container is not ready, with its restart count: "coredns CrashLoopBackOff (...), 7 restarts"."""
+    state = status.get("state", {})
+    stuck = state.get("waiting") or state.get("terminated")
+    if stuck:
+        why = explain(stuck) or next(iter(state))
+    elif "running" in state:
+        why = "running but not ready (readiness probe failing)"
+    else:
+        why = "not ready"
+    restarts = status.get("restartCount", 0)
+    return f"{status.get('name', '?')} {why}, {restarts} restart{'' if restarts == 1 else 's'}"
+
+
+def pod_readiness_problem(pod: dict[str, Any]) -> str | None:
+    """None if the pod is Ready and every container is ready, else what is wrong."""
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    ready = condition(pod, "Ready")
+    if ready.get("status") == "True" and statuses and all(status.get("ready") for status in statuses):
+        return None
+    details = [container_trouble(status) for status in statuses if not status.get("ready")]
+    scheduled = condition(pod, "PodScheduled")
+    if scheduled.get("status") == "False":
+        details.append(explain(scheduled))
+    if not details:
+        details.append(explain(ready) or "no Ready condition")
+    state = "Running but not Ready" if phase(pod) == "Running" else phase(pod)
+    return f"{state} ({'; '.join(details)})"
+
+
 def coredns_problems(pods: list[dict[str, Any]]) -> list[str]:
     if not pods:
         return ["no CoreDNS pods (k8s-app=kube-dns) in kube-system"]
-    return [f"CoreDNS pod {name_of(pod)} is {describe_pod(pod)}" for pod in pods if phase(pod) != "Running"]
+    problems = []
+    for pod in pods:
+        problem = pod_readiness_problem(pod)
+        if problem:
+            problems.append(f"CoreDNS pod {name_of(pod)} is {problem}")
+    return problems
 
 
-@per_tenant("nodes", "all workers Ready, CoreDNS Running")
+@per_tenant("nodes", "all workers Ready, CoreDNS pods Ready")
 def nodes(lab: Lab, tenant: Tenant) -> str:
     kubectl = lab.kubectl(tenant)
     node_list = kubectl.get("nodes")["items"]
@@ -169,4 +233,4 @@ def nodes(lab: Lab, tenant: Tenant) -> str:
     problems = node_problems(node_list, tenant.workers) + coredns_problems(coredns)
     if problems:
         raise CheckFailed("; ".join(problems))
-    return f"Ready: {', '.join(tenant.workers)}; CoreDNS {len(coredns)}/{len(coredns)} Running"
+    return f"Ready: {', '.join(tenant.workers)}; CoreDNS {len(coredns)}/{len(coredns)} Ready"

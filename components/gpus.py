@@ -32,8 +32,6 @@ GPU_CATALOGUE: dict[str, int] = {
 MAX_MOCK_MEMORY_PER_NODE_MIB = 120 * 1024
 
 FULL_GPU_CORES = 100
-REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
-GPU_COUNT_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)

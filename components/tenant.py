@@ -34,7 +34,9 @@ class Tenant(pulumi.ComponentResource):
     """A tenant cluster with a Kamaji control plane, kindest/node workers and HAMi.
 
     Outputs: `kubeconfig` (secret) and `facts`, the non-secret description users
-    and the validation suite read from the stack outputs.
+    and the validation suite read from the stack outputs. GPU workloads added to
+    this program should depend on `gpus_ready`: HAMi is up and every worker
+    advertises its GPU memory.
     """
 
     kubeconfig: pulumi.Output[str]

@@ -1,0 +1,51 @@
+"""The stack outputs the program exports are what the validation suite and kubeconfig writer read."""
+
+import json
+
+from tests.plan import dev_config, plan, resolve
+from validation.stack_outputs import parse_outputs, write_kubeconfig_files
+
+LAYOUT = [
+    {"name": "tenant-a", "gpus": [{"model": "NVIDIA A100 80GB"}]},
+    {
+        "name": "tenant-b",
+        "workers": 2,
+        "gpus": [{"model": "NVIDIA L4 24GB", "count": 2}],
+        "quotas": [{"namespace": "team-a", "gpumemMiB": 8192, "gpus": 4}],
+    },
+]
+
+
+def exported_document():
+    """What `pulumi stack output --show-secrets --json` prints after `pulumi up`."""
+    outputs = plan(dev_config(tenants=LAYOUT), preview=False).outputs
+    return json.loads(json.dumps(resolve(outputs)))
+
+
+def test_validation_reads_the_programs_outputs():
+    parsed = parse_outputs(exported_document())
+
+    tenant_b = parsed.tenants["tenant-b"]
+    assert tenant_b.workers == ("kamaji-tenant-b-w1", "kamaji-tenant-b-w2")
+    assert tenant_b.expected_allocatable() == {
+        "nvidia.com/gpu": 20,
+        "nvidia.com/gpumem": 2 * 23034,
+        "nvidia.com/gpucores": 200,
+    }
+    (quota,) = tenant_b.quotas
+    assert quota.namespace == "team-a"
+    assert quota.hard == {"limits.nvidia.com/gpumem": 8192, "requests.nvidia.com/gpu": 4}
+    assert parsed.tenants["tenant-a"].data_store_schema == "tenants_tenant_a"
+
+
+def test_kubeconfig_writer_gets_one_private_file_per_cluster(tmp_path):
+    parsed = parse_outputs(exported_document())
+
+    written = write_kubeconfig_files(tmp_path, parsed.kubeconfigs)
+
+    assert sorted(path.name for path in written.values()) == [
+        "management.kubeconfig",
+        "tenant-a.kubeconfig",
+        "tenant-b.kubeconfig",
+    ]
+    assert all(path.stat().st_mode & 0o777 == 0o600 for path in written.values())

@@ -27,6 +27,7 @@ from tests.plan import Plan, dev_config, plan, tenants
 STEP_SECONDS = {
     "kind-up.sh": 60,
     "kind-subnet.sh": 1,
+    "wait-metallb.sh": 30,
     "wait-kamaji.sh": 30,
     "tenant-kubeconfig.sh": 15,
     "join-worker.sh": 45,

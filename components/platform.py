@@ -86,8 +86,16 @@ class Platform(pulumi.ComponentResource):
         self.address_range = pulumi.Output.from_input(args.kind_subnet).apply(
             lambda subnet: metallb_pool(subnet, args.address_range)
         )
-        # MetalLB's webhooks reject pools until its controller runs: wait for the release.
-        after_metallb = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[metallb]))
+        # MetalLB's webhook refuses pools for a while after its release reports ready.
+        metallb_ready = script_command(
+            f"{name}-metallb-ready",
+            "wait-metallb.sh",
+            {"KUBECONFIG_DATA": args.kubeconfig, "NAMESPACE": METALLB_NAMESPACE},
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[metallb], custom_timeouts=pulumi.CustomTimeouts(create="10m")
+            ),
+        )
+        after_metallb = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[metallb_ready]))
         pool = k8s.apiextensions.CustomResource(
             f"{name}-address-pool",
             api_version="metallb.io/v1beta1",
@@ -119,11 +127,14 @@ class Platform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[cert_manager])),
         )
 
-        # The release is ready before its etcd DataStore is; tenants need both.
+        # The release is ready before its etcd DataStore is; tenants need both. On
+        # destroy (after the last tenant, before the release) it deletes the DataStore
+        # while Kamaji can still remove its finalizer.
         kamaji_ready = script_command(
             f"{name}-kamaji-ready",
             "wait-kamaji.sh",
             {"KUBECONFIG_DATA": args.kubeconfig},
+            delete="delete-datastore.sh",
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[kamaji, advertisement],

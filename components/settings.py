@@ -155,6 +155,12 @@ def parse_settings(raw: Mapping[str, Any]) -> LabSettings:
     node_image = reader.scalar_str(raw, "nodeImage") or f"kindest/node:{versions.kubernetes}"
     if not _IMAGE_REFERENCE.match(node_image):
         errors.append(f"{_key('nodeImage')}: {node_image!r} is not an image reference")
+    elif versions.kubernetes and (tag := _version_tag(node_image)) and tag != versions.kubernetes:
+        # Worker kubelets must match the tenants' API servers (and HAMi's kube-scheduler).
+        errors.append(
+            f"{_key('nodeImage')}: {node_image!r} runs Kubernetes {tag}, "
+            f"but kubernetesVersion is {versions.kubernetes}; change both together"
+        )
 
     kind_subnet = reader.parsed(raw, "kindSubnet", _ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16")
     address_range = reader.parsed(
@@ -438,6 +444,12 @@ def _ipv4_network(value: str) -> ipaddress.IPv4Network:
     if not isinstance(network, ipaddress.IPv4Network):
         raise ValueError("IPv6 is not supported")
     return network
+
+
+def _version_tag(image: str) -> str | None:
+    """The vX.Y.Z tag of an image reference such as kindest/node:v1.36.4@sha256:..., if it has one."""
+    match = re.search(r":(v\d+\.\d+\.\d+)(@|$)", image)
+    return match.group(1) if match else None
 
 
 def _to_int(value: Any) -> int | None:

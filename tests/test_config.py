@@ -218,3 +218,16 @@ def test_more_tenants_than_the_carved_pool_needs_an_explicit_range():
     assert "kamaji-hami-lab:tenants: 52 tenants need more than the 51 addresses" in config_error(tenants=many)
     lab = parse_settings(dev_config(tenants=many, metallbAddressRange="172.18.200.0/24"))
     assert len(lab.tenants) == 52
+
+
+def test_node_image_pinned_by_digest_is_accepted():
+    pinned = "kindest/node:v1.36.4@sha256:" + "0" * 64
+    assert parse_settings(dev_config(nodeImage=pinned)).node_image == pinned
+
+
+def test_node_image_must_run_the_tenants_kubernetes_version():
+    message = config_error(nodeImage="kindest/node:v1.37.0")
+    assert (
+        "kamaji-hami-lab:nodeImage: 'kindest/node:v1.37.0' runs Kubernetes v1.37.0, but kubernetesVersion is v1.36.4"
+        in message
+    )

@@ -48,11 +48,13 @@ def test_kamaji_waits_for_cert_manager(dev_plan):
     assert release(dev_plan, "cert-manager").urn in dev_plan.upstream(release(dev_plan, "kamaji").urn)
 
 
-def test_metallb_pool_and_advertisement_wait_for_metallb(dev_plan):
-    metallb = release(dev_plan, "metallb").urn
+def test_metallb_pool_and_advertisement_wait_until_metallb_admits_pools(dev_plan):
+    (webhook_ready,) = dev_plan.commands("wait-metallb.sh")
+    assert release(dev_plan, "metallb").urn in webhook_ready.dependencies
+    assert webhook_ready.inputs["environment"]["NAMESPACE"] == "metallb-system"
     for kind in ("IPAddressPool", "L2Advertisement"):
         (resource,) = dev_plan.of_type(f"kubernetes:metallb.io/v1beta1:{kind}")
-        assert metallb in resource.dependencies
+        assert webhook_ready.urn in resource.dependencies
 
 
 def test_pool_is_carved_from_the_kind_network(up_plan):
@@ -67,6 +69,15 @@ def test_a_configured_range_in_a_known_subnet_is_known_at_preview():
     (pool,) = preview.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
     assert pool.inputs["spec"]["addresses"] == ["172.18.100.0-172.18.100.63"]
     assert not preview.commands("kind-subnet.sh"), "no need to ask Docker for a subnet that is configured"
+
+
+def test_datastore_is_deleted_after_the_tenants_and_before_the_kamaji_release(dev_plan):
+    (kamaji_ready,) = dev_plan.commands("wait-kamaji.sh")
+    # Destroy runs dependents first: every control plane waits on this command, and it on Kamaji.
+    assert kamaji_ready.inputs["delete"].endswith("/delete-datastore.sh")
+    assert release(dev_plan, "kamaji").urn in kamaji_ready.dependencies
+    for control_plane in dev_plan.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"):
+        assert kamaji_ready.urn in control_plane.dependencies
 
 
 def test_tenants_wait_for_kamaji_and_its_datastore(dev_plan):

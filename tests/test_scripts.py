@@ -292,6 +292,55 @@ def test_wait_kamaji_times_out_naming_what_it_waited_for(fakes):
     assert "timed out after 0s waiting for DataStore default" in result.stderr
 
 
+def test_delete_datastore_deletes_the_default_datastore_and_waits(fakes):
+    result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
+
+    assert result.returncode == 0, result.stderr
+    (delete,) = fakes.calls("kubectl", r"delete datastores\.kamaji\.clastix\.io default")
+    assert "--ignore-not-found" in delete["argv"]
+    assert any(arg.startswith("--timeout=") for arg in delete["argv"])
+
+
+def test_delete_datastore_never_blocks_destroy(fakes):
+    fakes.on("kubectl", r"delete datastores", reply(exit=1, stderr="Unable to connect to the server\n"))
+
+    result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
+
+    assert result.returncode == 0
+    assert "could not delete DataStore default" in result.stderr
+
+
+# --- wait-metallb -----------------------------------------------------------------------------------
+
+
+def test_wait_metallb_retries_until_the_webhook_admits_a_pool(fakes):
+    refused = reply(
+        exit=1,
+        stderr='Error from server (InternalError): failed calling webhook "ipaddresspoolvalidationwebhook"\n',
+    )
+    fakes.on("kubectl", r"apply --dry-run=server", refused, refused, "ipaddresspool created (server dry run)\n")
+
+    result = fakes.run("wait-metallb.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, NAMESPACE="metallb-system")
+
+    assert result.returncode == 0, result.stderr
+    probes = fakes.calls("kubectl", r"apply --dry-run=server")
+    assert len(probes) == 3
+    probe = yaml.safe_load(probes[0]["stdin"])
+    assert (probe["kind"], probe["metadata"]["namespace"]) == ("IPAddressPool", "metallb-system")
+    assert "failed calling webhook" in result.stderr
+
+
+def test_wait_metallb_times_out_clearly(fakes):
+    fakes.on("kubectl", r"apply --dry-run=server", reply(exit=1, stderr="webhook not ready\n"))
+
+    result = fakes.run(
+        "wait-metallb.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, NAMESPACE="metallb-system", WAIT_TIMEOUT="0"
+    )
+
+    assert result.returncode != 0
+    assert "waiting for MetalLB's webhook to admit an IPAddressPool in metallb-system" in result.stderr
+
+
 # --- tenant-kubeconfig ------------------------------------------------------------------------------
 
 

@@ -212,9 +212,10 @@ def _parse_tenants(
         reader.errors.append(f"{key}: required; set at least one tenant (see README, 'Configuration')")
         return ()
     items = reader.json_value(value, key)
+    if items is None:  # not JSON; already reported
+        return ()
     if items == []:
         reader.errors.append(f"{key}: expected a non-empty list of tenant objects, got []")
-    if not items:
         return ()
 
     tenants = []

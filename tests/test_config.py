@@ -91,6 +91,8 @@ def test_unknown_top_level_key_is_a_typo():
     [
         ({"tenants": {"name": "a"}}, 'tenants: expected a list of tenant objects, got {"name"'),
         ({"tenants": []}, "kamaji-hami-lab:tenants: expected a non-empty list"),
+        ({"tenants": {}}, "kamaji-hami-lab:tenants: expected a list of tenant objects, got {}"),
+        ({"tenants": "0"}, "kamaji-hami-lab:tenants: expected a list of tenant objects, got 0"),
         ({"tenants": "[{"}, "kamaji-hami-lab:tenants: not valid JSON"),
         ({"tenants": ["a"]}, "kamaji-hami-lab:tenants[0]: expected an object, got 'a'"),
         ({"tenants": [{"name": 7}]}, "kamaji-hami-lab:tenants[0].name: expected a str, got 7"),

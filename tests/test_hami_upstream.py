@@ -254,7 +254,8 @@ def test_every_tenants_device_config_decodes_in_both_binaries(dev_plan, mixed_pl
     for values in [*hami_values_by_tenant(dev_plan).values(), *hami_values_by_tenant(mixed_plan).values()]:
         config = device_config(values)
         decode(config, shape)
-        # The scheduler refuses a config whose sections are all empty (validateConfig).
+        # The scheduler refuses a config whose sections are all empty
+        # (pkg/scheduler/config/config.go@v2.10.0 validateConfig).
         assert config["nvidia"]
 
 
@@ -266,7 +267,8 @@ def test_device_config_names_the_resources_pods_request_and_nodes_advertise(dev_
         assert nvidia["resourceCoreName"] == GPU_CORES
         # The mock advertises this one too; empty, it would register a nameless resource.
         assert nvidia["resourceMemoryPercentageName"] == GPU_MEMORY_PERCENTAGE
-        # A pod asking only for gpumem gets one GPU from the webhook (the README's example).
+        # A pod asking only for gpumem gets one GPU from the webhook, as in the README's example
+        # (pkg/device/nvidia/device.go@v2.10.0 mutateContainerResource).
         assert nvidia["defaultGPUNum"] == 1
         assert nvidia.get("memoryFactor", 1) == 1  # gpumem: 4096 means 4096 MiB
         assert "vnpus" not in device_config(values)

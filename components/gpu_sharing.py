@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from components.commands import script_command
 from components.gpus import node_gpu_memory_mib
@@ -17,8 +18,17 @@ HAMI_RELEASE = "hami"
 HAMI_NAMESPACE = "kube-system"
 HELM_TIMEOUT_SECONDS = 600
 # The mock device plugin never releases HAMi's per-node bind lock; without a short
-# expiry every further pod on a node waits the default five minutes.
-NODE_LOCK_EXPIRE = "5s"
+# expiry every further pod on a node waits the default five minutes. Only the
+# extender's flag sets it: it overrides the chart's scheduler.nodeLockExpire
+# (Project-HAMi/HAMi cmd/scheduler/main.go@v2.10.0, HAMi issue #2790).
+NODE_LOCK_TIMEOUT = "5s"
+# The image the device config below was checked against (the chart 2.10.0 default, pinned).
+MOCK_DEVICE_PLUGIN_IMAGE = {"registry": "docker.io", "repository": "projecthami/mock-device-plugin", "tag": "1.0.1"}
+# The resources pods request and nodes advertise: the chart's default names.
+GPU_COUNT_RESOURCE = "nvidia.com/gpu"
+GPU_MEMORY_RESOURCE = "nvidia.com/gpumem"
+GPU_MEMORY_PERCENTAGE_RESOURCE = "nvidia.com/gpumem-percentage"
+GPU_CORES_RESOURCE = "nvidia.com/gpucores"
 # Namespaces that exist in every cluster and must not be created (or deleted) by us.
 EXISTING_NAMESPACES = ("default",)
 
@@ -56,7 +66,7 @@ class GpuSharing(pulumi.ComponentResource):
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=HAMI_REPO),
             version=args.chart_version,
             namespace=HAMI_NAMESPACE,
-            values=hami_values(args.kubernetes_version),
+            values=hami_values(args.kubernetes_version, args.tenant.gpu_slots),
             timeout=HELM_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions.merge(in_tenant, pulumi.ResourceOptions(depends_on=list(args.nodes_ready))),
         )
@@ -98,7 +108,7 @@ class GpuSharing(pulumi.ComponentResource):
         )
 
 
-def hami_values(kubernetes_version: str) -> dict:
+def hami_values(kubernetes_version: str, gpu_slots: int) -> dict:
     """Helm values for HAMi on mock GPUs.
 
     The chart has no values schema: a misspelt key is silently ignored, so every
@@ -108,7 +118,10 @@ def hami_values(kubernetes_version: str) -> dict:
         # No NVML here: the real plugin would find nothing and zero the GPU capacity.
         "devicePlugin": {"enabled": False},
         # Turns the node's register annotation into gpumem/gpucores resources.
-        "mockDevicePlugin": {"enabled": True},
+        "mockDevicePlugin": {"enabled": True, "image": MOCK_DEVICE_PLUGIN_IMAGE},
+        # Replaces the chart's own device config, whose `vnpus` map crashes the mock
+        # (Project-HAMi/mock-device-plugin internal/pkg/config/config.go@v1.0.1 expects a list).
+        "device-config": {"content": yaml.safe_dump(device_config(gpu_slots), sort_keys=False)},
         "scheduler": {
             # The stock kube-scheduler must match the tenant API server exactly; the
             # chart's default registry is a mirror, and its version guess sees Helm's
@@ -116,16 +129,44 @@ def hami_values(kubernetes_version: str) -> dict:
             "kubeScheduler": {
                 "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": kubernetes_version}
             },
-            "nodeLockExpire": NODE_LOCK_EXPIRE,
+            # Replaces the chart's list: -v=4 keeps the chart's detailed log for
+            # troubleshooting; its --debug sets a flag nothing in 2.10.0 reads.
+            "extender": {"extraArgs": ["-v=4", f"--node-lock-timeout={NODE_LOCK_TIMEOUT}"]},
         },
+    }
+
+
+def device_config(gpu_slots: int) -> dict:
+    """HAMi's device config: only the NVIDIA section, the one device type the lab mocks.
+
+    The scheduler and webhook (Project-HAMi/HAMi pkg/scheduler/config/config.go@v2.10.0)
+    and the mock plugin (Project-HAMi/mock-device-plugin internal/pkg/config/config.go@v1.0.1)
+    both read it; absent sections leave their device types without resources.
+    """
+    return {
+        "nvidia": {
+            # Scheduler: a node counts while its allocatable of this is positive; mock: its capacity.
+            "resourceCountName": GPU_COUNT_RESOURCE,
+            # The mock advertises the registered memory, cores and percentage under these
+            # names; unset, it would register a resource with an empty name.
+            "resourceMemoryName": GPU_MEMORY_RESOURCE,
+            "resourceCoreName": GPU_CORES_RESOURCE,
+            "resourceMemoryPercentageName": GPU_MEMORY_PERCENTAGE_RESOURCE,
+            # The webhook gives a pod that asks only for gpumem or gpucores one GPU.
+            "defaultGPUNum": 1,
+            # gpumem counts MiB, unscaled (the mock divides by a factor above 1).
+            "memoryFactor": 1,
+            # Slots per GPU, as a real plugin would register them (the mock reads the annotation).
+            "deviceSplitCount": gpu_slots,
+        }
     }
 
 
 def quota_limits(quota: GpuQuota) -> dict[str, str]:
     """ResourceQuota hard limits: HAMi enforces the limits.* keys, Kubernetes the requests.* one."""
     limits = {
-        "limits.nvidia.com/gpumem": quota.gpumem_mib,
-        "limits.nvidia.com/gpucores": quota.gpucores,
-        "requests.nvidia.com/gpu": quota.gpus,
+        f"limits.{GPU_MEMORY_RESOURCE}": quota.gpumem_mib,
+        f"limits.{GPU_CORES_RESOURCE}": quota.gpucores,
+        f"requests.{GPU_COUNT_RESOURCE}": quota.gpus,
     }
     return {key: str(value) for key, value in limits.items() if value is not None}

@@ -2,9 +2,13 @@
 
 HAMi's scheduler learns a node's GPUs from the node annotation
 ``hami.io/node-nvidia-register`` (a JSON list, one entry per physical GPU) and
-only trusts the node while ``status.capacity["nvidia.com/gpu"]`` is positive.
-The mock device plugin turns the same annotation into the ``nvidia.com/gpumem``
-and ``nvidia.com/gpucores`` node resources that pods request.
+only trusts the node while its allocatable ``nvidia.com/gpu`` is positive
+(Project-HAMi/HAMi pkg/device/nvidia/device.go@v2.10.0 CheckHealth). The mock
+device plugin turns the same annotation into the ``nvidia.com/gpumem`` and
+``nvidia.com/gpucores`` node resources that pods request, but only while the
+node's capacity of ``nvidia.com/gpu`` is positive (Project-HAMi/mock-device-plugin
+internal/pkg/api/device/device.go@v1.0.1 CheckHealthy). kubelet copies the
+capacity into allocatable, so one patch of the capacity serves both.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ MAX_MOCK_MEMORY_PER_NODE_MIB = 120 * 1024
 
 FULL_GPU_CORES = 100
 
+# HAMi's scheduler only matches devices whose type contains this, case-insensitively
+# (Project-HAMi/HAMi pkg/scheduler/score.go@v2.10.0 getNodeResources).
+HAMI_NVIDIA_TYPE = "NVIDIA"
+
 
 @dataclass(frozen=True)
 class GpuSpec:
@@ -41,6 +49,16 @@ class GpuSpec:
     model: str
     count: int
     memory_mib: int
+
+    @property
+    def device_type(self) -> str:
+        """The type HAMi's real NVIDIA plugin would register for this model.
+
+        It prefixes a model name that does not start with "NVIDIA", so the scheduler
+        keeps the device (Project-HAMi/HAMi
+        pkg/device-plugin/nvidiadevice/nvinternal/plugin/register.go@v2.10.0).
+        """
+        return self.model if self.model.startswith(HAMI_NVIDIA_TYPE) else f"{HAMI_NVIDIA_TYPE}-{self.model}"
 
 
 def node_gpu_memory_mib(gpus: Sequence[GpuSpec]) -> int:
@@ -68,7 +86,7 @@ def register_annotation(node_name: str, gpus: Sequence[GpuSpec], slots_per_gpu: 
                     "count": slots_per_gpu,
                     "devmem": gpu.memory_mib,
                     "devcore": FULL_GPU_CORES,
-                    "type": gpu.model,
+                    "type": gpu.device_type,
                     "numa": 0,
                     "mode": "hami-core",
                     "health": True,

@@ -116,7 +116,8 @@ class Tenant(pulumi.ComponentResource):
             "dataStoreSchema": tenant.data_store_schema,
             "workers": node_names,
             "gpusPerWorker": [
-                {"model": gpu.model, "memoryMiB": gpu.memory_mib, "count": gpu.count} for gpu in tenant.gpus
+                {"model": gpu.model, "deviceType": gpu.device_type, "memoryMiB": gpu.memory_mib, "count": gpu.count}
+                for gpu in tenant.gpus
             ],
             "gpuSlots": tenant.gpu_slots,
             "quotas": [quota_facts(quota) for quota in tenant.quotas],

@@ -26,6 +26,8 @@ from validation.stack_outputs import Quota, Tenant
 SLICE_MIB, SLICE_CORES = 4096, 25
 SHARED_PODS = 3
 POD_START_TIMEOUT = 120
+# The mock plugin never releases HAMi's node lock, so each further pod on the node is bound
+# only once the previous pod's lock has expired (the lab sets 5 s) and kube-scheduler retries it.
 SHARING_TIMEOUT = 90
 REFUSAL_TIMEOUT = 60
 QUOTA_WATCH_DELAY = 3  # HAMi learns about ResourceQuotas from a watch

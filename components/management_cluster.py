@@ -92,8 +92,6 @@ class ManagementCluster(pulumi.ComponentResource):
             # Stable identity: a re-read or rotated kubeconfig updates the provider
             # instead of replacing every release and object on the cluster.
             cluster_identifier=f"kind-{args.cluster_name}",
-            # Lets `pulumi destroy` forget plain objects of a cluster deleted out of band.
-            delete_unreachable=True,
             opts=child,
         )
 

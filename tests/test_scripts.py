@@ -173,7 +173,7 @@ def run_kind_up(fakes):
     return fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4", LAB_OWNER="lab.dev")
 
 
-def test_kind_up_adopts_a_cluster_this_lab_created_and_prints_its_kubeconfig(fakes):
+def test_kind_up_adopts_a_cluster_this_lab_created(fakes):
     fakes.on("kind", r"^get clusters$", "other\nmgmt\n").on(
         "kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n"
     )
@@ -182,7 +182,7 @@ def test_kind_up_adopts_a_cluster_this_lab_created_and_prints_its_kubeconfig(fak
     result = run_kind_up(fakes)
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "KUBECONFIG-TEXT\n"
+    assert result.stdout == "", "the kubeconfig is kind-kubeconfig.sh's output"
     assert "adopting" in result.stderr
     assert fakes.calls("kind", "create") == []
     assert not (fakes.home / ".kube").exists()
@@ -207,7 +207,7 @@ def test_kind_up_creates_a_missing_cluster_marked_as_ours_without_touching_the_u
     result = run_kind_up(fakes)
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "KUBECONFIG-TEXT\n"
+    assert result.stdout == ""
     (create,) = fakes.calls("kind", "^create cluster")
     argv = create["argv"]
     assert " ".join(argv[:9]) == "create cluster --name mgmt --image kindest/node:v1.36.4 --wait 120s --kubeconfig"
@@ -221,6 +221,25 @@ def test_kind_up_creates_a_missing_cluster_marked_as_ours_without_touching_the_u
         "apiVersion": "kind.x-k8s.io/v1alpha4",
         "nodes": [{"role": "control-plane", "labels": {"kamaji-hami-lab.io/owner": "lab.dev"}}],
     }
+
+
+def test_kind_kubeconfig_prints_the_clusters_kubeconfig(fakes):
+    fakes.on("kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n")
+
+    result = fakes.run("kind-kubeconfig.sh", CLUSTER_NAME="mgmt")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "KUBECONFIG-TEXT\n"
+    assert not (fakes.home / ".kube").exists()
+
+
+def test_kind_kubeconfig_fails_clearly_when_the_cluster_is_missing(fakes):
+    fakes.on("kind", r"^get kubeconfig", reply(exit=1, stderr='ERROR: could not locate any control plane nodes\n'))
+
+    result = fakes.run("kind-kubeconfig.sh", CLUSTER_NAME="mgmt")
+
+    assert result.returncode != 0 and result.stdout == ""
+    assert "cannot read the kubeconfig of kind cluster mgmt" in result.stderr
 
 
 def test_kind_down_succeeds_when_the_cluster_is_already_gone(fakes):

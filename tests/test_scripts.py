@@ -290,20 +290,64 @@ def test_kind_subnet_fails_clearly_without_an_ipv4_subnet(fakes):
 # --- wait-kamaji ------------------------------------------------------------------------------------
 
 
+DATASTORE_STATE = r"get datastores\.kamaji\.clastix\.io default --ignore-not-found"
+RELEASE_RECORD = r"-n kamaji-system get secret -l owner=helm,name=kamaji,status=deployed"
+# Shaped like `helm get manifest` of clastix/kamaji 0.0.0+latest: the DataStore comes from the
+# kamaji-etcd subchart (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml).
+DATASTORE_DOCUMENT = """# Source: kamaji/charts/kamaji-etcd/templates/etcd_datastore.yaml
+apiVersion: kamaji.clastix.io/v1alpha1
+kind: DataStore
+metadata:
+  name: default
+  labels:
+    app.kubernetes.io/name: kamaji-etcd
+spec:
+  driver: etcd
+  endpoints:
+    - kamaji-etcd-0.kamaji-etcd.kamaji-system.svc.cluster.local:2379
+"""
+KAMAJI_MANIFEST = f"""---
+# Source: kamaji/templates/controller.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: kamaji
+  namespace: kamaji-system
+---
+{DATASTORE_DOCUMENT}---
+# Source: kamaji/charts/kamaji-etcd/templates/etcd_sts.yaml
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: default
+"""
+
+
+def helm_release_secret_data(manifest: str) -> str:
+    """`.data.release` of a Helm release Secret: Kubernetes' base64 of Helm's base64 of gzipped JSON
+    (helm/helm pkg/storage/driver/util.go encodeRelease)."""
+    import gzip
+
+    helm_encoded = base64.b64encode(gzip.compress(json.dumps({"name": "kamaji", "manifest": manifest}).encode()))
+    return base64.b64encode(helm_encoded).decode()
+
+
 def test_wait_kamaji_waits_for_the_deployment_and_the_datastore(fakes):
     fakes.on("kubectl", r"get deployment kamaji", "False", "True")
-    fakes.on("kubectl", r"get datastores\.kamaji\.clastix\.io default", "", "false", "true")
+    fakes.on("kubectl", DATASTORE_STATE, "|", "|false", "|true")
 
     result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert len(fakes.calls("kubectl", "get datastores")) == 3
+    assert fakes.calls("kubectl", "create") == []
     assert all(c["kubeconfig"]["content"] == MANAGEMENT_KUBECONFIG for c in fakes.calls("kubectl"))
 
 
 def test_wait_kamaji_times_out_naming_what_it_waited_for(fakes):
     fakes.on("kubectl", r"get deployment kamaji", "True")
+    fakes.on("kubectl", DATASTORE_STATE, "|false")
 
     result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, WAIT_TIMEOUT="0")
 
@@ -311,13 +355,48 @@ def test_wait_kamaji_times_out_naming_what_it_waited_for(fakes):
     assert "timed out after 0s waiting for DataStore default" in result.stderr
 
 
+def test_wait_kamaji_restores_a_datastore_an_interrupted_destroy_deleted(fakes):
+    fakes.on("kubectl", r"get deployment kamaji", "True")
+    # Still terminating when `up` starts, then gone, then restored and ready.
+    fakes.on("kubectl", DATASTORE_STATE, "2026-12-03T06:00:00Z|true", "", "|false", "|true")
+    fakes.on("kubectl", RELEASE_RECORD, helm_release_secret_data(KAMAJI_MANIFEST))
+
+    result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
+
+    assert result.returncode == 0, result.stderr
+    assert "DataStore default to finish its deletion" in result.stderr
+    (create,) = fakes.calls("kubectl", r"create -f -")
+    assert yaml.safe_load(create["stdin"]) == yaml.safe_load(DATASTORE_DOCUMENT), "only the DataStore, as recorded"
+    assert fakes.calls("kubectl", "apply|delete|patch") == []
+
+
+def test_wait_kamaji_reports_the_restore_command_at_once_when_it_cannot_restore(fakes):
+    fakes.on("kubectl", r"get deployment kamaji", "True")
+    fakes.on("kubectl", DATASTORE_STATE, "")
+    fakes.on("kubectl", RELEASE_RECORD, "")  # no deployed release record
+
+    result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)  # default 600 s timeout
+
+    assert result.returncode != 0
+    assert "helm -n kamaji-system get manifest kamaji | kubectl apply -f -" in result.stderr
+    assert len(fakes.calls("kubectl", "get datastores")) == 1, "fails on the first look, not after ten minutes"
+
+
+DATASTORE_PRESENT = r"get datastores\.kamaji\.clastix\.io/default --ignore-not-found -o name"
+DATASTORE_FINALIZERS = r"get datastores\.kamaji\.clastix\.io/default -o jsonpath=\{range \.metadata\.finalizers"
+DATASTORE_USERS = r"get tenantcontrolplanes\.kamaji\.clastix\.io --all-namespaces"
+
+
 def test_delete_datastore_deletes_the_default_datastore_and_waits(fakes):
+    fakes.on("kubectl", DATASTORE_PRESENT, "datastore.kamaji.clastix.io/default\n", "")
+
     result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
 
     assert result.returncode == 0, result.stderr
-    (delete,) = fakes.calls("kubectl", r"delete datastores\.kamaji\.clastix\.io default")
+    (delete,) = fakes.calls("kubectl", r"delete datastores\.kamaji\.clastix\.io/default")
     assert "--ignore-not-found" in delete["argv"]
-    assert any(arg.startswith("--timeout=") for arg in delete["argv"])
+    assert len(fakes.calls("kubectl", DATASTORE_PRESENT)) == 2
+    assert fakes.calls("kubectl", "patch") == [], "the controller released it"
 
 
 def test_delete_datastore_never_blocks_destroy(fakes):
@@ -327,6 +406,31 @@ def test_delete_datastore_never_blocks_destroy(fakes):
 
     assert result.returncode == 0
     assert "could not delete DataStore default" in result.stderr
+
+
+def test_delete_datastore_releases_an_unused_datastore_stuck_in_terminating(fakes):
+    fakes.on("kubectl", DATASTORE_PRESENT, "datastore.kamaji.clastix.io/default\n", "")
+    fakes.on("kubectl", DATASTORE_USERS, "")
+    fakes.on("kubectl", DATASTORE_FINALIZERS, "kamaji.clastix.io/TenantControlPlane\nexample.com/keep\n")
+
+    result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, DELETE_TIMEOUT="0")
+
+    assert result.returncode == 0, result.stderr
+    (patch,) = fakes.calls("kubectl", "patch")
+    # Only Kamaji's finalizer (clastix/kamaji api/v1alpha1/datastore_types.go) goes; others stay.
+    assert json.loads(patch["argv"][patch["argv"].index("-p") + 1]) == {"metadata": {"finalizers": ["example.com/keep"]}}
+    assert "DataStore default deleted" in result.stderr
+
+
+def test_delete_datastore_leaves_a_datastore_that_a_control_plane_still_uses(fakes):
+    fakes.on("kubectl", DATASTORE_PRESENT, "datastore.kamaji.clastix.io/default\n")
+    fakes.on("kubectl", DATASTORE_USERS, "tenants/tenant-a ")
+
+    result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, DELETE_TIMEOUT="0")
+
+    assert result.returncode == 0
+    assert fakes.calls("kubectl", "patch") == []
+    assert "still used by: tenants/tenant-a" in result.stderr
 
 
 # --- wait-metallb -----------------------------------------------------------------------------------

@@ -418,7 +418,8 @@ def test_delete_datastore_releases_an_unused_datastore_stuck_in_terminating(fake
     assert result.returncode == 0, result.stderr
     (patch,) = fakes.calls("kubectl", "patch")
     # Only Kamaji's finalizer (clastix/kamaji api/v1alpha1/datastore_types.go) goes; others stay.
-    assert json.loads(patch["argv"][patch["argv"].index("-p") + 1]) == {"metadata": {"finalizers": ["example.com/keep"]}}
+    body = json.loads(patch["argv"][patch["argv"].index("-p") + 1])
+    assert body == {"metadata": {"finalizers": ["example.com/keep"]}}
     assert "DataStore default deleted" in result.stderr
 
 

@@ -27,6 +27,8 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from tests.render_charts_module import project_defaults, stack_config
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "kamaji-hami-lab"
 MANAGEMENT_SERVER = "https://127.0.0.1:38211"
@@ -269,21 +271,9 @@ def _command_stdout(inputs: dict[str, Any]) -> str:
     return ""
 
 
-def project_defaults() -> dict[str, Any]:
-    """Pulumi.yaml's config defaults, which the CLI merges into every stack."""
-    declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
-    return {key: spec["default"] for key, spec in declared.items()}
-
-
-def stack_config(stack: str = "dev") -> dict[str, Any]:
-    values = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
-    prefix = f"{PROJECT}:"
-    return {key[len(prefix) :]: value for key, value in values.items() if key.startswith(prefix)}
-
-
 def dev_config(**overrides: Any) -> dict[str, Any]:
     """The dev stack's config as the program sees it, with overrides."""
-    return {**project_defaults(), **stack_config(), **overrides}
+    return {**project_defaults(), **stack_config("dev"), **overrides}
 
 
 def tenants(count: int, **tenant_fields: Any) -> list[dict[str, Any]]:

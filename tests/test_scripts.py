@@ -328,7 +328,8 @@ def helm_release_secret_data(manifest: str) -> str:
     (helm/helm pkg/storage/driver/util.go encodeRelease)."""
     import gzip
 
-    helm_encoded = base64.b64encode(gzip.compress(json.dumps({"name": "kamaji", "manifest": manifest}).encode()))
+    record = {"name": "kamaji", "namespace": "kamaji-system", "manifest": manifest}
+    helm_encoded = base64.b64encode(gzip.compress(json.dumps(record).encode()))
     return base64.b64encode(helm_encoded).decode()
 
 
@@ -366,7 +367,13 @@ def test_wait_kamaji_restores_a_datastore_an_interrupted_destroy_deleted(fakes):
     assert result.returncode == 0, result.stderr
     assert "DataStore default to finish its deletion" in result.stderr
     (create,) = fakes.calls("kubectl", r"create -f -")
-    assert yaml.safe_load(create["stdin"]) == yaml.safe_load(DATASTORE_DOCUMENT), "only the DataStore, as recorded"
+    restored = yaml.safe_load(create["stdin"])
+    # Owned by the release as Helm marks what it installs, so later upgrades adopt it.
+    assert restored["metadata"].pop("annotations") == {
+        "meta.helm.sh/release-name": "kamaji",
+        "meta.helm.sh/release-namespace": "kamaji-system",
+    }
+    assert restored == yaml.safe_load(DATASTORE_DOCUMENT), "only the DataStore, as recorded"
     assert fakes.calls("kubectl", "apply|delete|patch") == []
 
 
@@ -895,3 +902,25 @@ def test_scripts_are_shellcheck_clean():
         pytest.skip("shellcheck is not installed")
     result = subprocess.run([shellcheck, "-x", *map(str, sorted(SCRIPTS.glob("*.sh")))], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_release_object_adds_helm_ownership_to_existing_annotations():
+    manifest = "---\nkind: DataStore\nmetadata:\n  name: default\n  annotations:\n    team: lab\nspec: {}\n"
+    record = json.dumps({"name": "kamaji", "namespace": "kamaji-system", "manifest": manifest})
+
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "helm_release_object.py"), "DataStore", "default"],
+        input=record,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+    assert yaml.safe_load(result.stdout)["metadata"] == {
+        "name": "default",
+        "annotations": {
+            "team": "lab",
+            "meta.helm.sh/release-name": "kamaji",
+            "meta.helm.sh/release-namespace": "kamaji-system",
+        },
+    }

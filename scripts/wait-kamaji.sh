@@ -26,7 +26,7 @@ release=kamaji
 # The DataStore is a plain template of Kamaji's kamaji-etcd subchart
 # (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml@92f31f0), so the
 # release's record holds it. Helm stores a release as Secret data `release`:
-# base64 of gzipped JSON (helm/helm pkg/storage/driver/util.go, labels in secrets.go).
+# base64 of gzipped JSON (helm/helm pkg/storage/driver/util.go encodeRelease, Helm v3).
 restore_datastore() {
 	local record
 	record=$(kube -n "$namespace" get secret -l "owner=helm,name=$release,status=deployed" \

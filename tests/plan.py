@@ -166,7 +166,8 @@ class _RecordingMonitor(mocks.MockMonitor):
         before = self.previous.get(urn)
         if self.preview and recorded.provider_urn in self.unknown_config_providers:
             # pulumi/pulumi sdk/go/common/resource/plugin/provider_plugin.go (master 1b5949891b,
-            # Create/Update): with unknown provider config a preview returns an empty property map.
+            # Create/Update): with unknown provider config a preview returns an empty property map;
+            # the Python SDK (pulumi/runtime/rpc.py resolve_outputs) then leaves every output unknown.
             answer = (None, {})
         elif self.preview and before is not None and same_inputs(before, recorded):
             answer = (before.id, before.outputs)  # no diff: the engine keeps what the state holds

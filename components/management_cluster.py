@@ -50,7 +50,6 @@ class ManagementCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=self.docker_provider),
         )
 
-        # Prints the cluster's kubeconfig; ~/.kube/config is never written.
         cluster = script_command(
             f"{name}-kind",
             "kind-up.sh",
@@ -61,7 +60,6 @@ class ManagementCluster(pulumi.ComponentResource):
                 "LAB_OWNER": f"{pulumi.get_project()}.{pulumi.get_stack()}",
             },
             delete="kind-down.sh",
-            secret_output=True,
             # A new name is a new cluster (and, through the provider's identity, new
             # releases on it): delete the old one first rather than orphan it. A new
             # image only re-runs the idempotent create, which keeps the running cluster.
@@ -73,7 +71,18 @@ class ManagementCluster(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", delete="5m"),
             ),
         )
-        self.kubeconfig = pulumi.Output.secret(cluster.stdout)
+
+        # Read in its own step whose inputs leave out the node image: a re-run of
+        # kind-up.sh (a nodeImage bump) then keeps this output known in preview, and
+        # with it the provider's configuration. ~/.kube/config is never written.
+        kubeconfig = script_command(
+            f"{name}-kubeconfig",
+            "kind-kubeconfig.sh",
+            {"CLUSTER_NAME": args.cluster_name},
+            secret_output=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
+        )
+        self.kubeconfig = pulumi.Output.secret(kubeconfig.stdout)
 
         if args.kind_subnet:
             self.kind_subnet = pulumi.Output.from_input(args.kind_subnet)
@@ -92,8 +101,6 @@ class ManagementCluster(pulumi.ComponentResource):
             # Stable identity: a re-read or rotated kubeconfig updates the provider
             # instead of replacing every release and object on the cluster.
             cluster_identifier=f"kind-{args.cluster_name}",
-            # Lets `pulumi destroy` forget plain objects of a cluster deleted out of band.
-            delete_unreachable=True,
             opts=child,
         )
 

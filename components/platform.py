@@ -27,6 +27,7 @@ KAMAJI_REPO = "https://clastix.github.io/charts"
 # throttle and OOM-kill it). Only a YAML null deletes a chart default, and a
 # Python None inside `values=` is silently dropped, so it goes in as a file.
 KAMAJI_VALUES_YAML = "resources: null\n"
+CERT_MANAGER_VALUES = {"crds": {"enabled": True}}
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Platform(pulumi.ComponentResource):
             version=args.versions.cert_manager,
             namespace="cert-manager",
             create_namespace=True,
-            values={"crds": {"enabled": True}},
+            values=CERT_MANAGER_VALUES,
             timeout=HELM_TIMEOUT_SECONDS,
             opts=on_cluster,
         )
@@ -75,8 +76,7 @@ class Platform(pulumi.ComponentResource):
             name="metallb",
             chart="metallb",
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=METALLB_REPO),
-            # The metallb repository versions its chart without the leading v.
-            version=args.versions.metallb.removeprefix("v"),
+            version=metallb_chart_version(args.versions.metallb),
             namespace=METALLB_NAMESPACE,
             create_namespace=True,
             timeout=HELM_TIMEOUT_SECONDS,
@@ -122,6 +122,7 @@ class Platform(pulumi.ComponentResource):
             namespace=KAMAJI_NAMESPACE,
             create_namespace=True,
             value_yaml_files=[pulumi.StringAsset(KAMAJI_VALUES_YAML)],
+            values=kamaji_values(args.versions.kamaji_image_tag) or None,
             timeout=HELM_TIMEOUT_SECONDS,
             # Kamaji's certificates and webhooks are cert-manager resources.
             opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[cert_manager])),
@@ -150,3 +151,21 @@ class Platform(pulumi.ComponentResource):
         self.tenants_namespace = tenants.metadata.name
 
         self.register_outputs({"addressRange": self.address_range, "tenantsNamespace": self.tenants_namespace})
+
+
+def metallb_chart_version(metallb_version: str) -> str:
+    # The metallb repository versions its chart without the leading v.
+    return metallb_version.removeprefix("v")
+
+
+def kamaji_values(image_tag: str) -> dict:
+    """Helm values for Kamaji besides KAMAJI_VALUES_YAML.
+
+    The chart's image defaults to its appVersion `latest` pulled Always, so any
+    restart of the controller could run a newer Kamaji than the CRDs Helm
+    installed; a pinned tag is pulled once (clastix/kamaji
+    charts/kamaji/values.yaml@26.8.2-edge: image.tag, image.pullPolicy).
+    """
+    if not image_tag:
+        return {}
+    return {"image": {"tag": image_tag, "pullPolicy": "IfNotPresent"}}

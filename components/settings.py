@@ -26,6 +26,8 @@ _DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KUBERNETES_VERSION = re.compile(r"^v\d+\.\d+\.\d+$")
 _CHART_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$")
+# distribution/reference (grammar.go): a tag is [\w][\w.-]{0,127}.
+_IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _IMAGE_REFERENCE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
 _MAX_LABEL = 63
 _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
@@ -42,6 +44,7 @@ SCALAR_KEYS = (
     "certManagerVersion",
     "metallbVersion",
     "kamajiChartVersion",
+    "kamajiImageTag",
     "hamiChartVersion",
     "metallbAddressRange",
     "kindSubnet",
@@ -98,6 +101,8 @@ class Versions:
     cert_manager: str
     metallb: str
     kamaji_chart: str
+    kamaji_image_tag: str
+    """Kamaji controller image tag, e.g. 26.8.2-edge; "" keeps the chart's default (appVersion)."""
     hami_chart: str
 
 
@@ -149,8 +154,12 @@ def parse_settings(raw: Mapping[str, Any]) -> LabSettings:
         cert_manager=reader.version(raw, "certManagerVersion", _CHART_VERSION, "a semantic version, e.g. v1.21.2"),
         metallb=reader.version(raw, "metallbVersion", _CHART_VERSION, "a semantic version, e.g. v0.16.1"),
         kamaji_chart=reader.version(raw, "kamajiChartVersion", _CHART_VERSION, "a chart version, e.g. 0.0.0+latest"),
+        kamaji_image_tag=reader.scalar_str(raw, "kamajiImageTag") or "",
         hami_chart=reader.version(raw, "hamiChartVersion", _CHART_VERSION, "a chart version, e.g. 2.10.0"),
     )
+
+    if versions.kamaji_image_tag and not _IMAGE_TAG.match(versions.kamaji_image_tag):
+        errors.append(f"{_key('kamajiImageTag')}: {versions.kamaji_image_tag!r} is not an image tag, e.g. 26.8.2-edge")
 
     node_image = reader.scalar_str(raw, "nodeImage") or f"kindest/node:{versions.kubernetes}"
     if not _IMAGE_REFERENCE.match(node_image):

@@ -86,7 +86,6 @@ class TenantControlPlane(pulumi.ComponentResource):
             # Stable identity, so a rotated kubeconfig updates rather than replaces
             # everything in the tenant.
             cluster_identifier=f"kamaji-{args.cluster_name}-{tenant.name}",
-            delete_unreachable=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
 

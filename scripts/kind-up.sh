@@ -6,7 +6,7 @@
 # env:    CLUSTER_NAME  kind cluster name
 #         NODE_IMAGE    kindest/node image for a new cluster (ignored when adopting)
 #         LAB_OWNER     ownership mark (project.stack) put on the cluster's node as a label
-# stdout: the host-side kubeconfig of the cluster (`kind get kubeconfig`)
+# stdout: nothing (kind-kubeconfig.sh reads the kubeconfig)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -42,5 +42,3 @@ CONFIG
 	kind create cluster --name "$CLUSTER_NAME" --image "$NODE_IMAGE" --wait 120s \
 		--kubeconfig "$throwaway_kubeconfig" --config "$cluster_config" >&2
 fi
-
-kind get kubeconfig --name "$CLUSTER_NAME"

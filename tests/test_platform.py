@@ -105,10 +105,13 @@ def test_docker_resources_use_the_explicit_docker_provider(dev_plan):
 
 def test_management_provider_has_a_stable_identity_and_a_secret_kubeconfig(dev_plan):
     (kind,) = dev_plan.commands("kind-up.sh")
+    (kubeconfig,) = dev_plan.commands("kind-kubeconfig.sh")
     management = dev_plan.named("management-kubernetes")
     assert management.inputs["clusterIdentifier"] == "kind-kamaji"
     assert "kubeconfig" in management.secret_inputs
-    assert kind.urn in management.all_dependencies
+    assert management.property_dependencies["kubeconfig"] == [kubeconfig.urn]
+    assert kind.urn in kubeconfig.dependencies, "read once the cluster exists"
+    assert {"stdout", "stderr"} <= set(kubeconfig.secret_outputs)
 
 
 def test_kind_cluster_is_created_and_deleted_by_name(dev_plan):
@@ -117,7 +120,6 @@ def test_kind_cluster_is_created_and_deleted_by_name(dev_plan):
     env = kind.inputs["environment"]
     assert (env["CLUSTER_NAME"], env["NODE_IMAGE"]) == ("kamaji", "kindest/node:v1.36.4")
     assert env["LAB_OWNER"] == "kamaji-hami-lab.dev", "marks the cluster as this stack's"
-    assert {"stdout", "stderr"} <= set(kind.secret_outputs)
 
 
 def kind_command(**overrides):

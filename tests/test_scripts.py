@@ -173,7 +173,7 @@ def run_kind_up(fakes):
     return fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4", LAB_OWNER="lab.dev")
 
 
-def test_kind_up_adopts_a_cluster_this_lab_created_and_prints_its_kubeconfig(fakes):
+def test_kind_up_adopts_a_cluster_this_lab_created(fakes):
     fakes.on("kind", r"^get clusters$", "other\nmgmt\n").on(
         "kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n"
     )
@@ -182,7 +182,7 @@ def test_kind_up_adopts_a_cluster_this_lab_created_and_prints_its_kubeconfig(fak
     result = run_kind_up(fakes)
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "KUBECONFIG-TEXT\n"
+    assert result.stdout == "", "the kubeconfig is kind-kubeconfig.sh's output"
     assert "adopting" in result.stderr
     assert fakes.calls("kind", "create") == []
     assert not (fakes.home / ".kube").exists()
@@ -207,7 +207,7 @@ def test_kind_up_creates_a_missing_cluster_marked_as_ours_without_touching_the_u
     result = run_kind_up(fakes)
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "KUBECONFIG-TEXT\n"
+    assert result.stdout == ""
     (create,) = fakes.calls("kind", "^create cluster")
     argv = create["argv"]
     assert " ".join(argv[:9]) == "create cluster --name mgmt --image kindest/node:v1.36.4 --wait 120s --kubeconfig"
@@ -221,6 +221,25 @@ def test_kind_up_creates_a_missing_cluster_marked_as_ours_without_touching_the_u
         "apiVersion": "kind.x-k8s.io/v1alpha4",
         "nodes": [{"role": "control-plane", "labels": {"kamaji-hami-lab.io/owner": "lab.dev"}}],
     }
+
+
+def test_kind_kubeconfig_prints_the_clusters_kubeconfig(fakes):
+    fakes.on("kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n")
+
+    result = fakes.run("kind-kubeconfig.sh", CLUSTER_NAME="mgmt")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "KUBECONFIG-TEXT\n"
+    assert not (fakes.home / ".kube").exists()
+
+
+def test_kind_kubeconfig_fails_clearly_when_the_cluster_is_missing(fakes):
+    fakes.on("kind", r"^get kubeconfig", reply(exit=1, stderr='ERROR: could not locate any control plane nodes\n'))
+
+    result = fakes.run("kind-kubeconfig.sh", CLUSTER_NAME="mgmt")
+
+    assert result.returncode != 0 and result.stdout == ""
+    assert "cannot read the kubeconfig of kind cluster mgmt" in result.stderr
 
 
 def test_kind_down_succeeds_when_the_cluster_is_already_gone(fakes):
@@ -271,20 +290,65 @@ def test_kind_subnet_fails_clearly_without_an_ipv4_subnet(fakes):
 # --- wait-kamaji ------------------------------------------------------------------------------------
 
 
+DATASTORE_STATE = r"get datastores\.kamaji\.clastix\.io default --ignore-not-found"
+RELEASE_RECORD = r"-n kamaji-system get secret -l owner=helm,name=kamaji,status=deployed"
+# Shaped like `helm get manifest` of clastix/kamaji 0.0.0+latest: the DataStore comes from the
+# kamaji-etcd subchart (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml).
+DATASTORE_DOCUMENT = """# Source: kamaji/charts/kamaji-etcd/templates/etcd_datastore.yaml
+apiVersion: kamaji.clastix.io/v1alpha1
+kind: DataStore
+metadata:
+  name: default
+  labels:
+    app.kubernetes.io/name: kamaji-etcd
+spec:
+  driver: etcd
+  endpoints:
+    - kamaji-etcd-0.kamaji-etcd.kamaji-system.svc.cluster.local:2379
+"""
+KAMAJI_MANIFEST = f"""---
+# Source: kamaji/templates/controller.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: kamaji
+  namespace: kamaji-system
+---
+{DATASTORE_DOCUMENT}---
+# Source: kamaji/charts/kamaji-etcd/templates/etcd_sts.yaml
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: default
+"""
+
+
+def helm_release_secret_data(manifest: str) -> str:
+    """`.data.release` of a Helm release Secret: Kubernetes' base64 of Helm's base64 of gzipped JSON
+    (helm/helm pkg/storage/driver/util.go encodeRelease)."""
+    import gzip
+
+    record = {"name": "kamaji", "namespace": "kamaji-system", "manifest": manifest}
+    helm_encoded = base64.b64encode(gzip.compress(json.dumps(record).encode()))
+    return base64.b64encode(helm_encoded).decode()
+
+
 def test_wait_kamaji_waits_for_the_deployment_and_the_datastore(fakes):
     fakes.on("kubectl", r"get deployment kamaji", "False", "True")
-    fakes.on("kubectl", r"get datastores\.kamaji\.clastix\.io default", "", "false", "true")
+    fakes.on("kubectl", DATASTORE_STATE, "|", "|false", "|true")
 
     result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert len(fakes.calls("kubectl", "get datastores")) == 3
+    assert fakes.calls("kubectl", "create") == []
     assert all(c["kubeconfig"]["content"] == MANAGEMENT_KUBECONFIG for c in fakes.calls("kubectl"))
 
 
 def test_wait_kamaji_times_out_naming_what_it_waited_for(fakes):
     fakes.on("kubectl", r"get deployment kamaji", "True")
+    fakes.on("kubectl", DATASTORE_STATE, "|false")
 
     result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, WAIT_TIMEOUT="0")
 
@@ -292,13 +356,54 @@ def test_wait_kamaji_times_out_naming_what_it_waited_for(fakes):
     assert "timed out after 0s waiting for DataStore default" in result.stderr
 
 
+def test_wait_kamaji_restores_a_datastore_an_interrupted_destroy_deleted(fakes):
+    fakes.on("kubectl", r"get deployment kamaji", "True")
+    # Still terminating when `up` starts, then gone, then restored and ready.
+    fakes.on("kubectl", DATASTORE_STATE, "2026-12-03T06:00:00Z|true", "", "|false", "|true")
+    fakes.on("kubectl", RELEASE_RECORD, helm_release_secret_data(KAMAJI_MANIFEST))
+
+    result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
+
+    assert result.returncode == 0, result.stderr
+    assert "DataStore default to finish its deletion" in result.stderr
+    (create,) = fakes.calls("kubectl", r"create -f -")
+    restored = yaml.safe_load(create["stdin"])
+    # Owned by the release as Helm marks what it installs, so later upgrades adopt it.
+    assert restored["metadata"].pop("annotations") == {
+        "meta.helm.sh/release-name": "kamaji",
+        "meta.helm.sh/release-namespace": "kamaji-system",
+    }
+    assert restored == yaml.safe_load(DATASTORE_DOCUMENT), "only the DataStore, as recorded"
+    assert fakes.calls("kubectl", "apply|delete|patch") == []
+
+
+def test_wait_kamaji_reports_the_restore_command_at_once_when_it_cannot_restore(fakes):
+    fakes.on("kubectl", r"get deployment kamaji", "True")
+    fakes.on("kubectl", DATASTORE_STATE, "")
+    fakes.on("kubectl", RELEASE_RECORD, "")  # no deployed release record
+
+    result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)  # default 600 s timeout
+
+    assert result.returncode != 0
+    assert "helm -n kamaji-system get manifest kamaji | kubectl apply -f -" in result.stderr
+    assert len(fakes.calls("kubectl", "get datastores")) == 1, "fails on the first look, not after ten minutes"
+
+
+DATASTORE_PRESENT = r"get datastores\.kamaji\.clastix\.io/default --ignore-not-found -o name"
+DATASTORE_FINALIZERS = r"get datastores\.kamaji\.clastix\.io/default -o jsonpath=\{range \.metadata\.finalizers"
+DATASTORE_USERS = r"get tenantcontrolplanes\.kamaji\.clastix\.io --all-namespaces"
+
+
 def test_delete_datastore_deletes_the_default_datastore_and_waits(fakes):
+    fakes.on("kubectl", DATASTORE_PRESENT, "datastore.kamaji.clastix.io/default\n", "")
+
     result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
 
     assert result.returncode == 0, result.stderr
-    (delete,) = fakes.calls("kubectl", r"delete datastores\.kamaji\.clastix\.io default")
+    (delete,) = fakes.calls("kubectl", r"delete datastores\.kamaji\.clastix\.io/default")
     assert "--ignore-not-found" in delete["argv"]
-    assert any(arg.startswith("--timeout=") for arg in delete["argv"])
+    assert len(fakes.calls("kubectl", DATASTORE_PRESENT)) == 2
+    assert fakes.calls("kubectl", "patch") == [], "the controller released it"
 
 
 def test_delete_datastore_never_blocks_destroy(fakes):
@@ -308,6 +413,32 @@ def test_delete_datastore_never_blocks_destroy(fakes):
 
     assert result.returncode == 0
     assert "could not delete DataStore default" in result.stderr
+
+
+def test_delete_datastore_releases_an_unused_datastore_stuck_in_terminating(fakes):
+    fakes.on("kubectl", DATASTORE_PRESENT, "datastore.kamaji.clastix.io/default\n", "")
+    fakes.on("kubectl", DATASTORE_USERS, "")
+    fakes.on("kubectl", DATASTORE_FINALIZERS, "kamaji.clastix.io/TenantControlPlane\nexample.com/keep\n")
+
+    result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, DELETE_TIMEOUT="0")
+
+    assert result.returncode == 0, result.stderr
+    (patch,) = fakes.calls("kubectl", "patch")
+    # Only Kamaji's finalizer (clastix/kamaji api/v1alpha1/datastore_types.go) goes; others stay.
+    body = json.loads(patch["argv"][patch["argv"].index("-p") + 1])
+    assert body == {"metadata": {"finalizers": ["example.com/keep"]}}
+    assert "DataStore default deleted" in result.stderr
+
+
+def test_delete_datastore_leaves_a_datastore_that_a_control_plane_still_uses(fakes):
+    fakes.on("kubectl", DATASTORE_PRESENT, "datastore.kamaji.clastix.io/default\n")
+    fakes.on("kubectl", DATASTORE_USERS, "tenants/tenant-a ")
+
+    result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, DELETE_TIMEOUT="0")
+
+    assert result.returncode == 0
+    assert fakes.calls("kubectl", "patch") == []
+    assert "still used by: tenants/tenant-a" in result.stderr
 
 
 # --- wait-metallb -----------------------------------------------------------------------------------
@@ -771,3 +902,25 @@ def test_scripts_are_shellcheck_clean():
         pytest.skip("shellcheck is not installed")
     result = subprocess.run([shellcheck, "-x", *map(str, sorted(SCRIPTS.glob("*.sh")))], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_release_object_adds_helm_ownership_to_existing_annotations():
+    manifest = "---\nkind: DataStore\nmetadata:\n  name: default\n  annotations:\n    team: lab\nspec: {}\n"
+    record = json.dumps({"name": "kamaji", "namespace": "kamaji-system", "manifest": manifest})
+
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "helm_release_object.py"), "DataStore", "default"],
+        input=record,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+    assert yaml.safe_load(result.stdout)["metadata"] == {
+        "name": "default",
+        "annotations": {
+            "team": "lab",
+            "meta.helm.sh/release-name": "kamaji",
+            "meta.helm.sh/release-namespace": "kamaji-system",
+        },
+    }

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Resolve every pinned chart from its repository and render it with the program's values.
+
+A first `pulumi preview` never reaches the Kubernetes provider (its kubeconfig is
+unknown), so a wrong chart version or a value a chart rejects would only show in
+`pulumi up`. This script, run by the pull-request workflow, reads the stack's
+configuration as the CLI hands it to the program, writes the values the program
+installs each chart with, runs `helm show chart` and `helm template` for each, and
+checks that every image the rendered charts (and the node image) name exists
+(`docker manifest inspect`, no pull). Needs helm and docker on PATH.
+
+usage: render_charts.py [--stack dev] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+# Run as a file: make the program's components importable.
+sys.path.insert(0, str(ROOT))
+
+from components import platform  # noqa: E402
+from components.gpu_sharing import HAMI_NAMESPACE, HAMI_REPO, hami_values  # noqa: E402
+from components.settings import PROJECT, LabSettings, parse_settings  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    """Release and chart name."""
+    repo: str
+    version: str
+    namespace: str
+    values_files: tuple[str, ...] = field(default=())
+    """YAML texts in the order the release applies them (later ones win)."""
+
+
+def project_defaults(root: Path = ROOT) -> dict[str, Any]:
+    """Pulumi.yaml's config defaults, which the CLI merges into every stack."""
+    declared = yaml.safe_load((root / "Pulumi.yaml").read_text())["config"]
+    return {key: spec["default"] for key, spec in declared.items()}
+
+
+def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
+    """This project's keys of Pulumi.<stack>.yaml, without the namespace."""
+    values = yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text())["config"]
+    prefix = f"{PROJECT}:"
+    return {key[len(prefix) :]: value for key, value in values.items() if key.startswith(prefix)}
+
+
+def charts(lab: LabSettings) -> list[Chart]:
+    """Every chart the program installs, with the values it passes (as Platform and GpuSharing do)."""
+    versions = lab.versions
+    kamaji_values = platform.kamaji_values(versions.kamaji_image_tag)
+    return [
+        Chart(
+            "cert-manager",
+            platform.CERT_MANAGER_REPO,
+            versions.cert_manager,
+            "cert-manager",
+            (yaml.safe_dump(platform.CERT_MANAGER_VALUES),),
+        ),
+        Chart("metallb", platform.METALLB_REPO, platform.metallb_chart_version(versions.metallb), "metallb-system"),
+        Chart(
+            platform.KAMAJI_RELEASE,
+            platform.KAMAJI_REPO,
+            versions.kamaji_chart,
+            platform.KAMAJI_NAMESPACE,
+            (platform.KAMAJI_VALUES_YAML, *([yaml.safe_dump(kamaji_values)] if kamaji_values else [])),
+        ),
+        Chart(
+            "hami",
+            HAMI_REPO,
+            versions.hami_chart,
+            HAMI_NAMESPACE,
+            (yaml.safe_dump(hami_values(versions.kubernetes)),),
+        ),
+    ]
+
+
+def write_values(chart: Chart, directory: Path) -> list[Path]:
+    """The chart's values files, written for `helm template -f`."""
+    paths = []
+    for index, text in enumerate(chart.values_files):
+        path = directory / f"{chart.name}-values-{index}.yaml"
+        path.write_text(text)
+        paths.append(path)
+    return paths
+
+
+def images(rendered: str) -> set[str]:
+    """Every container image a rendered manifest names."""
+
+    def walk(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "image" and isinstance(value, str):
+                    yield value
+                else:
+                    yield from walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from walk(item)
+
+    return {image for document in yaml.safe_load_all(rendered) for image in walk(document)}
+
+
+def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    print("+", " ".join(command), file=sys.stderr)
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", default="dev")
+    parser.add_argument("--out", type=Path, default=Path("rendered-charts"))
+    args = parser.parse_args(argv)
+    lab = parse_settings({**project_defaults(), **stack_config(args.stack)})
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    failures: list[str] = []
+    found = {lab.node_image}
+    for chart in charts(lab):
+        source = [chart.name, "--repo", chart.repo, "--version", chart.version]
+        shown = run(["helm", "show", "chart", *source])
+        if shown.returncode != 0:
+            failures.append(f"chart {chart.name} {chart.version} not found in {chart.repo}: {shown.stderr.strip()}")
+            continue
+        values = [arg for path in write_values(chart, args.out) for arg in ("-f", str(path))]
+        # The management cluster and every tenant run kubernetesVersion (nodeImage's tag).
+        rendered = run(
+            ["helm", "template", chart.name, *source, "--namespace", chart.namespace]
+            + ["--kube-version", lab.versions.kubernetes, *values]
+        )
+        if rendered.returncode != 0:
+            failures.append(f"chart {chart.name} {chart.version} rejects its values: {rendered.stderr.strip()}")
+            continue
+        (args.out / f"{chart.name}.yaml").write_text(rendered.stdout)
+        found |= images(rendered.stdout)
+
+    for image in sorted(found):
+        if run(["docker", "manifest", "inspect", image]).returncode != 0:
+            failures.append(f"image {image} does not exist (docker manifest inspect)")
+
+    for failure in failures:
+        print(f"error: {failure}", file=sys.stderr)
+    print(f"{len(found)} images checked; rendered charts in {args.out}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""The pull-request workflow checks what a preview cannot, and hands no secret to PR code."""
+
+import yaml
+
+from tests.plan import ROOT
+from tests.test_make_and_workflows import workflow
+
+
+def steps():
+    return workflow("ci.yml")["jobs"]["test"]["steps"]
+
+
+def test_pull_requests_render_every_pinned_chart_and_check_its_images():
+    runs = [step.get("run", "") for step in steps()]
+    (render,) = [run for run in runs if "scripts/render_charts.py" in run]
+    assert "--stack dev" in render
+    uses = [step.get("uses", "") for step in steps()]
+    assert any(action.startswith("azure/setup-helm@") for action in uses)
+
+
+def test_the_pr_job_uses_no_repository_secret():
+    assert "secrets." not in (ROOT / ".github" / "workflows" / "ci.yml").read_text()
+    (preview,) = [step for step in steps() if "make preview" in step.get("run", "")]
+    assert preview["env"]["PULUMI_CONFIG_PASSPHRASE"], "a fixed throwaway passphrase, not an empty one"
+
+
+def test_the_dev_stack_carries_no_encryption_salt():
+    # A salt from someone's passphrase would make the CI preview fail to decrypt the stack.
+    assert "encryptionsalt" not in yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+
+
+def test_pip_and_pulumi_plugins_are_cached():
+    (python,) = [step for step in steps() if step.get("uses", "").startswith("actions/setup-python@")]
+    assert python["with"]["cache"] == "pip"
+    (plugins,) = [step for step in steps() if step.get("uses", "").startswith("actions/cache@")]
+    assert plugins["with"]["path"] == "~/.pulumi/plugins"
+    assert "hashFiles('requirements.txt')" in plugins["with"]["key"]

@@ -1,0 +1,44 @@
+"""A nodeImage bump on a running lab previews as what it is: new image, new workers, same clusters."""
+
+from tests.plan import dev_config, plan, same_inputs
+
+# kind's release notes pin node images by digest; any digest of the same tag will do here.
+NEW_IMAGE = "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
+
+
+def changed(preview, previous):
+    """Names of the resources whose inputs differ from what the previous up recorded."""
+    return {r.name for r in preview.registrations if r.custom and not same_inputs(previous.by_urn[r.urn], r)}
+
+
+def test_a_node_image_bump_leaves_the_management_kubeconfig_and_everything_on_the_clusters_untouched(up_plan):
+    bump = plan(dev_config(nodeImage=NEW_IMAGE), preview=True, previous=up_plan)
+    (kubeconfig,) = bump.commands("kind-kubeconfig.sh")
+
+    assert kubeconfig.name not in changed(bump, up_plan), "its producer never sees the image"
+    assert kubeconfig.outputs == up_plan.by_urn[kubeconfig.urn].outputs, "so its kubeconfig stays known"
+    assert "management-kubernetes" not in changed(bump, up_plan)
+    for resource in bump.registrations:
+        if resource.type.startswith(("kubernetes:", "pulumi:providers:")):
+            assert resource.name not in changed(bump, up_plan), f"{resource.name} would show 'diff unavailable'"
+        if resource.type.startswith("kubernetes:"):
+            assert resource.outputs, f"{resource.name} would lose its outputs in the preview"
+    for read in bump.commands("tenant-kubeconfig.sh"):
+        assert read.name not in changed(bump, up_plan), "a tenant kubeconfig read would preview as a replacement"
+
+
+def test_a_node_image_bump_changes_only_what_runs_the_image(up_plan):
+    bump = plan(dev_config(nodeImage=NEW_IMAGE), preview=True, previous=up_plan)
+    by_name = {r.name: r for r in bump.registrations}
+    # install-cni.sh reads kindnet's manifest from the node image; the rest re-run for new containers.
+    runs_the_image = {"kind-up.sh", "install-cni.sh", "join-worker.sh", "register-gpus.sh"}
+
+    for name in changed(bump, up_plan):
+        resource = by_name[name]
+        script = resource.inputs.get("create", "").rsplit("/", 1)[-1]
+        assert (
+            resource.type in ("docker:index/remoteImage:RemoteImage", "docker:index/container:Container")
+            or script in runs_the_image
+        ), name
+    assert "management-node-image" in changed(bump, up_plan)
+    assert any(by_name[name].type == "docker:index/container:Container" for name in changed(bump, up_plan))

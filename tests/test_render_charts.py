@@ -1,0 +1,83 @@
+"""scripts/render_charts.py, offline: the values files it writes and the images it finds.
+
+Resolving charts and images needs the network; the pull-request workflow runs that part.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from tests.plan import dev_config
+from tests.render_charts_module import render_charts
+
+
+def written(tmp_path, **config) -> dict[str, tuple[str, str, list]]:
+    """chart name -> (repo, version, values files as loaded, in order)."""
+    lab = render_charts.parse_settings(dev_config(**config))
+    return {
+        chart.name: (
+            chart.repo,
+            chart.version,
+            [yaml.safe_load(path.read_text()) for path in render_charts.write_values(chart, tmp_path)],
+        )
+        for chart in render_charts.charts(lab)
+    }
+
+
+def test_every_chart_the_dev_stack_installs_is_rendered_with_its_pinned_version(tmp_path):
+    charts = written(tmp_path)
+    assert {name: (repo, version) for name, (repo, version, _) in charts.items()} == {
+        "cert-manager": ("https://charts.jetstack.io", "v1.21.2"),
+        "metallb": ("https://metallb.github.io/metallb", "0.16.1"),
+        "kamaji": ("https://clastix.github.io/charts", "0.0.0+latest"),
+        "hami": ("https://project-hami.github.io/HAMi/", "2.10.0"),
+    }
+
+
+def test_values_files_are_the_ones_the_releases_get(tmp_path):
+    charts = written(tmp_path)
+    assert charts["cert-manager"][2] == [{"crds": {"enabled": True}}]
+    assert charts["metallb"][2] == []
+    # A YAML null removes the chart's default limits; it must survive into the file helm reads.
+    assert charts["kamaji"][2] == [{"resources": None}]
+    (hami,) = charts["hami"][2]
+    assert hami["scheduler"]["kubeScheduler"]["image"]["tag"] == "v1.36.4"
+
+
+def test_a_pinned_kamaji_image_is_rendered_after_the_resources_file(tmp_path):
+    kamaji = written(tmp_path, kamajiImageTag="26.8.2-edge")["kamaji"][2]
+    assert kamaji == [{"resources": None}, {"image": {"tag": "26.8.2-edge", "pullPolicy": "IfNotPresent"}}]
+
+
+def test_images_are_collected_from_every_rendered_container():
+    rendered = """---
+# Source: kamaji/templates/controller.yaml
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - name: manager
+          image: "clastix/kamaji:26.8.2-edge"
+---
+apiVersion: batch/v1
+kind: Job
+spec:
+  template:
+    spec:
+      initContainers:
+        - image: clastix/kubectl:v1.36
+      containers:
+        - image: quay.io/coreos/etcd:v3.6.12
+---
+apiVersion: v1
+kind: ConfigMap
+data:
+  config.yaml: "image: not-a-container"
+"""
+    assert render_charts.images(rendered) == {
+        "clastix/kamaji:26.8.2-edge",
+        "clastix/kubectl:v1.36",
+        "quay.io/coreos/etcd:v3.6.12",
+    }

@@ -42,6 +42,13 @@ class Chart:
     namespace: str
     values_files: tuple[str, ...] = field(default=())
     """YAML texts in the order the release applies them (later ones win)."""
+    tenant: str = ""
+    """The tenant whose release this is, for charts installed once per tenant."""
+
+    @property
+    def label(self) -> str:
+        """Names the files written for this release."""
+        return f"{self.name}-{self.tenant}" if self.tenant else self.name
 
 
 def project_defaults(root: Path = ROOT) -> dict[str, Any]:
@@ -77,12 +84,17 @@ def charts(lab: LabSettings) -> list[Chart]:
             platform.KAMAJI_NAMESPACE,
             (platform.KAMAJI_VALUES_YAML, *([yaml.safe_dump(kamaji_values)] if kamaji_values else [])),
         ),
-        Chart(
-            "hami",
-            HAMI_REPO,
-            versions.hami_chart,
-            HAMI_NAMESPACE,
-            (yaml.safe_dump(hami_values(versions.kubernetes)),),
+        # HAMi's values depend on the tenant (its GPU slots).
+        *(
+            Chart(
+                "hami",
+                HAMI_REPO,
+                versions.hami_chart,
+                HAMI_NAMESPACE,
+                (yaml.safe_dump(hami_values(versions.kubernetes, tenant.gpu_slots)),),
+                tenant=tenant.name,
+            )
+            for tenant in lab.tenants
         ),
     ]
 
@@ -91,7 +103,7 @@ def write_values(chart: Chart, directory: Path) -> list[Path]:
     """The chart's values files, written for `helm template -f`."""
     paths = []
     for index, text in enumerate(chart.values_files):
-        path = directory / f"{chart.name}-values-{index}.yaml"
+        path = directory / f"{chart.label}-values-{index}.yaml"
         path.write_text(text)
         paths.append(path)
     return paths
@@ -144,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         if rendered.returncode != 0:
             failures.append(f"chart {chart.name} {chart.version} rejects its values: {rendered.stderr.strip()}")
             continue
-        (args.out / f"{chart.name}.yaml").write_text(rendered.stdout)
+        (args.out / f"{chart.label}.yaml").write_text(rendered.stdout)
         found |= images(rendered.stdout)
 
     for image in sorted(found):

@@ -12,10 +12,10 @@ from tests.render_charts_module import render_charts
 
 
 def written(tmp_path, **config) -> dict[str, tuple[str, str, list]]:
-    """chart name -> (repo, version, values files as loaded, in order)."""
+    """chart label -> (repo, version, values files as loaded, in order)."""
     lab = render_charts.parse_settings(dev_config(**config))
     return {
-        chart.name: (
+        chart.label: (
             chart.repo,
             chart.version,
             [yaml.safe_load(path.read_text()) for path in render_charts.write_values(chart, tmp_path)],
@@ -30,7 +30,9 @@ def test_every_chart_the_dev_stack_installs_is_rendered_with_its_pinned_version(
         "cert-manager": ("https://charts.jetstack.io", "v1.21.2"),
         "metallb": ("https://metallb.github.io/metallb", "0.16.1"),
         "kamaji": ("https://clastix.github.io/charts", "0.0.0+latest"),
-        "hami": ("https://project-hami.github.io/HAMi/", "2.10.0"),
+        # One HAMi release per tenant of the dev stack.
+        "hami-tenant-a": ("https://project-hami.github.io/HAMi/", "2.10.0"),
+        "hami-tenant-b": ("https://project-hami.github.io/HAMi/", "2.10.0"),
     }
 
 
@@ -40,8 +42,19 @@ def test_values_files_are_the_ones_the_releases_get(tmp_path):
     assert charts["metallb"][2] == []
     # A YAML null removes the chart's default limits; it must survive into the file helm reads.
     assert charts["kamaji"][2] == [{"resources": None}]
-    (hami,) = charts["hami"][2]
+    (hami,) = charts["hami-tenant-a"][2]
     assert hami["scheduler"]["kubeScheduler"]["image"]["tag"] == "v1.36.4"
+
+
+def test_each_tenant_s_hami_is_rendered_with_its_own_gpu_slots(tmp_path):
+    tenants = [{"name": "few", "gpuSlots": 3}, {"name": "many", "gpuSlots": 12}]
+    charts = written(tmp_path, tenants=tenants)
+    slots = {
+        label: yaml.safe_load(values[0]["device-config"]["content"])["nvidia"]["deviceSplitCount"]
+        for label, (_, _, values) in charts.items()
+        if label.startswith("hami-")
+    }
+    assert slots == {"hami-few": 3, "hami-many": 12}
 
 
 def test_a_pinned_kamaji_image_is_rendered_after_the_resources_file(tmp_path):

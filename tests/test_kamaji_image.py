@@ -8,7 +8,8 @@ from tests.plan import dev_config, plan
 
 def kamaji_release(**config):
     (release,) = [
-        r for r in plan(dev_config(**config), preview=True).of_type("kubernetes:helm.sh/v3:Release")
+        r
+        for r in plan(dev_config(**config), preview=True).of_type("kubernetes:helm.sh/v3:Release")
         if r.inputs["chart"] == "kamaji"
     ]
     return release

@@ -234,7 +234,7 @@ def test_kind_kubeconfig_prints_the_clusters_kubeconfig(fakes):
 
 
 def test_kind_kubeconfig_fails_clearly_when_the_cluster_is_missing(fakes):
-    fakes.on("kind", r"^get kubeconfig", reply(exit=1, stderr='ERROR: could not locate any control plane nodes\n'))
+    fakes.on("kind", r"^get kubeconfig", reply(exit=1, stderr="ERROR: could not locate any control plane nodes\n"))
 
     result = fakes.run("kind-kubeconfig.sh", CLUSTER_NAME="mgmt")
 

@@ -4,7 +4,7 @@
 every computed output is unknown. `preview=False` is a `pulumi up` where the
 host-side commands print what they would on a live host. Each registration is
 recorded with its options (provider, parent, dependencies, secrets, delete
-behaviour) because the mock engine itself applies none of them.
+behaviour, custom timeouts) because the mock engine itself applies none of them.
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ class Registration:
     replace_on_changes: list[str]
     ignore_changes: list[str]
     custom: bool
+    custom_timeouts: dict[str, str]
+    """Only the operations given a timeout (create, update, delete), e.g. {"create": "20m"}."""
 
     @property
     def provider_urn(self) -> str:
@@ -145,6 +147,11 @@ class _RecordingMonitor(mocks.MockMonitor):
                     replace_on_changes=list(request.replaceOnChanges),
                     ignore_changes=list(request.ignoreChanges),
                     custom=request.custom,
+                    custom_timeouts={
+                        operation: getattr(request.customTimeouts, operation)
+                        for operation in ("create", "update", "delete")
+                        if getattr(request.customTimeouts, operation)
+                    },
                 )
             )
         return response

@@ -298,7 +298,9 @@ def test_delete_datastore_deletes_the_default_datastore_and_waits(fakes):
     assert result.returncode == 0, result.stderr
     (delete,) = fakes.calls("kubectl", r"delete datastores\.kamaji\.clastix\.io default")
     assert "--ignore-not-found" in delete["argv"]
-    assert any(arg.startswith("--timeout=") for arg in delete["argv"])
+    # kubectl delete waits for the finalizer by default; --timeout bounds that wait.
+    assert "--timeout=180s" in delete["argv"]
+    assert not any(arg.startswith("--wait=") and arg != "--wait=true" for arg in delete["argv"])
 
 
 def test_delete_datastore_never_blocks_destroy(fakes):
@@ -740,6 +742,37 @@ def test_wait_gpus_waits_for_the_elected_scheduler(fakes):
 
     assert result.returncode != 0
     assert "Service kube-system/hami-scheduler to get a ready endpoint" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "rollout",
+    ["0 0 0", "2 1 2", "2 2 1"],
+    ids=["no-schedulable-node", "a-pod-not-ready", "a-pod-not-updated"],
+)
+def test_wait_gpus_waits_for_the_device_plugin_on_every_node(fakes, rollout):
+    # desiredNumberScheduled numberReady updatedNumberScheduled, as the DaemonSet status reports them.
+    hami_up(fakes.on("kubectl", r"get daemonset hami-mock-device-plugin", rollout))
+
+    result = fakes.run(
+        "wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="w1", EXPECTED_GPUMEM="81920", WAIT_TIMEOUT="0"
+    )
+
+    assert result.returncode != 0
+    assert f"DaemonSet kube-system/hami-mock-device-plugin to be ready on all nodes (desired/ready/updated: {rollout})" in (
+        result.stderr
+    )
+
+
+def test_wait_gpus_waits_for_the_webhook_ca_to_be_injected(fakes):
+    # cert-manager's (or HAMi's patch job's) CA lands in caBundle after the webhook object exists.
+    hami_up(fakes.on("kubectl", r"get mutatingwebhookconfiguration hami-webhook", ""))
+
+    result = fakes.run(
+        "wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="w1", EXPECTED_GPUMEM="81920", WAIT_TIMEOUT="0"
+    )
+
+    assert result.returncode != 0
+    assert "MutatingWebhookConfiguration hami-webhook to get a caBundle" in result.stderr
 
 
 # --- conventions ------------------------------------------------------------------------------------

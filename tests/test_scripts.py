@@ -157,6 +157,11 @@ def node_joined(fakes: Fakes, joined: bool) -> Fakes:
     return fakes.on("docker", r"^exec \S+ test -e /etc/kubernetes/kubelet.conf$", reply(exit=0 if joined else 1))
 
 
+def node_takes_files_and_units(fakes: Fakes) -> Fakes:
+    """Writing files into the node (stdin) and systemctl there succeed; add specific rules first."""
+    return fakes.on("docker", r"^exec -i \S+ sh -c ", "").on("docker", r"^exec \S+ systemctl ", "")
+
+
 def tenant_api(fakes: Fakes, ca_pem: str = "") -> Fakes:
     return fakes.on("kubectl", r"config view .*cluster\.server", f"https://{ENDPOINT}").on(
         "kubectl", r"config view .*certificate-authority-data", b64(ca_pem)
@@ -203,6 +208,7 @@ def test_kind_up_refuses_a_same_named_cluster_it_did_not_create(fakes):
 def test_kind_up_creates_a_missing_cluster_marked_as_ours_without_touching_the_users_kubeconfig(fakes):
     # A cluster whose name merely starts with the wanted one must not count.
     fakes.on("kind", r"^get clusters$", "mgmt-old\n").on("kind", r"^get kubeconfig", "KUBECONFIG-TEXT\n")
+    fakes.on("kind", r"^create cluster ", "")
 
     result = run_kind_up(fakes)
 
@@ -233,7 +239,7 @@ def test_kind_down_succeeds_when_the_cluster_is_already_gone(fakes):
 
 
 def test_kind_down_deletes_without_touching_the_users_kubeconfig(fakes):
-    fakes.on("kind", r"^get clusters$", "mgmt\n")
+    fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
 
     result = fakes.run("kind-down.sh", CLUSTER_NAME="mgmt")
 
@@ -555,7 +561,7 @@ spec:
 
 
 def test_install_cni_fills_in_the_tenant_pod_cidr_and_api_endpoint(fakes):
-    tenant_api(fakes).on("docker", r"^run ", KINDNET_TEMPLATE)
+    tenant_api(fakes).on("docker", r"^run ", KINDNET_TEMPLATE).on("kubectl", r" apply --server-side ", "")
 
     result = fakes.run(
         "install-cni.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, POD_CIDR="10.20.0.0/16", NODE_IMAGE="kindest/node:v1.36.4"
@@ -608,6 +614,7 @@ def installed_files(fakes: Fakes) -> dict[str, tuple[str, str]]:
 def test_register_gpus_installs_a_timer_that_uses_the_kubelet_identity(fakes):
     node_joined(node_booted(fakes), joined=True)
     fakes.on("docker", r"^exec w1 systemctl start", reply(exit=1, stderr="Job failed\n"), reply())
+    node_takes_files_and_units(fakes)
 
     result = fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="10")
 
@@ -639,7 +646,7 @@ def test_register_gpus_installs_a_timer_that_uses_the_kubelet_identity(fakes):
 
 
 def test_registration_script_round_trips_the_annotation_and_patches_status_capacity(fakes, tmp_path):
-    node_joined(node_booted(fakes), joined=True)
+    node_takes_files_and_units(node_joined(node_booted(fakes), joined=True))
     assert fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="10").returncode == 0
     files = installed_files(fakes)
 
@@ -653,7 +660,7 @@ def test_registration_script_round_trips_the_annotation_and_patches_status_capac
         files["/usr/local/bin/hami-mock-gpu-register"][1].replace("/etc/hami-mock-gpu", str(config_dir))
     )
     fakes.log.unlink()
-    fakes.on("hostname", "", "w1\n")
+    fakes.on("hostname", "", "w1\n").on("kubectl", r" annotate node w1 ", "").on("kubectl", r" patch node w1 ", "")
 
     result = fakes.run(node_script)
 
@@ -772,6 +779,28 @@ def test_wait_gpus_waits_for_the_webhook_ca_to_be_injected(fakes):
 
     assert result.returncode != 0
     assert "MutatingWebhookConfiguration hami-webhook to get a caBundle" in result.stderr
+
+
+# --- the fakes themselves ---------------------------------------------------------------------------
+
+
+def test_a_call_the_fakes_do_not_model_fails_loudly(fakes, tmp_path):
+    script = tmp_path / "unmodelled.sh"
+    script.write_text("kubectl get pods\n")
+
+    result = fakes.run(script)
+
+    assert result.returncode == 97
+    assert "fake kubectl: no rule models `kubectl get pods`" in result.stderr
+
+
+def test_docker_exec_hands_stdin_only_with_dash_i(fakes, tmp_path):
+    script = tmp_path / "stdin.sh"
+    script.write_text("echo secret | docker exec n1 cat\necho secret | docker exec -i n1 cat\n")
+    fakes.on("docker", r"^exec ", "")
+
+    assert fakes.run(script).returncode == 0
+    assert [call["stdin"] for call in fakes.calls("docker")] == ["", "secret\n"]
 
 
 # --- conventions ------------------------------------------------------------------------------------

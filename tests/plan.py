@@ -62,7 +62,7 @@ class Registration:
     replace_on_changes: list[str]
     ignore_changes: list[str]
     custom: bool
-    custom_timeouts: dict[str, str]
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
     """Only the operations given a timeout (create, update, delete), e.g. {"create": "20m"}."""
 
     @property

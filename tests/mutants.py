@@ -144,7 +144,8 @@ def copy_project(destination: Path) -> None:
     shutil.copytree(ROOT, destination, ignore=ignore, symlinks=True)
 
 
-def survives(mutant: Mutant) -> bool:
+def first_failure(mutant: Mutant) -> str | None:
+    """The first test the mutant fails (pytest's FAILED/ERROR line), or None if it survives."""
     with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
         project = Path(scratch) / "project"
         copy_project(project)
@@ -154,21 +155,26 @@ def survives(mutant: Mutant) -> bool:
             sys.exit(f"{mutant.path}: expected exactly one {mutant.before!r}; update the mutant table")
         target.write_text(source.replace(mutant.before, mutant.after))
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *mutant.tests],
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-rfE", *mutant.tests],
             cwd=project,
             capture_output=True,
             text=True,
         )
-        return run.returncode == 0
+        if run.returncode == 0:
+            return None
+        failures = [line for line in run.stdout.splitlines() if line.startswith(("FAILED tests/", "ERROR tests/"))]
+        return failures[0] if failures else f"pytest exited {run.returncode}"
 
 
 def main(words: list[str]) -> int:
     chosen = [m for m in MUTANTS if all(word.lower() in m.description.lower() for word in words)]
     survivors = []
     for mutant in chosen:
-        survived = survives(mutant)
-        print(f"{'SURVIVED' if survived else 'killed  '}  {mutant.description}", flush=True)
-        if survived:
+        failure = first_failure(mutant)
+        print(f"{'killed  ' if failure else 'SURVIVED'}  {mutant.description}", flush=True)
+        if failure:
+            print(f"          by {failure}", flush=True)
+        else:
             survivors.append(mutant)
     print(f"{len(chosen) - len(survivors)}/{len(chosen)} hand-written mutants killed")
     return 1 if survivors else 0

@@ -200,3 +200,67 @@ def test_the_fakes_refuse_what_they_do_not_model():
     answer = healthy_lab().run(["kubectl", "--kubeconfig", "/nowhere/tenant-a.kubeconfig", "drain", "x"])
     assert isinstance(answer, CommandResult) and not answer.ok
     assert re.search(r"nothing recorded for tenant-a: drain x", answer.stderr)
+
+
+def platform_with(name: str, change) -> FakeLab:
+    lab = healthy_lab()
+    workloads = recorded("platform-workloads.json")
+    (workload,) = [w for w in workloads["items"] if w["metadata"]["name"] == name]
+    change(workload)
+    lab.on("management", r"^get deployments,daemonsets --all-namespaces", ok(workloads))
+    return lab
+
+
+def platform_reason(lab: FakeLab) -> str:
+    code, report = validate(lab, "--only", "platform")
+    assert code == 1
+    return result(report, "platform", "management")["reason"]
+
+
+def test_the_healthy_platform_reports_each_component_with_its_counts():
+    code, report = validate(healthy_lab(), "--only", "platform")
+
+    assert code == 0
+    assert result(report, "platform", "management")["evidence"] == (
+        "cert-manager 1/1, cert-manager webhook 1/1, cert-manager cainjector 1/1, MetalLB controller 1/1, "
+        "MetalLB speaker 1/1, Kamaji 1/1, DataStore default ready"
+    )
+
+
+def test_a_deployment_with_no_ready_pods_fails_platform():
+    # The API server omits zero counts: a Deployment with no ready pod has no readyReplicas at all.
+    lab = platform_with("kamaji", lambda w: w["status"].pop("readyReplicas"))
+    assert "Kamaji 0/1 ready (Deployment kamaji)" in platform_reason(lab)
+
+
+def test_a_deployment_short_of_its_replicas_fails_platform():
+    lab = platform_with("kamaji", lambda w: w["spec"].update(replicas=2))
+    assert "Kamaji 1/2 ready" in platform_reason(lab)
+
+
+def test_a_workload_without_status_yet_fails_platform():
+    lab = platform_with("metallb-speaker", lambda w: w.pop("status"))
+    assert "MetalLB speaker 0/0 ready" in platform_reason(lab)
+
+
+def test_a_daemonset_without_updated_pods_fails_platform():
+    # updatedNumberScheduled is omitted when zero (k8s.io/api apps/v1 DaemonSetStatus, omitempty).
+    lab = platform_with("metallb-speaker", lambda w: w["status"].pop("updatedNumberScheduled"))
+    assert "MetalLB speaker 0/1 ready" in platform_reason(lab)
+
+
+def test_every_missing_component_is_named():
+    lab = healthy_lab()
+    workloads = recorded("platform-workloads.json")
+    workloads["items"] = [w for w in workloads["items"] if "cert-manager" not in w["metadata"]["name"]]
+    lab.on("management", r"^get deployments,daemonsets --all-namespaces", ok(workloads))
+
+    reason = platform_reason(lab)
+
+    for label in ("cert-manager", "cert-manager webhook", "cert-manager cainjector"):
+        assert f"{label}: no Deployment found" in reason
+
+
+def test_a_component_in_another_namespace_is_not_found():
+    lab = platform_with("kamaji", lambda w: w["metadata"].update(namespace="default"))
+    assert "Kamaji: no Deployment found" in platform_reason(lab)

@@ -9,6 +9,9 @@ import shlex
 
 import pytest
 
+from components.settings import parse_settings
+from components.tenant_control_plane import control_plane_spec
+from tests.plan import dev_config
 from tests.test_validation import FakeLab, healthy_lab, ok, recorded, result, validate
 from validation.host import CommandResult
 
@@ -264,3 +267,12 @@ def test_every_missing_component_is_named():
 def test_a_component_in_another_namespace_is_not_found():
     lab = platform_with("kamaji", lambda w: w["metadata"].update(namespace="default"))
     assert "Kamaji: no Deployment found" in platform_reason(lab)
+
+
+@pytest.mark.parametrize("tenant", ["tenant-a", "tenant-b"])
+def test_the_tenant_control_plane_fixture_is_what_the_program_submits(tenant):
+    # Kamaji's defaulting webhook adds spec.dataStore (clastix/kamaji internal/webhook/handlers/tcp_defaults.go).
+    settings = {t.name: t for t in parse_settings(dev_config()).tenants}[tenant]
+    spec = recorded(f"tcp-{tenant}.json")["spec"]
+    assert spec.pop("dataStore") == "default"
+    assert spec == control_plane_spec(settings, "v1.36.4")

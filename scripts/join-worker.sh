@@ -9,6 +9,7 @@
 #         NODE             worker container name = hostname = Kubernetes node name
 #         BOOT_TIMEOUT     optional, seconds to wait for systemd in the container (default 90)
 #         JOIN_ATTEMPTS    optional, kubeadm join attempts (default 3)
+# bound:  1000 s (BOOT_TIMEOUT 90 + JOIN_ATTEMPTS 3 x kubeadm's 5 min discovery timeout, kubeadm v1beta4 defaults)
 # stdout: one summary line, e.g. "tenant-a-w1 joined 172.18.255.200:6443"
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -2,6 +2,7 @@
 # Deletes the kind management cluster; succeeds when it is already gone.
 #
 # env:    CLUSTER_NAME  kind cluster name
+# bound:  120 s (kind delete cluster: stops and removes the node container)
 # stdout: nothing
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -6,6 +6,7 @@
 # env:    CLUSTER_NAME  kind cluster name
 #         NODE_IMAGE    kindest/node image for a new cluster (ignored when adopting)
 #         LAB_OWNER     ownership mark (project.stack) put on the cluster's node as a label
+# bound:  600 s (kind create --wait 120s, after pulling the node image, which no flag bounds)
 # stdout: nothing (kind-kubeconfig.sh reads the kubeconfig)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

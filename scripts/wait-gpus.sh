@@ -8,6 +8,7 @@
 #         NODES            space-separated worker node names (empty: no GPU nodes to wait for)
 #         EXPECTED_GPUMEM  expected allocatable nvidia.com/gpumem of each node (MiB)
 #         WAIT_TIMEOUT     optional, seconds (default 300)
+# bound:  440 s (WAIT_TIMEOUT 300 + one last poll: 4 requests and one per node, 20 s each)
 # stdout: nothing
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

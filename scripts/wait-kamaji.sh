@@ -11,6 +11,7 @@
 #
 # env:    KUBECONFIG_DATA  management cluster kubeconfig
 #         WAIT_TIMEOUT     optional, seconds (default 600)
+# bound:  660 s (WAIT_TIMEOUT 600 + one last poll of two 20 s requests)
 # stdout: nothing
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -7,6 +7,7 @@
 # env:    KUBECONFIG_DATA  management cluster kubeconfig
 #         NAMESPACE        MetalLB's namespace
 #         WAIT_TIMEOUT     optional, seconds (default 300)
+# bound:  330 s (WAIT_TIMEOUT 300 + one last 20 s dry run)
 # stdout: nothing
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -8,7 +8,7 @@ provider configuration is unknown gets no outputs at all. `preview=False` is a
 that `previous` brought up: a resource whose inputs did not change keeps the
 outputs recorded then. Each registration is
 recorded with its options (provider, parent, dependencies, secrets, delete
-behaviour) because the mock engine itself applies none of them.
+behaviour, custom timeouts) because the mock engine itself applies none of them.
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ class Registration:
     replace_on_changes: list[str]
     ignore_changes: list[str]
     custom: bool
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    """Only the operations given a timeout (create, update, delete), e.g. {"create": "20m"}."""
     id: str | None = None
     outputs: dict[str, Any] = field(default_factory=dict)
     """What the engine handed back: an empty dict in preview for a resource whose provider config is unknown."""
@@ -159,6 +161,11 @@ class _RecordingMonitor(mocks.MockMonitor):
             replace_on_changes=list(request.replaceOnChanges),
             ignore_changes=list(request.ignoreChanges),
             custom=request.custom,
+            custom_timeouts={
+                operation: getattr(request.customTimeouts, operation)
+                for operation in ("create", "update", "delete")
+                if getattr(request.customTimeouts, operation)
+            },
         )
         if request.type.startswith("pulumi:providers:") and _contains_unknown(inputs):
             self.unknown_config_providers.add(urn)

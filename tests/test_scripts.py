@@ -157,6 +157,11 @@ def node_joined(fakes: Fakes, joined: bool) -> Fakes:
     return fakes.on("docker", r"^exec \S+ test -e /etc/kubernetes/kubelet.conf$", reply(exit=0 if joined else 1))
 
 
+def node_takes_files_and_units(fakes: Fakes) -> Fakes:
+    """Writing files into the node (stdin) and systemctl there succeed; add specific rules first."""
+    return fakes.on("docker", r"^exec -i \S+ sh -c ", "").on("docker", r"^exec \S+ systemctl ", "")
+
+
 def tenant_api(fakes: Fakes, ca_pem: str = "") -> Fakes:
     return fakes.on("kubectl", r"config view .*cluster\.server", f"https://{ENDPOINT}").on(
         "kubectl", r"config view .*certificate-authority-data", b64(ca_pem)
@@ -203,6 +208,7 @@ def test_kind_up_refuses_a_same_named_cluster_it_did_not_create(fakes):
 def test_kind_up_creates_a_missing_cluster_marked_as_ours_without_touching_the_users_kubeconfig(fakes):
     # A cluster whose name merely starts with the wanted one must not count.
     fakes.on("kind", r"^get clusters$", "mgmt-old\n").on("kind", r"^get kubeconfig", "KUBECONFIG-TEXT\n")
+    fakes.on("kind", r"^create cluster ", "")
 
     result = run_kind_up(fakes)
 
@@ -252,7 +258,7 @@ def test_kind_down_succeeds_when_the_cluster_is_already_gone(fakes):
 
 
 def test_kind_down_deletes_without_touching_the_users_kubeconfig(fakes):
-    fakes.on("kind", r"^get clusters$", "mgmt\n")
+    fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
 
     result = fakes.run("kind-down.sh", CLUSTER_NAME="mgmt")
 
@@ -361,6 +367,7 @@ def test_wait_kamaji_restores_a_datastore_an_interrupted_destroy_deleted(fakes):
     # Still terminating when `up` starts, then gone, then restored and ready.
     fakes.on("kubectl", DATASTORE_STATE, "2026-12-03T06:00:00Z|true", "", "|false", "|true")
     fakes.on("kubectl", RELEASE_RECORD, helm_release_secret_data(KAMAJI_MANIFEST))
+    fakes.on("kubectl", r"create -f -", "datastore.kamaji.clastix.io/default created\n")
 
     result = fakes.run("wait-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
 
@@ -392,9 +399,11 @@ def test_wait_kamaji_reports_the_restore_command_at_once_when_it_cannot_restore(
 DATASTORE_PRESENT = r"get datastores\.kamaji\.clastix\.io/default --ignore-not-found -o name"
 DATASTORE_FINALIZERS = r"get datastores\.kamaji\.clastix\.io/default -o jsonpath=\{range \.metadata\.finalizers"
 DATASTORE_USERS = r"get tenantcontrolplanes\.kamaji\.clastix\.io --all-namespaces"
+DATASTORE_DELETE = r"delete datastores\.kamaji\.clastix\.io/default --ignore-not-found --wait=false$"
 
 
 def test_delete_datastore_deletes_the_default_datastore_and_waits(fakes):
+    fakes.on("kubectl", DATASTORE_DELETE, 'datastore.kamaji.clastix.io "default" deleted\n')
     fakes.on("kubectl", DATASTORE_PRESENT, "datastore.kamaji.clastix.io/default\n", "")
 
     result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG)
@@ -416,9 +425,11 @@ def test_delete_datastore_never_blocks_destroy(fakes):
 
 
 def test_delete_datastore_releases_an_unused_datastore_stuck_in_terminating(fakes):
+    fakes.on("kubectl", DATASTORE_DELETE, 'datastore.kamaji.clastix.io "default" deleted\n')
     fakes.on("kubectl", DATASTORE_PRESENT, "datastore.kamaji.clastix.io/default\n", "")
     fakes.on("kubectl", DATASTORE_USERS, "")
     fakes.on("kubectl", DATASTORE_FINALIZERS, "kamaji.clastix.io/TenantControlPlane\nexample.com/keep\n")
+    fakes.on("kubectl", r"patch datastores", "datastore.kamaji.clastix.io/default patched\n")
 
     result = fakes.run("delete-datastore.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, DELETE_TIMEOUT="0")
 
@@ -431,6 +442,7 @@ def test_delete_datastore_releases_an_unused_datastore_stuck_in_terminating(fake
 
 
 def test_delete_datastore_leaves_a_datastore_that_a_control_plane_still_uses(fakes):
+    fakes.on("kubectl", DATASTORE_DELETE, 'datastore.kamaji.clastix.io "default" deleted\n')
     fakes.on("kubectl", DATASTORE_PRESENT, "datastore.kamaji.clastix.io/default\n")
     fakes.on("kubectl", DATASTORE_USERS, "tenants/tenant-a ")
 
@@ -684,7 +696,7 @@ spec:
 
 
 def test_install_cni_fills_in_the_tenant_pod_cidr_and_api_endpoint(fakes):
-    tenant_api(fakes).on("docker", r"^run ", KINDNET_TEMPLATE)
+    tenant_api(fakes).on("docker", r"^run ", KINDNET_TEMPLATE).on("kubectl", r" apply --server-side ", "")
 
     result = fakes.run(
         "install-cni.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, POD_CIDR="10.20.0.0/16", NODE_IMAGE="kindest/node:v1.36.4"
@@ -737,6 +749,7 @@ def installed_files(fakes: Fakes) -> dict[str, tuple[str, str]]:
 def test_register_gpus_installs_a_timer_that_uses_the_kubelet_identity(fakes):
     node_joined(node_booted(fakes), joined=True)
     fakes.on("docker", r"^exec w1 systemctl start", reply(exit=1, stderr="Job failed\n"), reply())
+    node_takes_files_and_units(fakes)
 
     result = fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="10")
 
@@ -768,7 +781,7 @@ def test_register_gpus_installs_a_timer_that_uses_the_kubelet_identity(fakes):
 
 
 def test_registration_script_round_trips_the_annotation_and_patches_status_capacity(fakes, tmp_path):
-    node_joined(node_booted(fakes), joined=True)
+    node_takes_files_and_units(node_joined(node_booted(fakes), joined=True))
     assert fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="10").returncode == 0
     files = installed_files(fakes)
 
@@ -782,7 +795,7 @@ def test_registration_script_round_trips_the_annotation_and_patches_status_capac
         files["/usr/local/bin/hami-mock-gpu-register"][1].replace("/etc/hami-mock-gpu", str(config_dir))
     )
     fakes.log.unlink()
-    fakes.on("hostname", "", "w1\n")
+    fakes.on("hostname", "", "w1\n").on("kubectl", r" annotate node w1 ", "").on("kubectl", r" patch node w1 ", "")
 
     result = fakes.run(node_script)
 
@@ -871,6 +884,58 @@ def test_wait_gpus_waits_for_the_elected_scheduler(fakes):
 
     assert result.returncode != 0
     assert "Service kube-system/hami-scheduler to get a ready endpoint" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "rollout",
+    ["0 0 0", "2 1 2", "2 2 1"],
+    ids=["no-schedulable-node", "a-pod-not-ready", "a-pod-not-updated"],
+)
+def test_wait_gpus_waits_for_the_device_plugin_on_every_node(fakes, rollout):
+    # desiredNumberScheduled numberReady updatedNumberScheduled, as the DaemonSet status reports them.
+    hami_up(fakes.on("kubectl", r"get daemonset hami-mock-device-plugin", rollout))
+
+    result = fakes.run(
+        "wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="w1", EXPECTED_GPUMEM="81920", WAIT_TIMEOUT="0"
+    )
+
+    assert result.returncode != 0
+    expected = f"hami-mock-device-plugin to be ready on all nodes (desired/ready/updated: {rollout})"
+    assert expected in result.stderr
+
+
+def test_wait_gpus_waits_for_the_webhook_ca_to_be_injected(fakes):
+    # cert-manager's (or HAMi's patch job's) CA lands in caBundle after the webhook object exists.
+    hami_up(fakes.on("kubectl", r"get mutatingwebhookconfiguration hami-webhook", ""))
+
+    result = fakes.run(
+        "wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="w1", EXPECTED_GPUMEM="81920", WAIT_TIMEOUT="0"
+    )
+
+    assert result.returncode != 0
+    assert "MutatingWebhookConfiguration hami-webhook to get a caBundle" in result.stderr
+
+
+# --- the fakes themselves ---------------------------------------------------------------------------
+
+
+def test_a_call_the_fakes_do_not_model_fails_loudly(fakes, tmp_path):
+    script = tmp_path / "unmodelled.sh"
+    script.write_text("kubectl get pods\n")
+
+    result = fakes.run(script)
+
+    assert result.returncode == 97
+    assert "fake kubectl: no rule models `kubectl get pods`" in result.stderr
+
+
+def test_docker_exec_hands_stdin_only_with_dash_i(fakes, tmp_path):
+    script = tmp_path / "stdin.sh"
+    script.write_text("echo secret | docker exec n1 cat\necho secret | docker exec -i n1 cat\n")
+    fakes.on("docker", r"^exec ", "")
+
+    assert fakes.run(script).returncode == 0
+    assert [call["stdin"] for call in fakes.calls("docker")] == ["", "secret\n"]
 
 
 # --- conventions ------------------------------------------------------------------------------------

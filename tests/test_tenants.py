@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from components.settings import parse_settings
-from components.tenant_control_plane import DISK_EVICTION_OFF, control_plane_spec
+from components.tenant_control_plane import control_plane_spec
 from tests.plan import dev_config, is_secret, is_unknown, plan, resolve, tenant_server, tenants
 from tests.schema import load_schema, violations
 
@@ -55,8 +55,11 @@ def test_control_plane_spec_fits_kindest_node_workers(dev_plan):
     patches = spec["kubernetes"]["kubelet"]["configurationJSONPatches"]
     assert {"op": "add", "path": "/cgroupDriver", "value": "systemd"} in patches
     assert {"op": "add", "path": "/failSwapOn", "value": False} in patches
-    # The kubelet sees the host's disk; kind's own nodes switch disk-pressure eviction off too.
-    assert {"op": "add", "path": "/evictionHard", "value": DISK_EVICTION_OFF} in patches
+    # The kubelet sees the host's disk; kind's own nodes switch disk-pressure eviction and image
+    # GC off with these values (kubernetes-sigs/kind pkg/cluster/internal/kubeadm/config.go@v0.32.0).
+    assert {"op": "add", "path": "/imageGCHighThresholdPercent", "value": 100} in patches
+    kind_eviction_hard = {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}
+    assert {"op": "add", "path": "/evictionHard", "value": kind_eviction_hard} in patches
     assert spec["networkProfile"]["podCidrs"] == ["10.244.0.0/16"]
     assert spec["networkProfile"]["dnsServiceIPs"] == ["10.96.0.10"]
 

@@ -1,6 +1,6 @@
 """Offline tests for `python -m validation`.
 
-A FakeLab stands in for kubectl and pulumi: it answers with recorded API
+A FakeLab stands in for kubectl and pulumi: it answers with hand-made API
 responses (tests/fixtures/validation/, written to match the stack-output
 contract) chosen by cluster and command, and records every call. A healthy lab
 is the default; each test breaks one thing and checks what the suite reports.
@@ -172,7 +172,7 @@ def validate(lab: FakeLab, *args: str, clock: FakeClock | None = None, outputs: 
 
 
 def outputs_with(tmp_path: Path, change: Callable[[dict], Any]) -> Path:
-    """The recorded outputs with one change, as a file for --outputs."""
+    """The fixture outputs with one change, as a file for --outputs."""
     document = recorded("outputs.json")
     change(document)
     path = tmp_path / "outputs.json"

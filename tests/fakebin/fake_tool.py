@@ -8,7 +8,9 @@ the path, mode and content of the kubeconfig that $KUBECONFIG points at (if any)
 The reply comes from the first rule in $FAKE_RULES (a JSON list) whose `tool`
 matches and whose regex `match` is found in the space-joined argv. A rule's
 `replies` ({"stdout", "stderr", "exit"}) are used in call order, the last one
-repeating. Calls that match no rule succeed with no output.
+repeating. A call no rule models fails loudly (exit 97, naming the call), so a
+script cannot silently depend on an answer the test never gave. Like the real
+`docker exec`, one without -i hands the command no stdin.
 """
 
 from __future__ import annotations
@@ -29,6 +31,13 @@ def matching_rule(rules: list[dict], tool: str, argv: list[str]) -> int | None:
     return None
 
 
+def takes_stdin(tool: str, argv: list[str]) -> bool:
+    if tool == "docker" and argv[:1] == ["exec"]:
+        options = argv[1 : next((i for i, arg in enumerate(argv[1:], 1) if not arg.startswith("-")), len(argv))]
+        return any(re.fullmatch(r"-[a-z]*i[a-z]*|--interactive", option) for option in options)
+    return True
+
+
 def kubeconfig_seen() -> dict | None:
     path = os.environ.get("KUBECONFIG")
     if not path or not os.path.exists(path):
@@ -40,7 +49,7 @@ def kubeconfig_seen() -> dict | None:
 
 def main() -> int:
     tool, argv = sys.argv[1], sys.argv[2:]
-    stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+    stdin = "" if sys.stdin is None or sys.stdin.isatty() or not takes_stdin(tool, argv) else sys.stdin.read()
     rules = json.loads(os.environ.get("FAKE_RULES", "[]"))
     log_path = os.environ["FAKE_LOG"]
 
@@ -58,7 +67,8 @@ def main() -> int:
         log.write(json.dumps(record) + "\n")
 
     if rule is None:
-        return 0
+        sys.stderr.write(f"fake {tool}: no rule models `{tool} {' '.join(argv)}`\n")
+        return 97
     replies = rules[rule]["replies"]
     reply = replies[min(earlier_calls, len(replies) - 1)]
     sys.stdout.write(reply.get("stdout", ""))

@@ -49,7 +49,9 @@ def ready_counts(workload: dict[str, Any]) -> tuple[int, int]:
     """(ready, wanted) pods of a Deployment or DaemonSet."""
     status = workload.get("status", {})
     if workload.get("kind") == "DaemonSet":
-        return status.get("numberReady", 0), status.get("desiredNumberScheduled", 0)
+        # Mid-rollout, pods of the old template still count as ready; only updated ones are wanted.
+        ready = min(status.get("numberReady", 0), status.get("updatedNumberScheduled", 0))
+        return ready, status.get("desiredNumberScheduled", 0)
     return status.get("readyReplicas", 0), workload.get("spec", {}).get("replicas", 1)
 
 

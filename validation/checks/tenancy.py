@@ -180,7 +180,8 @@ def node_problems(nodes: list[dict[str, Any]], workers: tuple[str, ...]) -> list
             continue
         ready = condition(node, "Ready")
         if ready.get("status") != "True":
-            problems.append(f"node {worker} NotReady ({explain(ready) or 'no Ready condition'})")
+            why = explain(ready) or (f"Ready={ready.get('status')}" if ready else "no Ready condition")
+            problems.append(f"node {worker} NotReady ({why})")
     return problems
 
 

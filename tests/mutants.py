@@ -1,0 +1,184 @@
+"""Hand-written mutants: regressions the offline suite must catch (`make mutants`).
+
+mutmut mutates Python operators and constants; the bugs below are the ones it
+cannot write (shell scripts, dropped options, changed facts). Each is applied
+to a scratch copy of the project, one at a time, and the named tests run there:
+a mutant that leaves them green "survived", which means a test is missing.
+
+    python tests/mutants.py           # all of them
+    python tests/mutants.py DataStore # those whose description contains the word
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    description: str
+    path: str
+    before: str
+    after: str
+    tests: tuple[str, ...]
+
+
+MUTANTS = (
+    Mutant(
+        "command output streamed to the console in full",
+        "components/commands.py",
+        "logging=local.Logging.STDERR,",
+        "logging=local.Logging.STDOUT_AND_STDERR,",
+        ("tests/test_guards.py",),
+    ),
+    Mutant(
+        "join timeout cut to one minute",
+        "components/worker_node.py",
+        'custom_timeouts=pulumi.CustomTimeouts(create="20m")',
+        'custom_timeouts=pulumi.CustomTimeouts(create="1m")',
+        ("tests/test_guards.py",),
+    ),
+    Mutant(
+        "admin-kubeconfig re-read trigger removed",
+        "components/tenant_control_plane.py",
+        'triggers=[control_plane.metadata.apply(lambda metadata: metadata.get("uid"))],',
+        "",
+        ("tests/test_guards.py",),
+    ),
+    Mutant(
+        "node-lock timeout raised to 300 s",
+        "components/gpu_sharing.py",
+        'NODE_LOCK_TIMEOUT = "5s"',
+        'NODE_LOCK_TIMEOUT = "300s"',
+        ("tests/test_hami_upstream.py",),
+    ),
+    Mutant(
+        "disk-eviction thresholds changed",
+        "components/tenant_control_plane.py",
+        '"nodefs.available": "0%"',
+        '"nodefs.available": "10%"',
+        ("tests/test_tenants.py",),
+    ),
+    Mutant(
+        "kubelet image-GC patch dropped",
+        "components/tenant_control_plane.py",
+        '{"op": "add", "path": "/imageGCHighThresholdPercent", "value": 100},',
+        "",
+        ("tests/test_tenants.py",),
+    ),
+    Mutant(
+        "DataStore delete no longer waits",
+        "scripts/delete-datastore.sh",
+        'if retry "${DELETE_TIMEOUT:-180}" "$RETRY_INTERVAL" datastore_gone; then',
+        "if true; then",
+        ("tests/test_scripts.py",),
+    ),
+    Mutant(
+        "DaemonSet with 0 desired pods counted as ready (wait-gpus.sh)",
+        "scripts/wait-gpus.sh",
+        "${desired:-0} -gt 0 && ",
+        "",
+        ("tests/test_scripts.py",),
+    ),
+    Mutant(
+        "DaemonSet with 0 desired pods counted as ready (platform check)",
+        "validation/checks/platform.py",
+        "if wanted == 0 or ready < wanted:",
+        "if ready < wanted:",
+        ("tests/test_validation.py", "tests/test_validation_edges.py"),
+    ),
+    Mutant(
+        "DaemonSet with updated != desired counted as ready",
+        "scripts/wait-gpus.sh",
+        ' && $updated == "$desired"',
+        "",
+        ("tests/test_scripts.py",),
+    ),
+    Mutant(
+        "empty webhook CA bundle accepted",
+        "scripts/wait-gpus.sh",
+        "[[ -n $ca_bundle ]] ||",
+        "[[ -n ${ca_bundle+set} ]] ||",
+        ("tests/test_scripts.py",),
+    ),
+    Mutant(
+        "node with Ready=Unknown counted as Ready",
+        "validation/checks/tenancy.py",
+        'if ready.get("status") != "True":',
+        'if ready.get("status") == "False":',
+        ("tests/test_validation.py", "tests/test_validation_edges.py"),
+    ),
+    Mutant(
+        "no CoreDNS pods at all accepted",
+        "validation/checks/tenancy.py",
+        'return ["no CoreDNS pods (k8s-app=kube-dns) in kube-system"]',
+        "return []",
+        ("tests/test_validation.py", "tests/test_validation_edges.py"),
+    ),
+    Mutant(
+        "Konnectivity probe pod no longer prints the line the check looks for",
+        "validation/checks/konnectivity.py",
+        'command=f"echo {LOG_LINE}; exec sleep 3600"',
+        'command="exec sleep 3600"',
+        ("tests/test_validation.py", "tests/test_validation_edges.py"),
+    ),
+    Mutant(
+        "webhook probe pod asks for no GPU",
+        "validation/checks/hami.py",
+        'gpu_pod("webhook-probe", 1024, 10)',
+        'gpu_pod("webhook-probe", 0, 0) | {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}',
+        ("tests/test_validation.py", "tests/test_validation_edges.py"),
+    ),
+)
+
+
+def copy_project(destination: Path) -> None:
+    ignore = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", "mutants")
+    shutil.copytree(ROOT, destination, ignore=ignore, symlinks=True)
+
+
+def first_failure(mutant: Mutant) -> str | None:
+    """The first test the mutant fails (pytest's FAILED/ERROR line), or None if it survives."""
+    with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
+        project = Path(scratch) / "project"
+        copy_project(project)
+        target = project / mutant.path
+        source = target.read_text()
+        if source.count(mutant.before) != 1:
+            sys.exit(f"{mutant.path}: expected exactly one {mutant.before!r}; update the mutant table")
+        target.write_text(source.replace(mutant.before, mutant.after))
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-rfE", *mutant.tests],
+            cwd=project,
+            capture_output=True,
+            text=True,
+        )
+        if run.returncode == 0:
+            return None
+        failures = [line for line in run.stdout.splitlines() if line.startswith(("FAILED tests/", "ERROR tests/"))]
+        return failures[0] if failures else f"pytest exited {run.returncode}"
+
+
+def main(words: list[str]) -> int:
+    chosen = [m for m in MUTANTS if all(word.lower() in m.description.lower() for word in words)]
+    survivors = []
+    for mutant in chosen:
+        failure = first_failure(mutant)
+        print(f"{'killed  ' if failure else 'SURVIVED'}  {mutant.description}", flush=True)
+        if failure:
+            print(f"          by {failure}", flush=True)
+        else:
+            survivors.append(mutant)
+    print(f"{len(chosen) - len(survivors)}/{len(chosen)} hand-written mutants killed")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

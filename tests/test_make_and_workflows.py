@@ -146,6 +146,7 @@ def test_down_checks_every_tool_destroy_runs_before_destroying(tmp_path):
 def test_make_reads_the_stack_it_manages(tmp_path):
     dry = make("-n", "validate", "STACK=staging", f"VENV={tmp_path / 'venv'}")
     assert "-m validation --json validation-report.json --stack staging" in dry.stdout
-    assert "write_kubeconfigs.py --dir kubeconfigs --stack staging" in make(
-        "-n", "kubeconfigs", "STACK=staging", f"VENV={tmp_path / 'venv'}"
-    ).stdout
+    assert (
+        "write_kubeconfigs.py --dir kubeconfigs --stack staging"
+        in make("-n", "kubeconfigs", "STACK=staging", f"VENV={tmp_path / 'venv'}").stdout
+    )

@@ -18,8 +18,8 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.requirements-installed
 # preflight.py needs only the standard library, so it runs before the venv exists.
 PREFLIGHT := $(PYTHON) scripts/preflight.py
-WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR)
-VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT)
+WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR) --stack $(STACK)
+VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT) --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
 .PHONY: help venv test lint mutants preflight up validate kubeconfigs preview down clean stack existing-stack passphrase
@@ -99,7 +99,8 @@ kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<nam
 preview: venv stack ## pulumi preview; PREVIEW_ARGS=--expect-no-changes checks for drift
 	pulumi preview --stack $(STACK) $(PREVIEW_ARGS)
 
-down: venv existing-stack ## destroy the lab (pulumi destroy --yes) and remove the written kubeconfigs
+down: venv existing-stack ## destroy the lab (pulumi destroy --yes; needs kind, docker, kubectl) and remove the written kubeconfigs
+	@$(PREFLIGHT) --tools kind docker kubectl
 	pulumi destroy --yes --stack $(STACK)
 	rm -rf $(KUBECONFIG_DIR)
 

@@ -6,7 +6,7 @@ dependency chain weighted by rough live durations (STEP_SECONDS). Because
 tenants never wait on each other, that chain -- the bring-up time on a host
 with enough CPU -- should not grow with the number of tenants.
 
-    python -m benchmarks.plan_scaling [--counts 1 2 8 32] [--check]
+    .venv/bin/python -m benchmarks.plan_scaling [--counts 1 2 8 32] [--check]
 
 --check exits 1 when a target is missed: 32 tenants evaluate in under 10 s,
 and the chain for 8 tenants is within 15% of the chain for one.
@@ -96,13 +96,13 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = [measure(count) for count in args.counts]
     base = rows[0]
+    # "per tenant": resources each tenant beyond the first row's adds; the first row has no such figure.
     print(f"{'tenants':>7} {'resources':>9} {'per tenant':>10} {'eval s':>7} {'chain s':>8} {'vs first':>8}")
     for row in rows:
-        per_tenant = (
-            (row["resources"] - base["resources"]) / (row["tenants"] - base["tenants"]) if row is not base else 0
-        )
+        added = row["tenants"] - base["tenants"]
+        per_tenant = f"{(row['resources'] - base['resources']) / added:.1f}" if added else "-"
         print(
-            f"{row['tenants']:>7} {row['resources']:>9} {per_tenant:>10.1f} {row['seconds']:>7.2f} "
+            f"{row['tenants']:>7} {row['resources']:>9} {per_tenant:>10} {row['seconds']:>7.2f} "
             f"{row['chain']:>8} {row['chain'] / base['chain']:>8.2f}"
         )
     print("longest chain:", " -> ".join(rows[-1]["path"]))

@@ -3,7 +3,7 @@
 
 Prints every problem with the command that fixes it. Exit status 1 if any
 error was found; warnings alone exit 0. With --tools, only checks that the
-named programs are on PATH, and prints nothing if they are. Needs only the
+named programs are on PATH and new enough, and prints nothing if they are. Needs only the
 Python standard library, and runs on Pythons older than the 3.11 it asks for.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -19,9 +20,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The tool versions the lab needs; README.md ("Required tools") and the workflows state the
+# same (tests/test_preflight_versions.py keeps them equal).
+MIN_VERSIONS = {
+    # kind v0.33.0's release notes list kindest/node:v1.36.4, and a node image is built for one kind release.
+    "kind": (0, 33, 0),
+    # The pinned Pulumi SDK in requirements.txt; the workflows install this CLI.
+    "pulumi": (3, 272, 0),
+}
+VERSION_COMMANDS = {"kind": ("kind", "version"), "pulumi": ("pulumi", "version")}
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 INSTALL_HINTS = {
     "docker": "Docker Engine: https://docs.docker.com/engine/install/",
-    "kind": "kind v0.32 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
+    "kind": "kind v0.33.0 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
     "kubectl": "kubectl: https://kubernetes.io/docs/tasks/tools/#kubectl",
     "pulumi": "the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (https://www.pulumi.com/docs/install/)",
     # scripts/join-worker.sh hashes the tenant CA on the host for `kubeadm join`.
@@ -91,6 +102,41 @@ def check_tools(host: Host, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list
         for tool in tools
         if host.which(tool) is None
     ]
+
+
+def version_text(version: Sequence[int]) -> str:
+    return "v" + ".".join(map(str, version))
+
+
+def check_versions(host: Host, tools: Sequence[str] = tuple(MIN_VERSIONS)) -> list[Finding]:
+    """kind and the Pulumi CLI must be new enough; a missing one is reported by check_tools."""
+    findings = []
+    for tool in tools:
+        if tool not in MIN_VERSIONS or host.which(tool) is None:
+            continue
+        command, need = VERSION_COMMANDS[tool], MIN_VERSIONS[tool]
+        status, output = host.run(list(command))
+        match = _VERSION.search(output) if status == 0 else None
+        if match is None:
+            said = output.splitlines()[0] if output else f"exit status {status}"
+            findings.append(
+                Finding(
+                    "warning",
+                    f"cannot tell which {tool} this is (`{' '.join(command)}` said: {said}); "
+                    f"the lab needs {version_text(need)} or newer",
+                    f"install {INSTALL_HINTS[tool]}",
+                )
+            )
+        elif tuple(map(int, match.groups())) < need:
+            have = version_text(tuple(map(int, match.groups())))
+            findings.append(
+                Finding(
+                    "error",
+                    f"{tool} is {have}; the lab needs {version_text(need)} or newer",
+                    f"install {INSTALL_HINTS[tool]}",
+                )
+            )
+    return findings
 
 
 def check_python(host: Host) -> list[Finding]:
@@ -205,6 +251,7 @@ def preflight(host: Host) -> list[Finding]:
     return (
         check_python(host)
         + check_tools(host)
+        + check_versions(host)
         + check_docker_daemon(host)
         + check_sysctls(host)
         + check_swap(host)
@@ -231,8 +278,8 @@ def main(argv: Sequence[str] | None = None, host: Host | None = None) -> int:
     args = parser.parse_args(argv)
     host = host or Host()
     if args.tools:
-        missing = check_tools(host, args.tools)
-        return report(missing) if missing else 0  # silent when all is well: make runs this often
+        problems = check_tools(host, args.tools) + check_versions(host, args.tools)
+        return report(problems) if problems else 0  # silent when all is well: make runs this often
     return report(preflight(host))
 
 

@@ -3,7 +3,8 @@
 
 SOURCE is a JSON file of the stack outputs (all of them, or only the
 `kubeconfigs` output), or - for standard input. Without SOURCE the script runs
-`pulumi stack output --show-secrets --json` for the selected stack. Tenants get
+`pulumi stack output --show-secrets --json --stack STACK` on the backend make
+uses (PULUMI_BACKEND_URL, else local state under ~/.pulumi). Tenants get
 <tenant>.kubeconfig; the kind cluster, when present, management.kubeconfig.
 Needs only the Python standard library.
 """
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from validation.host import Runner, SubprocessRunner  # noqa: E402
 from validation.stack_outputs import (  # noqa: E402
+    DEFAULT_STACK,
     OutputsError,
     kubeconfigs_in,
     read_outputs_document,
@@ -31,9 +33,11 @@ def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> int
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", nargs="?", metavar="SOURCE", help="outputs JSON file, or - for stdin")
     parser.add_argument("--dir", default="kubeconfigs", help="where to write them (default: ./kubeconfigs)")
+    parser.add_argument("--stack", default=DEFAULT_STACK, help=f"the stack to read (default: {DEFAULT_STACK})")
     args = parser.parse_args(argv)
     try:
-        kubeconfigs = kubeconfigs_in(read_outputs_document(args.source, runner or SubprocessRunner()))
+        document = read_outputs_document(args.source, runner or SubprocessRunner(), stack=args.stack)
+        kubeconfigs = kubeconfigs_in(document)
     except OutputsError as error:
         print(f"write_kubeconfigs: {error}", file=sys.stderr)
         return 1

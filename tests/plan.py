@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "kamaji-hami-lab"
 MANAGEMENT_SERVER = "https://127.0.0.1:38211"
 KIND_SUBNET = "172.18.0.0/16"
+# Pulumi.yaml's default node image: the one kind v0.33.0's release notes list for v1.36.4.
+NODE_IMAGE = "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
 
 
 def tenant_server(tenant: str) -> str:

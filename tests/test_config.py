@@ -5,7 +5,7 @@ import json
 import pytest
 
 from components.settings import ConfigError, parse_settings
-from tests.plan import dev_config, plan
+from tests.plan import NODE_IMAGE, dev_config, plan
 
 A100 = {"model": "NVIDIA A100 80GB", "count": 1}
 
@@ -26,7 +26,7 @@ def test_dev_stack_parses_into_the_seed_layout():
     layout = {t.name: [(g.model, g.count) for g in t.gpus] for t in lab.tenants}
     assert layout == {"tenant-a": [("NVIDIA A100 80GB", 1)], "tenant-b": [("NVIDIA L4 24GB", 2)]}
     assert lab.versions.kubernetes == "v1.36.4"
-    assert lab.node_image == "kindest/node:v1.36.4"
+    assert lab.node_image == NODE_IMAGE
     assert all(t.workers == 1 and t.control_plane_replicas == 1 for t in lab.tenants)
 
 

@@ -130,3 +130,24 @@ def test_live_lab_is_opt_in_and_always_torn_down_after_the_report_is_kept():
     assert up < upload < down
     assert steps[upload]["if"] == "always()" and steps[down]["if"] == "always()"
     assert steps[upload]["with"]["path"] == "validation-report.json"
+
+
+@needs_make
+def test_down_checks_every_tool_destroy_runs_before_destroying(tmp_path):
+    # Destroy runs scripts/kind-down.sh (kind), removes worker containers (docker) and
+    # lets workers leave their tenant (kubectl).
+    dry = make("-n", "down", f"VENV={tmp_path / 'venv'}", env_drop=("PULUMI_BACKEND_URL",))
+    lines = dry.stdout.splitlines()
+
+    check = position(lines, "preflight.py --tools kind docker kubectl")
+    assert check < position(lines, "pulumi destroy --yes")
+
+
+@needs_make
+def test_make_reads_the_stack_it_manages(tmp_path):
+    dry = make("-n", "validate", "STACK=staging", f"VENV={tmp_path / 'venv'}")
+    assert "-m validation --json validation-report.json --stack staging" in dry.stdout
+    assert (
+        "write_kubeconfigs.py --dir kubeconfigs --stack staging"
+        in make("-n", "kubeconfigs", "STACK=staging", f"VENV={tmp_path / 'venv'}").stdout
+    )

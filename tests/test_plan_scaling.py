@@ -1,6 +1,6 @@
 """The benchmark's chain arithmetic, and the property it measures: tenants add no waiting."""
 
-from benchmarks.plan_scaling import longest_chain
+from benchmarks.plan_scaling import longest_chain, main
 from tests.plan import Plan, Registration, dev_config, plan, tenants
 
 
@@ -36,3 +36,13 @@ def test_eight_tenants_take_no_longer_than_one():
     one = longest_chain(plan(dev_config(tenants=tenants(1)), preview=True))[0]
     eight = longest_chain(plan(dev_config(tenants=tenants(8)), preview=True))[0]
     assert eight == one
+
+
+def test_the_table_gives_resources_per_added_tenant_and_none_for_the_first_row(capsys):
+    assert main(["--counts", "1", "2"]) == 0
+
+    header, first, second = capsys.readouterr().out.splitlines()[:3]
+    assert header.split()[:4] == ["tenants", "resources", "per", "tenant"]
+    assert first.split()[2] == "-"  # one row alone says nothing about what a tenant adds
+    one, two = int(first.split()[1]), int(second.split()[1])
+    assert float(second.split()[2]) == two - one > 0

@@ -2,7 +2,7 @@
 
 import yaml
 
-from tests.plan import dev_config, is_secret, plan, resolve
+from tests.plan import NODE_IMAGE, dev_config, is_secret, plan, resolve
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 COMMAND = "command:local:Command"
@@ -118,7 +118,7 @@ def test_kind_cluster_is_created_and_deleted_by_name(dev_plan):
     (kind,) = dev_plan.commands("kind-up.sh")
     assert kind.inputs["delete"].endswith("/kind-down.sh")
     env = kind.inputs["environment"]
-    assert (env["CLUSTER_NAME"], env["NODE_IMAGE"]) == ("kamaji", "kindest/node:v1.36.4")
+    assert (env["CLUSTER_NAME"], env["NODE_IMAGE"]) == ("kamaji", NODE_IMAGE)
     assert env["LAB_OWNER"] == "kamaji-hami-lab.dev", "marks the cluster as this stack's"
 
 
@@ -152,7 +152,7 @@ def test_management_kubeconfig_output_is_secret(up_plan):
 
 def test_node_image_is_pulled_once_and_kept(dev_plan):
     (image,) = dev_plan.of_type("docker:index/remoteImage:RemoteImage")
-    assert image.inputs["name"] == "kindest/node:v1.36.4"
+    assert image.inputs["name"] == NODE_IMAGE
     assert image.inputs["keepLocally"] is True
 
 

@@ -42,8 +42,12 @@ def make_host(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
     docker_calls = []
+    # What current kind and Pulumi CLIs print for `kind version` and `pulumi version`.
+    versions = {"kind": (0, "kind v0.33.0 go1.25.1 linux/amd64"), "pulumi": (0, "v3.272.0")}
 
     def run(argv):
+        if list(argv[1:]) == ["version"] and argv[0] in versions:
+            return versions[argv[0]]
         docker_calls.append(list(argv))
         return docker
 

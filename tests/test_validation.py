@@ -73,10 +73,12 @@ Reply = CommandResult | Callable[[str], CommandResult]
 @dataclass
 class Call:
     cluster: str  # kubeconfig name ("management", "tenant-a", ...) or the program ("pulumi")
-    command: str  # arguments after --kubeconfig, space-joined
+    command: str  # arguments after --kubeconfig and --request-timeout, space-joined
     stdin: str | None
     kubeconfig: Path | None
     kubeconfig_mode: int | None
+    request_timeout: str | None = None
+    env: dict | None = None
 
 
 @dataclass
@@ -98,14 +100,16 @@ class FakeLab:
     def on(self, cluster: str, pattern: str, *replies: Reply, stdin: str | None = None) -> None:
         self.rules.insert(0, Rule(cluster, pattern, list(replies), stdin))
 
-    def run(self, argv, stdin=None, timeout=None) -> CommandResult:
+    def run(self, argv, stdin=None, timeout=None, env=None) -> CommandResult:
+        request_timeout = None
         if argv[0] == "kubectl":
             kubeconfig = Path(argv[2])
-            cluster, command = kubeconfig.stem, " ".join(argv[3:])
+            request_timeout = argv[3].removeprefix("--request-timeout=") if len(argv) > 3 else None
+            cluster, command = kubeconfig.stem, " ".join(argv[4:])
             mode = stat.S_IMODE(kubeconfig.stat().st_mode) if kubeconfig.exists() else None
         else:
             cluster, command, kubeconfig, mode = argv[0], " ".join(argv[1:]), None, None
-        self.calls.append(Call(cluster, command, stdin, kubeconfig, mode))
+        self.calls.append(Call(cluster, command, stdin, kubeconfig, mode, request_timeout, env))
         for rule in self.rules:
             if (
                 rule.cluster == cluster
@@ -150,6 +154,7 @@ def healthy_lab() -> FakeLab:
         lab.on(tenant, r"^get pods -n kube-system -l k8s-app=kube-dns ", ok(recorded("coredns-pods.json")))
         lab.on(tenant, r"^create -f -", ok())
         lab.on(tenant, r"^delete namespace ", ok())
+        lab.on(tenant, r"^get namespace validate-", ok())  # gone
         lab.on(tenant, r"^get pod probe ", ok(recorded("pod-probe-running.json")))
         lab.on(tenant, r"^logs -n \S+ probe$", ok(f"{LOG_LINE}\n"))
         lab.on(tenant, r"^exec -n \S+ probe -- echo ", echo)
@@ -277,19 +282,32 @@ def test_outputs_can_come_from_stdin():
     assert code == 0 and json.loads(stdout.getvalue())["ok"]
 
 
-def test_outputs_come_from_pulumi_by_default():
+def test_outputs_come_from_the_stack_and_backend_make_uses(monkeypatch):
+    # Run by hand after `make up`: no global `pulumi login` is needed, as with make.
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
     lab = healthy_lab()
-    lab.on("pulumi", r"^stack output --show-secrets --json$", ok(OUTPUTS.read_text()))
+    lab.on("pulumi", r"^stack output --show-secrets --json --stack dev$", ok(OUTPUTS.read_text()))
 
     assert main(["--only", "platform"], runner=lab, clock=FakeClock()) == 0
+    (call,) = lab.commands("pulumi", "")
+    assert call.env == {"PULUMI_BACKEND_URL": "file://~"}
+
+
+def test_a_chosen_backend_and_stack_are_used(monkeypatch):
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "s3://lab-state")
+    lab = healthy_lab()
+    lab.on("pulumi", r"^stack output --show-secrets --json --stack staging$", ok(OUTPUTS.read_text()))
+
+    assert main(["--only", "platform", "--stack", "staging"], runner=lab, clock=FakeClock()) == 0
+    assert lab.commands("pulumi", "")[0].env == {"PULUMI_BACKEND_URL": "s3://lab-state"}
 
 
 def test_failing_pulumi_means_exit_2_with_its_error(capsys):
     lab = healthy_lab()
-    lab.on("pulumi", r"^stack output --show-secrets --json$", error("error: no stack selected\n"))
+    lab.on("pulumi", r"^stack output --show-secrets --json ", error("error: no stack named 'dev' found\n"))
 
     assert main([], runner=lab, clock=FakeClock()) == 2
-    assert "no stack selected" in capsys.readouterr().err
+    assert "no stack named 'dev' found" in capsys.readouterr().err
 
 
 # --- check 1: platform -----------------------------------------------------------------------
@@ -376,10 +394,14 @@ def test_unreachable_api_fails_control_plane_with_kubectls_words_not_its_log_noi
     refused = "Unable to connect to the server: dial tcp 172.18.255.200:6443: connect: no route to host\n"
     lab.on("tenant-a", r"^get --raw /version$", error(noise * 5 + refused))
 
-    _, report = validate(lab, "--only", "control-plane")
+    _, report = validate(lab, "--only", "control-plane", "nodes")
 
     reason = result(report, "control-plane", "tenant-a")["reason"]
-    assert reason.endswith("failed: " + refused.strip())
+    assert reason == (
+        f"cannot reach the tenant-a API server: {refused.strip()}; the remaining checks on tenant-a are skipped"
+    )
+    assert result(report, "nodes", "tenant-a")["status"] == "skip"
+    assert result(report, "nodes", "tenant-b")["status"] == "pass"
 
 
 # --- check 3: isolation ---------------------------------------------------------------------

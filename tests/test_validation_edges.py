@@ -201,7 +201,8 @@ def test_a_daemonset_still_rolling_out_fails_platform():
 
 
 def test_the_fakes_refuse_what_they_do_not_model():
-    answer = healthy_lab().run(["kubectl", "--kubeconfig", "/nowhere/tenant-a.kubeconfig", "drain", "x"])
+    call = ["kubectl", "--kubeconfig", "/nowhere/tenant-a.kubeconfig", "--request-timeout=15s", "drain", "x"]
+    answer = healthy_lab().run(call)
     assert isinstance(answer, CommandResult) and not answer.ok
     assert re.search(r"nothing recorded for tenant-a: drain x", answer.stderr)
 

@@ -1,6 +1,6 @@
 """Tenant workers: kindest/node containers that join their own tenant, and the tenant CNI."""
 
-from tests.plan import dev_config, plan, reveal, tenant_server
+from tests.plan import NODE_IMAGE, dev_config, plan, reveal, tenant_server
 
 CONTAINER = "docker:index/container:Container"
 
@@ -105,7 +105,7 @@ def test_cni_lands_in_each_tenant_with_its_pod_cidr():
         if tenant_server(tenant) in kubeconfig
     }
     assert pod_cidrs == {"a": "10.244.0.0/16", "b": "10.123.0.0/16"}
-    assert all(env["NODE_IMAGE"] == "kindest/node:v1.36.4" for env in cni.values())
+    assert all(env["NODE_IMAGE"] == NODE_IMAGE for env in cni.values())
 
 
 def test_two_workers_give_two_containers_and_two_joins():

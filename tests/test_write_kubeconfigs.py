@@ -36,9 +36,10 @@ class PulumiStub:
     def __init__(self, stdout: str, returncode: int = 0, stderr: str = ""):
         self.reply = (returncode, stdout, stderr)
         self.argv: tuple[str, ...] = ()
+        self.env: dict | None = None
 
-    def run(self, argv, stdin=None, timeout=None) -> CommandResult:
-        self.argv = tuple(argv)
+    def run(self, argv, stdin=None, timeout=None, env=None) -> CommandResult:
+        self.argv, self.env = tuple(argv), env
         return CommandResult(self.argv, *self.reply)
 
 
@@ -130,3 +131,21 @@ def test_runs_as_the_readme_shows_with_the_standard_library_only(tmp_path):
 
     assert completed.returncode == 0, completed.stderr
     assert (tmp_path / "tenant-b.kubeconfig").exists()
+
+
+def test_outputs_printed_without_show_secrets_say_how_to_print_them(tmp_path, monkeypatch, capsys):
+    # `pulumi stack output --json kubeconfigs` without --show-secrets prints the string "[secret]".
+    monkeypatch.setattr(sys, "stdin", io.StringIO('"[secret]"\n'))
+
+    assert write_kubeconfigs.main(["-", "--dir", str(tmp_path / "out")]) == 1
+    assert "pulumi stack output --show-secrets --json" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_a_source_it_reads_the_stack_make_uses(tmp_path, monkeypatch):
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    pulumi = PulumiStub(OUTPUTS.read_text())
+
+    assert write_kubeconfigs.main(["--dir", str(tmp_path)], runner=pulumi) == 0
+    assert pulumi.argv == ("pulumi", "stack", "output", "--show-secrets", "--json", "--stack", "dev")
+    assert pulumi.env == {"PULUMI_BACKEND_URL": "file://~"}

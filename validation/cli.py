@@ -8,7 +8,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from validation.checks import CHECKS, CHECKS_BY_NAME
 from validation.checks.base import ALL_TENANTS
@@ -16,6 +16,7 @@ from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
 from validation.report import TextReport, json_document
 from validation.stack_outputs import (
+    DEFAULT_STACK,
     MANAGEMENT,
     OutputsError,
     parse_outputs,
@@ -24,21 +25,37 @@ from validation.stack_outputs import (
 
 EXIT_FAILED = 1
 EXIT_NO_OUTPUTS = 2
+EXIT_USAGE = 64  # EX_USAGE of sysexits.h; 2, argparse's own, means "no outputs" here
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     width = max(len(check.name) for check in CHECKS)
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m validation",
         description="Check a running kamaji-hami-lab against its Pulumi stack outputs.",
         epilog="checks, in the order they run:\n"
-        + "\n".join(f"  {check.name:<{width}}  {check.summary}" for check in CHECKS),
+        + "\n".join(f"  {check.name:<{width}}  {check.summary}" for check in CHECKS)
+        + f"\n\nexit status: 0 nothing failed, {EXIT_FAILED} a check failed, {EXIT_NO_OUTPUTS} the stack outputs "
+        f"could not be read, {EXIT_USAGE} wrong arguments\n"
+        "details and what to do when a check fails: validation/README.md",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--outputs",
         metavar="FILE|-",
-        help="stack outputs JSON; default: run `pulumi stack output --show-secrets --json`",
+        help="stack outputs JSON; default: run `pulumi stack output --show-secrets --json --stack STACK`",
+    )
+    parser.add_argument(
+        "--stack",
+        default=DEFAULT_STACK,
+        help=f"the stack to read, on the backend make uses (PULUMI_BACKEND_URL, else file://~); "
+        f"default: {DEFAULT_STACK}",
     )
     parser.add_argument(
         "--only",
@@ -68,7 +85,7 @@ def main(
     stdout = stdout or sys.stdout
     runner = runner or SubprocessRunner()
     try:
-        outputs = parse_outputs(read_outputs_document(args.outputs, runner, stdin))
+        outputs = parse_outputs(read_outputs_document(args.outputs, runner, stdin, args.stack))
     except OutputsError as error:
         print(f"validation: {error}", file=sys.stderr)
         return EXIT_NO_OUTPUTS

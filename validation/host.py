@@ -6,14 +6,16 @@ through a Clock, so tests can replay recorded responses without sleeping.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 DEFAULT_TIMEOUT = 60.0
+TIMED_OUT = 124  # the exit status timeout(1) uses; given to a command the runner had to kill
 # kubectl repeats client-go's log lines ("E1202 10:11:31.341365 ...") before its own message.
 _KLOG_LINE = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ ")
 
@@ -32,6 +34,10 @@ class CommandResult:
         return self.returncode == 0
 
     @property
+    def timed_out(self) -> bool:
+        return self.returncode == TIMED_OUT
+
+    @property
     def error(self) -> str:
         """The command's complaint on one line, without client-go's log lines when there is more."""
         lines = self.stderr.splitlines()
@@ -41,18 +47,35 @@ class CommandResult:
 
 
 class Runner(Protocol):
-    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> CommandResult: ...
+    def run(
+        self,
+        argv: Sequence[str],
+        stdin: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Run argv; env adds variables to (or overrides them in) this process's environment."""
+        ...
 
 
 class SubprocessRunner:
-    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        stdin: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
         args = tuple(argv)
+        environment = {**os.environ, **env} if env else None
         try:
-            done = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+            done = subprocess.run(
+                args, input=stdin, capture_output=True, text=True, timeout=timeout, check=False, env=environment
+            )
         except FileNotFoundError:
             return CommandResult(args, 127, "", f"{args[0]}: command not found on PATH")
         except subprocess.TimeoutExpired:
-            return CommandResult(args, 124, "", f"{args[0]} timed out after {timeout:.0f}s")
+            return CommandResult(args, TIMED_OUT, "", f"{args[0]} timed out after {timeout:.0f}s")
         return CommandResult(args, done.returncode, done.stdout, done.stderr)
 
 

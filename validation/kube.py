@@ -10,10 +10,28 @@ from typing import Any
 
 import yaml
 
-from validation.host import DEFAULT_TIMEOUT, CommandResult, Runner
-from validation.results import CheckFailed
+from validation.host import CommandResult, Runner
+from validation.results import CheckFailed, CheckSkipped
 
+# Every API request gives up after this long (kubectl --request-timeout); longer than the
+# 10 s an admission webhook gets by default, so a slow webhook is not cut short.
+REQUEST_TIMEOUT = 15
+# A whole kubectl call. Against a server that accepts connections and never answers,
+# kubectl retries discovery several times, REQUEST_TIMEOUT each; this caps the total.
+CALL_TIMEOUT = 30
 NAMESPACE_DELETE_TIMEOUT = 90
+# How kubectl reports a request that never reached the API (a silent or refused
+# connection, a TLS failure): kubernetes/kubectl pkg/cmd/util/helpers.go, StandardErrorMessage
+# for a *url.Error (kubectl v1.32.4 printed the first against a silent loopback socket).
+# Errors from the API server itself read "Error from server ...".
+CANNOT_CONNECT = ("Unable to connect to the server", "was refused - did you specify the right host or port?")
+# Where `make up` and `make kubeconfigs` write the kubeconfigs users run kubectl with.
+USER_KUBECONFIG_DIR = "kubeconfigs"
+
+
+def cannot_connect(result: CommandResult) -> bool:
+    """True when kubectl could not talk to the API server at all (or the call ran out of time)."""
+    return not result.ok and (result.timed_out or any(words in result.stderr for words in CANNOT_CONNECT))
 
 
 class Kubectl:
@@ -21,15 +39,35 @@ class Kubectl:
         self.runner = runner
         self.kubeconfig = kubeconfig
         self.cluster = cluster
+        self.unreachable = ""  # why, once a call could not reach this cluster's API
 
-    def run(self, *args: str, stdin: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> CommandResult:
-        argv = ("kubectl", "--kubeconfig", str(self.kubeconfig), *args)
-        return self.runner.run(argv, stdin=stdin, timeout=timeout)
+    @property
+    def hint(self) -> str:
+        """kubectl as a user runs it against this cluster, for copy-pasting from a report."""
+        return f"kubectl --kubeconfig {USER_KUBECONFIG_DIR}/{self.cluster}.kubeconfig"
+
+    def run(self, *args: str, stdin: str | None = None, timeout: float | None = None) -> CommandResult:
+        """One kubectl call against this cluster; an unreachable cluster is reported once, then skipped."""
+        if self.unreachable:
+            raise CheckSkipped(f"{self.cluster} was unreachable earlier in this run ({self.unreachable})")
+        result = self.call(*args, stdin=stdin, timeout=timeout)
+        if cannot_connect(result):
+            self.unreachable = result.error
+            raise CheckFailed(
+                f"cannot reach the {self.cluster} API server: {result.error}; "
+                f"the remaining checks on {self.cluster} are skipped"
+            )
+        return result
+
+    def call(self, *args: str, stdin: str | None = None, timeout: float | None = None) -> CommandResult:
+        """kubectl with this cluster's kubeconfig and bounded requests, whatever server args name."""
+        argv = ("kubectl", "--kubeconfig", str(self.kubeconfig), f"--request-timeout={REQUEST_TIMEOUT}s", *args)
+        return self.runner.run(argv, stdin=stdin, timeout=timeout or CALL_TIMEOUT)
 
     def checked(self, result: CommandResult) -> CommandResult:
         if not result.ok:
-            command = " ".join(result.argv[3:])  # without the temporary kubeconfig path
-            raise CheckFailed(f"`kubectl {command}` on {self.cluster} failed: {result.error}")
+            command = " ".join(result.argv[4:])  # the temporary kubeconfig is gone once the run ends
+            raise CheckFailed(f"`{self.hint} {command}` failed: {result.error}")
         return result
 
     def query(self, *args: str, stdin: str | None = None) -> Any:
@@ -38,7 +76,7 @@ class Kubectl:
         try:
             return json.loads(result.stdout)
         except json.JSONDecodeError:
-            raise CheckFailed(f"`kubectl {' '.join(args)}` on {self.cluster} did not print JSON") from None
+            raise CheckFailed(f"`{self.hint} {' '.join(args)}` did not print JSON") from None
 
     def get(self, *args: str) -> dict[str, Any]:
         return self.query("get", *args, "-o", "json")
@@ -67,15 +105,12 @@ class Kubectl:
         )
 
     def delete_namespace(self, name: str) -> CommandResult:
-        # Waiting matters: GPU pods still terminating would hold vGPU slots needed by later checks.
-        return self.run(
-            "delete",
-            "namespace",
-            name,
-            "--ignore-not-found",
-            f"--timeout={NAMESPACE_DELETE_TIMEOUT}s",
-            timeout=NAMESPACE_DELETE_TIMEOUT + 30,
-        )
+        """Ask for the namespace to go; the caller waits for it (namespace_gone), one short request at a time."""
+        return self.run("delete", "namespace", name, "--ignore-not-found", "--wait=false")
+
+    def namespace_gone(self, name: str) -> tuple[bool, CommandResult]:
+        result = self.run("get", "namespace", name, "--ignore-not-found", "-o", "name")
+        return result.ok and not result.stdout.strip(), result
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from validation import manifests
-from validation.host import Clock, Runner
-from validation.kube import KubeconfigCluster, Kubectl, kubeconfig_cluster
+from validation.host import Clock, Runner, poll
+from validation.kube import NAMESPACE_DELETE_TIMEOUT, KubeconfigCluster, Kubectl, kubeconfig_cluster
+from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import MANAGEMENT, StackOutputs, Tenant, write_kubeconfig_files
 
 
@@ -46,14 +47,27 @@ class Lab:
     def scratch_namespace(self, kubectl: Kubectl, purpose: str) -> Iterator[str]:
         """A fresh namespace for one check, deleted afterwards whatever the check concluded."""
         name = f"validate-{purpose}-{secrets.token_hex(3)}"
+        kubectl.must_create(manifests.namespace(name))  # nothing to clean up if this fails
         try:
-            kubectl.must_create(manifests.namespace(name))
             yield name
         finally:
-            # Also runs when creation itself timed out: the namespace may exist anyway.
-            result = kubectl.delete_namespace(name)
-            if not result.ok:
+            problem = self._delete_namespace(kubectl, name)
+            if problem:
                 self.warnings.append(
-                    f"{kubectl.cluster}: namespace {name} was not deleted ({result.error}); "
-                    f"remove it with `kubectl delete namespace {name}`"
+                    f"{kubectl.cluster}: namespace {name} was not deleted ({problem}); "
+                    f"remove it with `{kubectl.hint} delete namespace {name}`"
                 )
+
+    def _delete_namespace(self, kubectl: Kubectl, name: str) -> str:
+        """Delete and wait until it is gone; what went wrong, or "" once it is gone."""
+        # Waiting matters: GPU pods still terminating would hold vGPU slots needed by later checks.
+        try:
+            deleted = kubectl.delete_namespace(name)
+            if not deleted.ok:
+                return deleted.error
+            gone, last = poll(self.clock, NAMESPACE_DELETE_TIMEOUT, lambda: kubectl.namespace_gone(name))
+        except (CheckFailed, CheckSkipped) as unreachable:
+            return str(unreachable)
+        if gone:
+            return ""
+        return last.error if not last.ok else f"still there after {NAMESPACE_DELETE_TIMEOUT}s"

@@ -19,6 +19,12 @@ from validation.host import Runner
 
 MANAGEMENT = "management"
 PULUMI_OUTPUTS = ("pulumi", "stack", "output", "--show-secrets", "--json")
+# Where the Makefile keeps the lab: local state under ~/.pulumi unless PULUMI_BACKEND_URL
+# names another backend, and stack dev (make's STACK).
+DEFAULT_BACKEND_URL = "file://~"
+DEFAULT_STACK = "dev"
+# What `pulumi stack output --json` prints instead of a secret value without --show-secrets.
+REDACTED = "[secret]"
 
 # Stack-output quota fields and the ResourceQuota spec.hard keys that enforce them.
 QUOTA_KEYS = {
@@ -88,12 +94,22 @@ class StackOutputs:
     kubeconfigs: dict[str, str]  # MANAGEMENT and each tenant name -> kubeconfig YAML
 
 
-def read_outputs_document(source: str | None, runner: Runner, stdin: TextIO | None = None) -> dict[str, Any]:
-    """Load the outputs JSON from a file, from stdin ("-"), or from pulumi (None)."""
+def pulumi_environment() -> dict[str, str]:
+    """The backend make uses: PULUMI_BACKEND_URL if set, else local state under ~/.pulumi."""
+    return {"PULUMI_BACKEND_URL": os.environ.get("PULUMI_BACKEND_URL") or DEFAULT_BACKEND_URL}
+
+
+def read_outputs_document(
+    source: str | None, runner: Runner, stdin: TextIO | None = None, stack: str = DEFAULT_STACK
+) -> dict[str, Any]:
+    """Load the outputs JSON from a file, from stdin ("-"), or from pulumi's `stack` (None)."""
     if source is None:
-        result = runner.run(PULUMI_OUTPUTS, timeout=120)
+        argv = (*PULUMI_OUTPUTS, "--stack", stack)
+        environment = pulumi_environment()
+        result = runner.run(argv, timeout=120, env=environment)
         if not result.ok:
-            raise OutputsError(f"`{' '.join(PULUMI_OUTPUTS)}` failed: {result.error}")
+            backend = environment["PULUMI_BACKEND_URL"]
+            raise OutputsError(f"`{' '.join(argv)}` (backend {backend}) failed: {result.error}")
         text, origin = result.stdout, "pulumi stack output"
     elif source == "-":
         text, origin = (stdin or sys.stdin).read(), "standard input"
@@ -107,14 +123,25 @@ def read_outputs_document(source: str | None, runner: Runner, stdin: TextIO | No
         document = json.loads(text)
     except json.JSONDecodeError as error:
         raise OutputsError(f"{origin} is not valid JSON: {error}") from None
+    refuse_redacted(document, origin)
     if not isinstance(document, dict):
         raise OutputsError(f"{origin}: expected a JSON object of stack outputs")
     return document
 
 
+def refuse_redacted(value: Any, where: str) -> None:
+    if value == REDACTED:
+        raise OutputsError(
+            f"{where} holds {REDACTED!r} instead of kubeconfigs: the outputs were printed without "
+            "--show-secrets; use `pulumi stack output --show-secrets --json`"
+        )
+
+
 def kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str]:
     """Kubeconfigs by cluster name, from all stack outputs or from the `kubeconfigs` output alone."""
     if "kubeconfigs" in document:
+        refuse_redacted(document["kubeconfigs"], "outputs.kubeconfigs")
+        refuse_redacted(document.get("managementKubeconfig"), "outputs.managementKubeconfig")
         tenants = _field(document, "kubeconfigs", dict, "outputs")
         management = document.get("managementKubeconfig")
     else:

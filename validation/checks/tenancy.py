@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from validation.checks.base import ALL_TENANTS, once, per_tenant
 from validation.host import CommandResult
-from validation.kube import condition, explain, name_of
+from validation.kube import cannot_connect, condition, explain, name_of
 from validation.lab import Lab
 from validation.pods import phase
 from validation.results import CheckFailed, CheckSkipped
@@ -86,7 +86,7 @@ def credential_verdict(owner: Tenant, target: Tenant, result: CommandResult) -> 
             f"{target.name} authenticated {owner.name}'s credentials as {identity} "
             f"(403 Forbidden, only RBAC refused): {result.error}"
         )
-    if any(marker in error for marker in TLS_ERRORS):
+    if tls_failure(result):
         return False, (
             f"inconclusive: the TLS handshake with {target.name} failed, so its API never judged "
             f"{owner.name}'s credentials: {result.error}"
@@ -94,6 +94,10 @@ def credential_verdict(owner: Tenant, target: Tenant, result: CommandResult) -> 
     if any(marker in error for marker in UNAUTHENTICATED):
         return True, f"{target.name} refuses {owner.name} (401 Unauthorized)"
     return False, f"{owner.name}'s credentials against {target.name}: {result.error}"
+
+
+def tls_failure(result: CommandResult) -> bool:
+    return any(marker in result.stderr.lower() for marker in TLS_ERRORS)
 
 
 def shared_values(values: dict[str, str]) -> dict[str, list[str]]:
@@ -123,7 +127,7 @@ def present_credentials(lab: Lab, owner: Tenant, target: Tenant) -> CommandResul
     except binascii.Error:
         raise CheckFailed(f"{target.name}'s kubeconfig has an undecodable CA") from None
     write_private_file(ca_file, ca.decode("ascii", errors="replace"))
-    return lab.kubectl(owner).run(
+    return lab.kubectl(owner).call(
         "--server",
         target.endpoint,
         "--certificate-authority",
@@ -158,14 +162,28 @@ def isolation(lab: Lab) -> str:
         f"{' and '.join(names)} share dataStoreSchema {schema}" for schema, names in shared_values(schemas).items()
     ]
 
+    unreachable = set()
     for owner, target in permutations(lab.tenants, 2):
+        target_api = lab.kubectl(target)
+        if target_api.unreachable:
+            unreachable.add(target.name)
+            continue
         if not cas[target.name]:
             continue
-        refused, what = credential_verdict(owner, target, present_credentials(lab, owner, target))
+        answer = present_credentials(lab, owner, target)
+        if cannot_connect(answer) and not tls_failure(answer):
+            # Said once here; the target's own checks are skipped from now on.
+            target_api.unreachable = answer.error
+            problems.append(f"cannot reach the {target.name} API server: {answer.error}")
+            continue
+        refused, what = credential_verdict(owner, target, answer)
         (evidence if refused else problems).append(what)
 
     if problems:
         raise CheckFailed("; ".join(problems))
+    if unreachable:
+        names = " and ".join(sorted(unreachable))
+        raise CheckSkipped(f"{names} unreachable earlier in this run, so not every pair of tenants could be tried")
     distinct = f"{len(cas)} distinct CAs (management included), {len(schemas)} distinct schemas"
     return "; ".join([*evidence, distinct])
 

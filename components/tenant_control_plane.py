@@ -129,7 +129,8 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
         },
         "addons": {
             "coreDNS": {},
-            "kubeProxy": {},
+            # No "kubeProxy": Kamaji's addon would raise host-wide conntrack sysctls that a
+            # worker container cannot write; components/kube_proxy.py installs it instead.
             # Carries API-server-to-node traffic (logs, exec, HAMi's webhook) from the
             # management cluster into the tenant's nodes.
             "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},

@@ -51,7 +51,10 @@ def proxy_kubeconfig(endpoint: str) -> dict:
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": "default", "cluster": {"server": endpoint, "certificate-authority": f"{SERVICE_ACCOUNT_DIR}/ca.crt"}}
+            {
+                "name": "default",
+                "cluster": {"server": endpoint, "certificate-authority": f"{SERVICE_ACCOUNT_DIR}/ca.crt"},
+            }
         ],
         "contexts": [{"name": "default", "context": {"cluster": "default", "namespace": "default", "user": "default"}}],
         "current-context": "default",
@@ -153,7 +156,9 @@ class KubeProxy(pulumi.ComponentResource):
                                     f"--config={CONFIG_DIR}/{CONFIG_KEY}",
                                     "--hostname-override=$(NODE_NAME)",
                                 ],
-                                "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                                "env": [
+                                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+                                ],
                                 "securityContext": {"privileged": True},
                                 "volumeMounts": [
                                     {"name": NAME, "mountPath": CONFIG_DIR},

@@ -1,5 +1,8 @@
 """scripts/join-worker.sh knows which tenant a worker belongs to (fake docker/kubectl, real openssl)."""
 
+# The fixtures `fakes` and `tenant_ca` are imported from test_scripts, so test arguments "redefine" them.
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import re
@@ -10,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.test_scripts import (  # noqa: F401  (fixtures)
+from tests.test_scripts import (  # noqa: F401 (fixtures)
     ENDPOINT,
     TENANT_KUBECONFIG,
     b64,

@@ -18,7 +18,9 @@ def kube_proxy_objects(plan_, type_):
 
 def tenant_provider(plan_, tenant):
     (provider,) = [
-        p for p in plan_.of_type("pulumi:providers:kubernetes") if p.inputs.get("clusterIdentifier", "").endswith(tenant)
+        p
+        for p in plan_.of_type("pulumi:providers:kubernetes")
+        if p.inputs.get("clusterIdentifier", "").endswith(tenant)
     ]
     return provider.urn
 
@@ -95,7 +97,9 @@ def test_kube_proxy_rbac_matches_kubeadms(dev_plan):
     assert len(bindings) == len(role_bindings) == 2  # one each per tenant
     for binding, role_binding in zip(bindings, role_bindings, strict=True):
         assert binding.inputs["roleRef"]["name"] == "system:node-proxier"
-        assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"}]
+        assert binding.inputs["subjects"] == [
+            {"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"}
+        ]
         assert role_binding.inputs["subjects"] == [
             {"kind": "Group", "name": "system:bootstrappers:kubeadm:default-node-token"}
         ]

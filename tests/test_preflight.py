@@ -7,8 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "preflight.py"
 spec = importlib.util.spec_from_file_location("preflight", SCRIPT)
 preflight = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as `import` would
@@ -113,7 +111,10 @@ def test_conntrack_settings_no_longer_matter(tmp_path, capsys):
     # kube-proxy in the workers never writes them (maxPerCore: 0), so a distribution default on a big host passes.
     host, _ = make_host(
         tmp_path,
-        {"proc/sys/net/netfilter/nf_conntrack_max": "65536\n", "sys/module/nf_conntrack/parameters/hashsize": "16384\n"},
+        {
+            "proc/sys/net/netfilter/nf_conntrack_max": "65536\n",
+            "sys/module/nf_conntrack/parameters/hashsize": "16384\n",
+        },
     )
 
     assert run_preflight(host, capsys) == (0, "preflight: all good\n")

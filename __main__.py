@@ -33,6 +33,7 @@ platform = Platform(
         kubeconfig=management.kubeconfig,
         kind_subnet=management.kind_subnet,
         address_range=lab.metallb_address_range,
+        lab_name=lab.management_cluster_name,
         versions=lab.versions,
     ),
 )

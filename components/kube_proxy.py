@@ -123,7 +123,7 @@ class KubeProxy(pulumi.ComponentResource):
             opts=in_tenant,
         )
 
-        self.daemon_set = k8s.apps.v1.DaemonSet(
+        k8s.apps.v1.DaemonSet(
             f"{name}-kube-proxy",
             metadata={"name": NAME, "namespace": NAMESPACE, "labels": labels},
             spec={

@@ -59,7 +59,9 @@ admin_authorised() {
 }
 if ! retry "$auth_timeout" "$RETRY_INTERVAL" admin_authorised; then
 	[[ $waiting_for == authorisation ]] ||
-		die "tenant $TENANT's API server is unreachable from this host after ${auth_timeout}s ($last_answer); its MetalLB address must be reachable on the kind network (rootless or remote Docker and Docker Desktop put it out of reach: run make preflight)"
+		die "tenant $TENANT's API server is unreachable from this host after ${auth_timeout}s ($last_answer)." \
+			"Its MetalLB address on the kind network must be reachable from here; rootless or remote Docker" \
+			"and Docker Desktop put it out of reach (run make preflight)"
 	die "timed out after ${auth_timeout}s waiting for tenant $TENANT to authorise admin.conf (kubectl auth can-i create secrets -n kube-system)"
 fi
 

@@ -109,3 +109,16 @@ def test_kamajis_clean_up_never_takes_the_labs_kube_proxy(dev_plan):
     for resource in dev_plan.registrations:
         if resource.type.startswith("kubernetes:") and "kube-proxy" in resource.name:
             assert KAMAJI_MANAGED_LABEL not in (resource.inputs["metadata"].get("labels") or {})
+
+
+def test_hami_waits_for_kube_proxy_in_its_own_tenant(dev_plan):
+    # HAMi's scheduler and webhook reach the API server through the `kubernetes` Service, which kube-proxy serves.
+    (hami_a,) = [
+        r
+        for r in dev_plan.of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs["chart"] == "hami" and r.provider_urn == tenant_provider(dev_plan, "tenant-a")
+    ]
+    upstream = dev_plan.upstream(hami_a.urn)
+    daemon_sets = {r.provider_urn: r.urn for r in kube_proxy_objects(dev_plan, DAEMON_SET)}
+    assert daemon_sets[tenant_provider(dev_plan, "tenant-a")] in upstream
+    assert daemon_sets[tenant_provider(dev_plan, "tenant-b")] not in upstream

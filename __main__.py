@@ -5,6 +5,7 @@ config -> management cluster -> platform -> tenants -> outputs
 
 import pulumi
 
+from components.docker_daemon import docker_daemon_address
 from components.management_cluster import ManagementCluster, ManagementClusterArgs
 from components.platform import Platform, PlatformArgs
 from components.settings import load_settings
@@ -20,6 +21,7 @@ management = ManagementCluster(
         cluster_name=lab.management_cluster_name,
         node_image=lab.node_image,
         kind_subnet=str(lab.kind_subnet) if lab.kind_subnet else None,
+        docker_host=docker_daemon_address(),
     ),
 )
 
@@ -31,6 +33,7 @@ platform = Platform(
         kubeconfig=management.kubeconfig,
         kind_subnet=management.kind_subnet,
         address_range=lab.metallb_address_range,
+        lab_name=lab.management_cluster_name,
         versions=lab.versions,
     ),
 )

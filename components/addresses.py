@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 from dataclasses import dataclass
 
-# Docker hands container addresses out from the bottom of the subnet, so the pool
-# sits near the top: 51 addresses ending a few below the broadcast address
-# (172.18.255.200-172.18.255.250 for a /16, .200-.250 for a /24).
+# Docker hands container addresses out from the bottom of the subnet, so pools
+# sit in its upper half: blocks of 51 addresses counted down from a few below the
+# broadcast address. Each lab takes the block its name hashes to, so labs on one
+# kind network (every kind cluster shares it) get different blocks; whether a
+# block is really free is checked on the host (scripts/check-address-pool.sh).
 CARVED_POOL_SIZE = 51
 _GAP_BELOW_BROADCAST = 5
 
@@ -40,25 +43,32 @@ def parse_address_range(text: str) -> AddressRange:
     return AddressRange(network.network_address, network.broadcast_address)
 
 
-def pool_for_subnet(subnet: ipaddress.IPv4Network) -> AddressRange:
-    """The default pool inside the kind network, kept in the subnet's upper half."""
-    last = ipaddress.IPv4Address(int(subnet.broadcast_address) - _GAP_BELOW_BROADCAST)
-    first = ipaddress.IPv4Address(int(last) - CARVED_POOL_SIZE + 1)
+def carved_blocks(subnet: ipaddress.IPv4Network) -> int:
+    """How many pool-sized blocks fit in the subnet's upper half."""
+    top = int(subnet.broadcast_address) - _GAP_BELOW_BROADCAST
     lower_half_end = int(subnet.network_address) + subnet.num_addresses // 2
-    if int(first) <= lower_half_end:
+    return max(0, (top - lower_half_end) // CARVED_POOL_SIZE)
+
+
+def pool_for_subnet(subnet: ipaddress.IPv4Network, lab_name: str) -> AddressRange:
+    """The default pool of the lab named lab_name: one block of the subnet's upper half."""
+    blocks = carved_blocks(subnet)
+    if blocks == 0:
         raise ValueError(f"subnet {subnet} is too small to hold a {CARVED_POOL_SIZE}-address pool in its upper half")
-    return AddressRange(first, last)
+    block = int.from_bytes(hashlib.sha256(lab_name.encode()).digest()[:8], "big") % blocks
+    last = ipaddress.IPv4Address(int(subnet.broadcast_address) - _GAP_BELOW_BROADCAST - block * CARVED_POOL_SIZE)
+    return AddressRange(ipaddress.IPv4Address(int(last) - CARVED_POOL_SIZE + 1), last)
 
 
-def metallb_pool(kind_subnet: str, override: AddressRange | None) -> str:
-    """The pool MetalLB announces: the configured range, else one carved from the subnet.
+def metallb_pool(kind_subnet: str, override: AddressRange | None, lab_name: str) -> str:
+    """The pool MetalLB announces: the configured range, else the lab's block of the subnet.
 
     Runs once the kind network exists; a configured range outside it is an error
     rather than a pool whose addresses nothing can reach.
     """
     subnet = ipaddress.IPv4Network(kind_subnet.strip(), strict=True)
     if override is None:
-        return str(pool_for_subnet(subnet))
+        return str(pool_for_subnet(subnet, lab_name))
     if not override.within(subnet):
         raise ValueError(f"kamaji-hami-lab:metallbAddressRange: {override} lies outside the kind network {subnet}")
     return str(override)

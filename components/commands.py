@@ -17,7 +17,9 @@ SCRIPTS_DIR = "scripts"
 def script(name: str) -> str:
     # A relative path: Pulumi runs commands from the project directory, and an
     # absolute one would differ between checkouts and re-run every command.
-    return f"bash {SCRIPTS_DIR}/{name}"
+    # pulumi-command runs `/bin/sh -c "<create>"` and signals only that shell on a
+    # timeout or cancel; `exec` makes the script that process, so it is the one stopped.
+    return f"exec bash {SCRIPTS_DIR}/{name}"
 
 
 def script_command(

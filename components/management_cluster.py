@@ -21,6 +21,8 @@ class ManagementClusterArgs:
     """kindest/node image shared by the kind cluster and every tenant worker."""
     kind_subnet: str | None
     """IPv4 subnet of the kind network when configured; otherwise read from Docker after kind made it."""
+    docker_host: str
+    """Address of the daemon the docker CLI uses (components/docker_daemon.py)."""
 
 
 class ManagementCluster(pulumi.ComponentResource):
@@ -38,8 +40,9 @@ class ManagementCluster(pulumi.ComponentResource):
         super().__init__("kamaji-hami-lab:index:ManagementCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        # The same daemon the scripts' docker and kind commands use (DOCKER_HOST or the local socket).
-        self.docker_provider = docker.Provider(f"{name}-docker", opts=child)
+        # The same daemon the scripts' docker and kind commands use. The provider
+        # connects to it in every run, previews included.
+        self.docker_provider = docker.Provider(f"{name}-docker", host=args.docker_host, opts=child)
 
         # Pulled once and kept: kind and every worker share it, and destroy must
         # not remove an image other clusters on this host may use.

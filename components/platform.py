@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 
 from components.addresses import AddressRange, metallb_pool
 from components.commands import script_command
+from components.management_cluster import KIND_NETWORK
 from components.settings import Versions
 
 # Kamaji's CRD conversion webhook and CA injection are wired to these names.
@@ -40,6 +41,8 @@ class PlatformArgs:
     """IPv4 subnet of the kind docker network."""
     address_range: AddressRange | None
     """Configured MetalLB pool, or None to carve one from kind_subnet."""
+    lab_name: str
+    """The lab's identity (its kind cluster name): picks its block of the subnet."""
     versions: Versions
 
 
@@ -56,7 +59,19 @@ class Platform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("kamaji-hami-lab:index:Platform", name, None, opts)
-        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        self.address_range = pulumi.Output.from_input(args.kind_subnet).apply(
+            lambda subnet: metallb_pool(subnet, args.address_range, args.lab_name)
+        )
+        # Before anything goes onto the cluster: a pool that overlaps Docker's
+        # addresses or another kind cluster's pool on the network is refused.
+        pool_checked = script_command(
+            f"{name}-address-pool-check",
+            "check-address-pool.sh",
+            {"POOL": self.address_range, "CLUSTER_NAME": args.lab_name, "KIND_NETWORK": KIND_NETWORK},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[pool_checked])
 
         cert_manager = k8s.helm.v3.Release(
             f"{name}-cert-manager",
@@ -83,9 +98,6 @@ class Platform(pulumi.ComponentResource):
             opts=on_cluster,
         )
 
-        self.address_range = pulumi.Output.from_input(args.kind_subnet).apply(
-            lambda subnet: metallb_pool(subnet, args.address_range)
-        )
         # MetalLB's webhook refuses pools for a while after its release reports ready.
         metallb_ready = script_command(
             f"{name}-metallb-ready",

@@ -179,7 +179,7 @@ def parse_settings(raw: Mapping[str, Any]) -> LabSettings:
         errors.append(f"{_key('metallbAddressRange')}: {address_range} lies outside the kind network {kind_subnet}")
     if kind_subnet is not None and address_range is None:
         try:
-            pool_for_subnet(kind_subnet)
+            pool_for_subnet(kind_subnet, cluster_name or "")
         except ValueError as problem:
             errors.append(f"{_key('kindSubnet')}: {problem}")
 

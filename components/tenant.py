@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.commands import script_command
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
+from components.kube_proxy import KubeProxy, KubeProxyArgs
 from components.settings import GpuQuota, LabSettings, TenantSettings
 from components.tenant_control_plane import TenantControlPlane, TenantControlPlaneArgs
 from components.worker_node import WorkerNode, WorkerNodeArgs
@@ -73,6 +74,17 @@ class Tenant(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.node_image]),
         )
 
+        kube_proxy = KubeProxy(
+            f"{name}",
+            KubeProxyArgs(
+                kubernetes_version=lab.versions.kubernetes,
+                pod_cidr=tenant.pod_cidr,
+                endpoint=control_plane.endpoint,
+                provider=control_plane.provider,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
         node_names = [lab.worker_name(tenant, index) for index in range(1, tenant.workers + 1)]
         workers = [
             WorkerNode(
@@ -102,7 +114,7 @@ class Tenant(pulumi.ComponentResource):
                 provider=control_plane.provider,
                 kubeconfig=control_plane.kubeconfig,
                 node_names=node_names,
-                nodes_ready=[network, *(worker.joined for worker in workers)],
+                nodes_ready=[network, kube_proxy, *(worker.joined for worker in workers)],
                 gpus_registered=[worker.gpus_registered for worker in workers if worker.gpus_registered],
             ),
             opts=pulumi.ResourceOptions(parent=self),

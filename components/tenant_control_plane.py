@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import pulumi
@@ -128,7 +129,8 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
         },
         "addons": {
             "coreDNS": {},
-            "kubeProxy": {},
+            # No "kubeProxy": Kamaji's addon would raise host-wide conntrack sysctls that a
+            # worker container cannot write; components/kube_proxy.py installs it instead.
             # Carries API-server-to-node traffic (logs, exec, HAMi's webhook) from the
             # management cluster into the tenant's nodes.
             "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},
@@ -136,10 +138,20 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
     }
 
 
-def kubeconfig_server(kubeconfig: str) -> str:
-    """The API server URL of a kubeconfig's current context."""
+def kubeconfig_cluster(kubeconfig: str) -> dict:
+    """The cluster entry (server, CA) of a kubeconfig's current context."""
     config = yaml.safe_load(kubeconfig)
     contexts = {entry["name"]: entry["context"] for entry in config.get("contexts", [])}
     clusters = {entry["name"]: entry["cluster"] for entry in config.get("clusters", [])}
     current = contexts.get(config.get("current-context")) or next(iter(contexts.values()))
-    return clusters[current["cluster"]]["server"]
+    return clusters[current["cluster"]]
+
+
+def kubeconfig_server(kubeconfig: str) -> str:
+    """The API server URL of a kubeconfig's current context."""
+    return kubeconfig_cluster(kubeconfig)["server"]
+
+
+def kubeconfig_ca_fingerprint(kubeconfig: str) -> str:
+    """SHA-256 of the CA a kubeconfig trusts: public, and new whenever the control plane is."""
+    return hashlib.sha256(kubeconfig_cluster(kubeconfig)["certificate-authority-data"].encode()).hexdigest()

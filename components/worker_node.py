@@ -10,6 +10,7 @@ import pulumi_docker as docker
 from components.commands import script_command
 from components.gpus import GpuSpec, node_gpu_count, register_annotation
 from components.management_cluster import KIND_NETWORK
+from components.tenant_control_plane import kubeconfig_ca_fingerprint
 
 LABEL_PREFIX = "kamaji-hami-lab.io"
 
@@ -51,6 +52,10 @@ class WorkerNode(pulumi.ComponentResource):
             # it keeps the read-back equal to the plan, so a second `up` replaces nothing.
             security_opts=["seccomp=unconfined", "apparmor=unconfined", "label=disable"],
             cgroupns_mode="private",
+            # kind adds this when dockerd remaps user namespaces (kubernetes-sigs/kind
+            # pkg/cluster/internal/providers/docker/provision.go); without remapping it
+            # is what Docker does anyway, so it is always set.
+            userns_mode="host",
             init=False,
             tty=True,
             tmpfs={"/tmp": "", "/run": ""},
@@ -80,20 +85,26 @@ class WorkerNode(pulumi.ComponentResource):
             ),
         )
 
-        # Re-runs (join again) only when the container is replaced; a re-run on a
-        # joined node is a no-op. On destroy the node object leaves the tenant.
+        # Re-runs when the container is replaced or the tenant gets a new CA (a
+        # replaced control plane); the script resets a node bound to another CA or
+        # endpoint and leaves one joined to this tenant alone. On destroy the node
+        # object leaves the tenant.
+        tenant_ca = pulumi.Output.unsecret(
+            pulumi.Output.from_input(args.tenant_kubeconfig).apply(kubeconfig_ca_fingerprint)
+        )
         self.joined = script_command(
             f"{name}-join",
             "join-worker.sh",
             {"KUBECONFIG_DATA": args.tenant_kubeconfig, "NODE": args.node_name},
             delete="leave-worker.sh",
             secret_output=True,
-            triggers=[container.id],
+            triggers=[container.id, tenant_ca],
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # The node keeps its name: the old node object must leave before the new one joins.
                 delete_before_replace=True,
-                # Above the script's own bound (boot wait plus three kubeadm attempts).
+                # Above the script's own bound: boot wait (90 s) plus the bootstrap token's
+                # lifetime, which covers the three bounded kubeadm attempts (15 min).
                 custom_timeouts=pulumi.CustomTimeouts(create="20m"),
             ),
         )

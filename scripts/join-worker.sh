@@ -5,6 +5,13 @@
 # worker, through stdin inside a kubeadm JoinConfiguration, so it appears in no
 # command line (processes in the container are visible in the host's `ps`).
 #
+# A node already joined to this tenant (same CA and API endpoint) is left alone.
+# Any other state (joined to a replaced control plane, or half-joined because an
+# earlier run was killed) is reset with `kubeadm reset` and joined again. That
+# clean-up happens at the start of every run, not in an exit trap: a killed run
+# never reaches its traps, and a killed `docker exec` does not stop kubeadm in
+# the node (moby/moby#9098).
+#
 # env:    KUBECONFIG_DATA  tenant admin kubeconfig
 #         NODE             worker container name = hostname = Kubernetes node name
 #         BOOT_TIMEOUT     optional, seconds to wait for systemd in the container (default 90)
@@ -17,30 +24,58 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require_env KUBECONFIG_DATA NODE
 join_attempts=${JOIN_ATTEMPTS:-3}
-token_ttl_minutes=15
+# Budget: every attempt is cut off inside the node after attempt_seconds (kubeadm's
+# own timeouts below end it sooner), plus up to 30 s for the reset and the pause.
+# The token outlives all attempts; components/worker_node.py's create timeout
+# (20 min) covers the boot wait plus that token lifetime.
+attempt_seconds=240
+token_ttl_minutes=$(((join_attempts * (attempt_seconds + 30) + 59) / 60 + 1))
+join_config_path=/run/kamaji-hami-lab-join.yaml
 
 wait_for_systemd "$NODE" "${BOOT_TIMEOUT:-90}"
 
-# A second kubeadm join over a joined node fails preflight (kubelet.conf, port 10250).
-if docker exec "$NODE" test -e /etc/kubernetes/kubelet.conf; then
-	log "$NODE already joined (/etc/kubernetes/kubelet.conf exists); nothing to do"
-	printf '%s already joined\n' "$NODE"
-	exit 0
+kubeconfig_file KUBECONFIG_DATA
+endpoint=$(kubeconfig_endpoint)
+
+# spki_sha256: the SHA-256 of a PEM certificate's public key (SPKI) on stdin,
+# which is how kubeadm pins discovery to a CA.
+spki_sha256() {
+	openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -r | cut -d' ' -f1
+}
+ca_data=$(kube config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')
+[[ -n $ca_data ]] || die "the tenant kubeconfig has no certificate-authority-data"
+ca_hash=sha256:$(base64 -d <<<"$ca_data" | spki_sha256)
+
+# The node's own kubelet.conf says which CA and API server it is bound to (it
+# holds no key: the client certificate is a file reference).
+node_binding=$(docker exec "$NODE" kubectl --kubeconfig=/etc/kubernetes/kubelet.conf config view --raw \
+	-o 'jsonpath={.clusters[0].cluster.server} {.clusters[0].cluster.certificate-authority-data}' 2>/dev/null) ||
+	node_binding=
+read -r node_server node_ca_data <<<"$node_binding" || true
+if [[ -n ${node_ca_data:-} ]]; then
+	node_endpoint=${node_server#*://}
+	node_endpoint=${node_endpoint%%/*}
+	node_ca_hash=sha256:$(base64 -d <<<"$node_ca_data" | spki_sha256) || node_ca_hash=unreadable
+	if [[ $node_endpoint == "$endpoint" && $node_ca_hash == "$ca_hash" ]]; then
+		log "$NODE already joined this tenant ($endpoint, CA $ca_hash); nothing to do"
+		printf '%s already joined %s\n' "$NODE" "$endpoint"
+		exit 0
+	fi
+	log "$NODE is bound to $node_endpoint (CA $node_ca_hash), not to this tenant ($endpoint, CA $ca_hash); resetting it"
 fi
+
+# Whatever a killed earlier run left behind: a kubeadm still running in the
+# node, its join config with a token, a half-written /etc/kubernetes.
+reset_node() {
+	docker exec "$NODE" sh -c "pkill -x kubeadm; rm -f $join_config_path; kubeadm reset --force" >&2 ||
+		warn "kubeadm reset in $NODE failed"
+}
+reset_node
 
 # kube-proxy and the CNI need bridged traffic to pass iptables; the module
 # lives in the host kernel, so a failure here is only worth a warning.
 docker exec "$NODE" modprobe br_netfilter >&2 ||
 	warn "modprobe br_netfilter failed in $NODE; make sure the host has it loaded"
-
-kubeconfig_file KUBECONFIG_DATA
-endpoint=$(kubeconfig_endpoint)
-
-# kubeadm pins discovery to the SHA-256 of the CA's DER-encoded public key (SPKI).
-ca_data=$(kube config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')
-[[ -n $ca_data ]] || die "the tenant kubeconfig has no certificate-authority-data"
-ca_hash=sha256:$(base64 -d <<<"$ca_data" | openssl x509 -pubkey -noout |
-	openssl pkey -pubin -outform der | openssl dgst -sha256 -r | cut -d' ' -f1)
 
 # Bootstrap tokens are [a-z0-9]{6}.[a-z0-9]{16}; hex digits are a valid subset.
 random_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
@@ -49,6 +84,7 @@ token_secret=$(random_hex 8)
 token_name=bootstrap-token-$token_id
 expiration=$(date -u -d "+$token_ttl_minutes minutes" +%Y-%m-%dT%H:%M:%SZ)
 
+# Tidiness only: if this run is killed the token still expires on its own.
 delete_bootstrap_token() {
 	kube -n kube-system delete secret "$token_name" --ignore-not-found >&2 ||
 		warn "could not delete Secret kube-system/$token_name; it expires at $expiration"
@@ -75,6 +111,8 @@ MANIFEST
 
 # SystemVerification fails in a container (no kernel config to read); swap is
 # the host's business. The mandatory FileExisting-* binaries are in kindest/node.
+# kubeadm's own timeouts (kubeadm.k8s.io/v1beta4 JoinConfiguration.timeouts) end
+# a stuck step well inside attempt_seconds, with kubeadm's message.
 join_configuration=$(
 	cat <<CONFIG
 apiVersion: kubeadm.k8s.io/v1beta4
@@ -88,27 +126,35 @@ nodeRegistration:
   name: "$NODE"
   criSocket: unix:///run/containerd/containerd.sock
   ignorePreflightErrors: [SystemVerification, Swap]
+timeouts:
+  discovery: 1m
+  tlsBootstrap: 1m
+  kubeletHealthCheck: 1m
+  kubernetesAPICall: 30s
 CONFIG
 )
 
-# Runs inside the node: keep the config on tmpfs (/run) only while kubeadm needs it.
+# Runs inside the node, bounded there (a killed docker exec would not stop it).
+# The config sits on tmpfs (/run) only while kubeadm runs; reset_node removes a
+# copy a killed run left.
 # shellcheck disable=SC2016 # expanded by the node's shell
 in_node_join='
 set -eu
-config=/run/kamaji-hami-lab-join.yaml
-trap "rm -f $config" EXIT
 umask 077
-cat >"$config"
-kubeadm join --config "$config"'
+cat >"$1"
+status=0
+timeout --kill-after=10s "$2" kubeadm join --config "$1" || status=$?
+rm -f "$1"
+exit "$status"'
 
 # Kamaji finishes the tenant's bootstrap RBAC (cluster-info, kubelet-config
 # access) after the control plane is Ready, so the first attempts may be refused.
-# Every failure is reset, also the last, so that a later re-run never takes a
-# half-joined node (kubelet.conf already written) for a joined one.
+# Every failure is reset, so no attempt starts on a half-joined node.
 attempt=1
-until docker exec -i "$NODE" bash -c "$in_node_join" <<<"$join_configuration" >&2; do
+until docker exec -i "$NODE" sh -c "$in_node_join" join "$join_config_path" "$attempt_seconds" \
+	<<<"$join_configuration" >&2; do
 	warn "kubeadm join of $NODE failed (attempt $attempt/$join_attempts); resetting the node"
-	docker exec "$NODE" kubeadm reset --force >&2 || warn "kubeadm reset in $NODE failed"
+	reset_node
 	((attempt < join_attempts)) ||
 		die "kubeadm join of $NODE to $endpoint failed $join_attempts times (see the kubeadm output above)"
 	sleep "$RETRY_INTERVAL"

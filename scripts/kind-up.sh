@@ -13,6 +13,9 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require_env CLUSTER_NAME NODE_IMAGE LAB_OWNER
+# kind would put its nodes on this network instead of `kind`; the workers, the
+# subnet and the MetalLB pool are all on `kind`, so kind must be too.
+unset KIND_EXPERIMENTAL_DOCKER_NETWORK
 owner_label=kamaji-hami-lab.io/owner
 
 clusters=$(kind get clusters)

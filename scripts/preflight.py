@@ -10,13 +10,14 @@ Python standard library, and runs on Pythons older than the 3.11 it asks for.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +41,6 @@ INSTALL_HINTS = {
 }
 MIN_PYTHON = (3, 11)
 INOTIFY_MINIMUMS = {"fs.inotify.max_user_watches": 524288, "fs.inotify.max_user_instances": 512}
-CONNTRACK_MAX = "net.netfilter.nf_conntrack_max"
-CONNTRACK_HASHSIZE = "/sys/module/nf_conntrack/parameters/hashsize"
 SYSCTL_FILE = "/etc/sysctl.d/99-kamaji-hami-lab.conf"
 
 
@@ -69,7 +68,7 @@ class Host:
 
     root: Path = Path("/")
     which: Callable[[str], str | None] = shutil.which
-    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     run: Callable[[Sequence[str]], tuple[int, str]] = _run  # (exit status, output or complaint)
     kernel_release: str = field(default_factory=platform.release)  # uname -r
     python: tuple[int, int] = field(default_factory=lambda: tuple(sys.version_info[:2]))
@@ -89,11 +88,6 @@ class Host:
 
     def sysctl(self, key: str) -> int | None:
         return self.number("/proc/sys/" + key.replace(".", "/"))
-
-
-def conntrack_minimum(cpus: int) -> int:
-    """What kube-proxy would set; it only writes nf_conntrack_max when the value is lower."""
-    return max(131072, 32768 * cpus)
 
 
 def check_tools(host: Host, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list[Finding]:
@@ -179,6 +173,104 @@ def check_docker_daemon(host: Host) -> list[Finding]:
     return []
 
 
+# Storage under which kind mounts /dev/mapper into its nodes (kubernetes-sigs/kind
+# pkg/cluster/internal/providers/docker/util.go, mountDevMapper); the lab's workers do not.
+DEV_MAPPER_DRIVERS = ("btrfs", "zfs", "devicemapper")
+DEV_MAPPER_BACKING_FILESYSTEMS = ("btrfs", "zfs", "xfs")
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+def docker_endpoint(host: Host) -> str:
+    """The daemon address the docker CLI uses: DOCKER_HOST, else its current context's."""
+    if host.env.get("DOCKER_HOST"):
+        return host.env["DOCKER_HOST"]
+    status, endpoint = host.run(["docker", "context", "inspect", "--format", "{{.Endpoints.docker.Host}}"])
+    return endpoint if status == 0 else ""
+
+
+def _is_remote(endpoint: str) -> bool:
+    scheme, _, rest = endpoint.partition("://")
+    if scheme in ("", "unix"):
+        return False
+    address = rest.rsplit("@", 1)[-1]  # ssh://user@host
+    return address.rsplit(":", 1)[0] not in LOCAL_HOSTS and address not in LOCAL_HOSTS
+
+
+def check_docker_host(host: Host) -> list[Finding]:
+    """Refuse daemons whose containers or MetalLB addresses the lab cannot use as it runs them.
+
+    The MetalLB addresses live on the kind bridge inside the daemon's network
+    namespace: the host reaches them only when the daemon runs as root on this
+    host (moby/moby#43625 for rootless).
+    """
+    if host.which("docker") is None:
+        return []
+    status, answer = host.run(["docker", "info", "--format", "{{json .}}"])
+    if status != 0:
+        return []  # reported by check_docker_daemon
+    try:
+        info = json.loads(answer)
+    except json.JSONDecodeError:
+        return [Finding("warning", "could not read `docker info`; the Docker host checks were skipped")]
+    findings = []
+    endpoint = docker_endpoint(host)
+    if _is_remote(endpoint):
+        findings.append(
+            Finding(
+                "error",
+                f"docker talks to a remote daemon ({endpoint}): the kind network and its MetalLB addresses "
+                "(the tenant API servers) would be on that machine, out of this host's reach",
+                "run the lab on the Docker host itself: unset DOCKER_HOST, or docker context use default",
+            )
+        )
+    if any("name=rootless" in option for option in info.get("SecurityOptions") or []):
+        findings.append(
+            Finding(
+                "error",
+                "Docker runs rootless: its networks live in a user namespace, so the tenant API servers' "
+                "MetalLB addresses are unreachable from the host (moby/moby#43625)",
+                "use the root Docker daemon: docker context use default "
+                "(or install Docker Engine: https://docs.docker.com/engine/install/)",
+            )
+        )
+    driver = str(info.get("Driver", "")).lower()
+    backing = {key: value for key, value in info.get("DriverStatus") or [] if isinstance(key, str)}
+    backing_fs = str(backing.get("Backing Filesystem", "")).lower()
+    if driver in DEV_MAPPER_DRIVERS or backing_fs in DEV_MAPPER_BACKING_FILESYSTEMS:
+        findings.append(
+            Finding(
+                "error",
+                f"Docker stores containers on {driver}{f' over {backing_fs}' if backing_fs else ''}; kind mounts "
+                "/dev/mapper into nodes on such hosts so the kubelet finds its disk, and the lab's workers do not",
+                "use a Docker host whose storage driver is overlay2 on ext4 (docker info -f '{{.Driver}}')",
+            )
+        )
+    proxies = sorted({name for name in PROXY_VARIABLES if host.env.get(name)} | _docker_client_proxies(host))
+    if proxies:
+        findings.append(
+            Finding(
+                "error",
+                f"a proxy is configured ({', '.join(proxies)}); kind passes it into its nodes, "
+                "the lab's workers get none and could not pull their images",
+                "if this host reaches the registries directly, unset the proxy variables "
+                "(and the proxies of ~/.docker/config.json) for make up",
+            )
+        )
+    return findings
+
+
+def _docker_client_proxies(host: Host) -> set[str]:
+    """Proxies the docker CLI hands to containers (~/.docker/config.json "proxies"), which kind also reads."""
+    directory = host.env.get("DOCKER_CONFIG") or f"{host.env.get('HOME', '')}/.docker"
+    try:
+        config = json.loads(host.read(f"{directory}/config.json") or "{}")
+    except json.JSONDecodeError:
+        return set()
+    proxies = config.get("proxies", {}).get("default", {}) if isinstance(config, dict) else {}
+    return {f"config.json {key}" for key in ("httpProxy", "httpsProxy") if proxies.get(key)}
+
+
 def _sysctl_finding(key: str, have: int | None, need: int, why: str) -> list[Finding]:
     fix = f"sudo sysctl -w {key}={need}"
     if have is None:
@@ -192,19 +284,6 @@ def check_sysctls(host: Host) -> list[Finding]:
     findings = []
     for key, need in INOTIFY_MINIMUMS.items():
         findings += _sysctl_finding(key, host.sysctl(key), need, "running many kind node containers")
-    need = conntrack_minimum(host.cpus)
-    why = f"kube-proxy in a worker container (it cannot raise it and crashes; {host.cpus} CPUs)"
-    findings += _sysctl_finding(CONNTRACK_MAX, host.sysctl(CONNTRACK_MAX), need, why)
-    hashsize = host.number(CONNTRACK_HASHSIZE)
-    if hashsize is not None and hashsize < need // 4:
-        # kube-proxy also writes the hash size when it is below max/4, which fails in a container.
-        findings.append(
-            Finding(
-                "error",
-                f"nf_conntrack hashsize is {hashsize}; kube-proxy needs >= {need // 4}",
-                f"echo {need // 4} | sudo tee {CONNTRACK_HASHSIZE}",
-            )
-        )
     return findings
 
 
@@ -253,6 +332,7 @@ def preflight(host: Host) -> list[Finding]:
         + check_tools(host)
         + check_versions(host)
         + check_docker_daemon(host)
+        + check_docker_host(host)
         + check_sysctls(host)
         + check_swap(host)
         + check_kernel(host)

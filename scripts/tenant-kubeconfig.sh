@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetches a tenant's admin kubeconfig from Kamaji and waits until it is
 # authorised: Kamaji binds kubeadm:cluster-admins shortly after the tenant is
-# Ready, so the first requests with admin.conf can be Forbidden.
+# Ready, so the first requests with admin.conf can be Forbidden. An API server
+# that never answers is reported as unreachable, not as unauthorised.
 #
 # env:    KUBECONFIG_DATA  management cluster kubeconfig
 #         TENANT           TenantControlPlane name
@@ -35,16 +36,34 @@ tenant_kubeconfig=$(base64 -d <<<"$admin_conf_base64") ||
 	die "key admin.conf of Secret $NAMESPACE/$secret is not valid base64"
 kubeconfig_file tenant_kubeconfig
 
+# kubectl answers "no" (exit 1) when the API server refuses the admin, and
+# prints an error when it cannot reach it; the two need different fixes.
+waiting_for=authorisation
+last_answer=
 admin_authorised() {
 	local answer
 	answer=$(kube auth can-i create secrets -n kube-system 2>&1) || true
-	[[ $answer == yes ]] || {
-		progress "waiting for tenant $TENANT to authorise its admin kubeconfig (can-i: ${answer:-no answer})"
-		return 1
-	}
+	last_answer=${answer:-no answer}
+	case $answer in
+	yes) return 0 ;;
+	no*)
+		waiting_for=authorisation
+		progress "waiting for tenant $TENANT to authorise its admin kubeconfig (can-i: $answer)"
+		;;
+	*)
+		waiting_for=reachability
+		progress "tenant $TENANT's API server is not reachable yet: $last_answer"
+		;;
+	esac
+	return 1
 }
-retry "$auth_timeout" "$RETRY_INTERVAL" admin_authorised ||
+if ! retry "$auth_timeout" "$RETRY_INTERVAL" admin_authorised; then
+	[[ $waiting_for == authorisation ]] ||
+		die "tenant $TENANT's API server is unreachable from this host after ${auth_timeout}s ($last_answer)." \
+			"Its MetalLB address on the kind network must be reachable from here; rootless or remote Docker" \
+			"and Docker Desktop put it out of reach (run make preflight)"
 	die "timed out after ${auth_timeout}s waiting for tenant $TENANT to authorise admin.conf (kubectl auth can-i create secrets -n kube-system)"
+fi
 
 log "tenant $TENANT admin kubeconfig is authorised"
 printf '%s\n' "$tenant_kubeconfig"

@@ -1,37 +1,59 @@
-"""MetalLB pools carved from the kind docker network, whatever its size."""
+"""MetalLB pools: a block of the kind network per lab, clear of Docker's own addresses."""
 
 import ipaddress
 
 import pytest
 
-from components.addresses import metallb_pool, parse_address_range
+from components.addresses import CARVED_POOL_SIZE, metallb_pool, parse_address_range
 
 
-@pytest.mark.parametrize(
-    ("subnet", "pool"),
-    [
-        ("172.18.0.0/16", "172.18.255.200-172.18.255.250"),
-        ("10.253.7.0/24", "10.253.7.200-10.253.7.250"),
-        ("192.168.64.0/20", "192.168.79.200-192.168.79.250"),
-    ],
-)
-def test_pool_sits_at_the_top_of_the_kind_subnet(subnet, pool):
-    assert metallb_pool(subnet, None) == pool
+def pool(subnet, lab):
+    return parse_address_range(metallb_pool(subnet, None, lab))
 
 
-@pytest.mark.parametrize("subnet", ["172.18.0.0/16", "10.253.7.0/24"])
-def test_pool_stays_clear_of_the_addresses_docker_hands_out_first(subnet):
+def disjoint(first, second):
+    return first.last < second.first or second.last < first.first
+
+
+@pytest.mark.parametrize("subnet", ["172.18.0.0/16", "10.253.7.0/24", "192.168.64.0/20"])
+@pytest.mark.parametrize("lab", ["kamaji", "lab-b", "ci-1234"])
+def test_pool_stays_clear_of_the_addresses_docker_hands_out_first(subnet, lab):
+    # Docker's IPAM hands out container addresses from the bottom of the subnet (gateway .1 first).
     network = ipaddress.ip_network(subnet)
-    carved = parse_address_range(metallb_pool(subnet, None))
+    carved = pool(subnet, lab)
+    assert carved.size == CARVED_POOL_SIZE
     assert carved.within(network)
     assert int(carved.first) > int(network.network_address) + network.num_addresses // 2
     assert carved.last < network.broadcast_address
 
 
+def test_two_lab_names_on_one_subnet_get_disjoint_pools():
+    # Two labs beside each other on the one `kind` network, e.g. a second checkout with another name.
+    assert disjoint(pool("172.18.0.0/16", "kamaji"), pool("172.18.0.0/16", "kamaji-2"))
+    assert disjoint(pool("172.18.0.0/16", "lab-a"), pool("172.18.0.0/16", "lab-b"))
+
+
+def test_the_default_lab_stays_off_the_range_kamajis_kind_guide_uses():
+    # clastix/kamaji docs/content/getting-started/kamaji-kind.md carves <a.b>.255.200-<a.b>.255.250.
+    guide = parse_address_range("172.18.255.200-172.18.255.250")
+    assert disjoint(pool("172.18.0.0/16", "kamaji"), guide)
+
+
+def test_a_lab_keeps_its_pool_across_runs():
+    assert metallb_pool("172.18.0.0/16", None, "kamaji") == metallb_pool("172.18.0.0/16\n", None, "kamaji")
+
+
 def test_configured_range_is_used_when_inside_the_subnet():
-    assert metallb_pool("172.18.0.0/16 \n", parse_address_range("172.18.10.0/28")) == "172.18.10.0-172.18.10.15"
+    assert (
+        metallb_pool("172.18.0.0/16 \n", parse_address_range("172.18.10.0/28"), "kamaji") == "172.18.10.0-172.18.10.15"
+    )
 
 
 def test_configured_range_outside_the_real_subnet_is_an_error():
     with pytest.raises(ValueError, match="metallbAddressRange: 10.0.0.1-10.0.0.9 lies outside the kind network"):
-        metallb_pool("172.18.0.0/16", parse_address_range("10.0.0.1-10.0.0.9"))
+        metallb_pool("172.18.0.0/16", parse_address_range("10.0.0.1-10.0.0.9"), "kamaji")
+
+
+def test_a_subnet_too_small_for_a_pool_is_an_error():
+    with pytest.raises(ValueError, match="too small"):
+        metallb_pool("10.253.7.0/26", None, "kamaji")

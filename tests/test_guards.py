@@ -102,4 +102,5 @@ def test_a_replaced_control_plane_makes_the_tenant_kubeconfig_be_read_again(up_p
 def test_a_replaced_worker_container_is_joined_and_registered_again(up_plan):
     for step in ("join", "gpus"):
         command = up_plan.named(f"kamaji-tenant-a-w1-{step}")
-        assert command.inputs.get("triggers") == ["kamaji-tenant-a-w1-container-id"]
+        # The join also re-runs for a new tenant CA (tests/test_workers.py); both re-run for a new container.
+        assert command.inputs.get("triggers")[0] == "kamaji-tenant-a-w1-container-id"

@@ -59,9 +59,10 @@ def test_metallb_pool_and_advertisement_wait_until_metallb_admits_pools(dev_plan
 
 def test_pool_is_carved_from_the_kind_network(up_plan):
     (pool,) = up_plan.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
-    # The mocked kind network (tests.plan.KIND_SUBNET) is 172.18.0.0/16.
-    assert pool.inputs["spec"]["addresses"] == ["172.18.255.200-172.18.255.250"]
-    assert resolve(up_plan.outputs["metallbAddressRange"]) == "172.18.255.200-172.18.255.250"
+    # The mocked kind network (tests.plan.KIND_SUBNET) is 172.18.0.0/16; this is the block the default lab
+    # name "kamaji" gets. Pinned: a different block would move the addresses of every existing lab.
+    assert pool.inputs["spec"]["addresses"] == ["172.18.149.0-172.18.149.50"]
+    assert resolve(up_plan.outputs["metallbAddressRange"]) == "172.18.149.0-172.18.149.50"
 
 
 def test_a_configured_range_in_a_known_subnet_is_known_at_preview():

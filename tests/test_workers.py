@@ -1,5 +1,7 @@
 """Tenant workers: kindest/node containers that join their own tenant, and the tenant CNI."""
 
+import hashlib
+
 from tests.plan import NODE_IMAGE, dev_config, plan, reveal, tenant_server
 
 CONTAINER = "docker:index/container:Container"
@@ -24,6 +26,8 @@ def test_container_runs_like_a_kind_node(dev_plan):
     # label=disable is what Docker adds to a privileged container; stating it avoids a diff on every up.
     assert sorted(worker["securityOpts"]) == ["apparmor=unconfined", "label=disable", "seccomp=unconfined"]
     assert worker["cgroupnsMode"] == "private"
+    # kind runs nodes with --userns=host under userns-remap; the workers always do (a no-op otherwise).
+    assert worker["usernsMode"] == "host"
     assert worker["tmpfs"] == {"/tmp": "", "/run": ""}
     assert [n["name"] for n in worker["networksAdvanced"]] == ["kind"]
     assert worker["restart"] == "on-failure"
@@ -75,10 +79,13 @@ def test_join_secrets_stay_secret(dev_plan):
         assert {"stdout", "stderr"} <= set(join.secret_outputs)
 
 
-def test_join_reruns_only_for_a_new_container_and_removes_the_node_on_destroy(up_plan):
+def test_join_reruns_for_a_new_container_or_tenant_ca_and_removes_the_node_on_destroy(up_plan):
     workers = containers(up_plan)
+    # tests/plan.py's fake tenant kubeconfigs carry certificate-authority-data "Q0E=".
+    ca_fingerprint = hashlib.sha256(b"Q0E=").hexdigest()
     for node, join in by_node(up_plan.commands("join-worker.sh")).items():
-        assert join.inputs["triggers"] == [f"{workers[node].name}-id"]
+        assert join.inputs["triggers"] == [f"{workers[node].name}-id", ca_fingerprint]
+        assert "triggers" not in join.secret_inputs  # a CA fingerprint is public
         assert join.inputs["delete"].endswith("/leave-worker.sh")
         # The old node object (same name) must leave before the new container joins.
         assert join.delete_before_replace

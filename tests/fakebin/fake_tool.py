@@ -2,8 +2,9 @@
 
 A shim named after the tool runs `python fake_tool.py TOOL ARGS...`. Each call
 is appended to $FAKE_LOG as one JSON line: tool, argv, stdin, the content of
-every file named in argv (scratch files are gone by the time tests look), and
-the path, mode and content of the kubeconfig that $KUBECONFIG points at (if any).
+every file named in argv (scratch files are gone by the time tests look), the
+path, mode and content of the kubeconfig that $KUBECONFIG points at (if any),
+and the KIND_* and DOCKER_* variables the tool was given.
 
 The reply comes from the first rule in $FAKE_RULES (a JSON list) whose `tool`
 matches and whose regex `match` is found in the space-joined argv. A rule's
@@ -63,7 +64,15 @@ def main() -> int:
 
     with open(log_path, "a", encoding="utf-8") as log:
         files = {arg: Path(arg).read_text(encoding="utf-8") for arg in argv if os.path.isfile(arg)}
-        record = {"tool": tool, "argv": argv, "stdin": stdin, "files": files, "kubeconfig": kubeconfig_seen()}
+        env = {key: value for key, value in os.environ.items() if key.startswith(("KIND_", "DOCKER_"))}
+        record = {
+            "tool": tool,
+            "argv": argv,
+            "stdin": stdin,
+            "files": files,
+            "kubeconfig": kubeconfig_seen(),
+            "env": env,
+        }
         log.write(json.dumps(record) + "\n")
 
     if rule is None:

@@ -1,0 +1,134 @@
+"""scripts/join-worker.sh knows which tenant a worker belongs to (fake docker/kubectl, real openssl)."""
+
+# The fixtures `fakes` and `tenant_ca` are imported from test_scripts, so test arguments "redefine" them.
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.test_scripts import (  # noqa: F401 (fixtures)
+    ENDPOINT,
+    TENANT_KUBECONFIG,
+    b64,
+    fakes,
+    joinable_worker,
+    node_booted,
+    reply,
+    tenant_api,
+    tenant_ca,
+)
+
+NODE_BINDING = r"^exec w1 kubectl --kubeconfig=/etc/kubernetes/kubelet.conf config view"
+
+
+@pytest.fixture(scope="module")
+def other_tenant_ca(tmp_path_factory) -> str:
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make a throwaway CA")
+    workdir = tmp_path_factory.mktemp("other-ca")
+    subprocess.run(
+        shlex.split("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=other")
+        + ["-keyout", str(workdir / "ca.key"), "-out", str(workdir / "ca.crt")],
+        check=True,
+        capture_output=True,
+    )
+    return (workdir / "ca.crt").read_text()
+
+
+def bound_to(fakes, server: str, ca_pem: str):
+    """The node's kubelet.conf points at `server` and trusts `ca_pem`."""
+    return fakes.on("docker", NODE_BINDING, f"{server} {b64(ca_pem)}")
+
+
+def run_join(fakes, **env):
+    return fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1", **env)
+
+
+def test_a_node_joined_to_this_tenant_is_left_alone(fakes, tenant_ca):
+    tenant_api(node_booted(fakes), tenant_ca)
+    bound_to(fakes, f"https://{ENDPOINT}", tenant_ca)
+
+    result = run_join(fakes)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"w1 already joined {ENDPOINT}\n"
+    assert fakes.calls("docker", "kubeadm reset") == []
+    assert fakes.calls("docker", "^exec -i") == []
+    assert fakes.calls("kubectl", "create") == []
+
+
+def test_a_worker_holding_another_tenants_ca_is_reset_and_rejoined(fakes, tenant_ca, other_tenant_ca):
+    joinable_worker(fakes, tenant_ca)
+    bound_to(fakes, f"https://{ENDPOINT}", other_tenant_ca)  # same address, replaced control plane
+
+    result = run_join(fakes)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"w1 joined {ENDPOINT}\n"
+    assert "not to this tenant" in result.stderr
+    calls = [" ".join(c["argv"]) for c in fakes.calls("docker")]
+    reset = next(i for i, call in enumerate(calls) if "kubeadm reset --force" in call)
+    join = next(i for i, call in enumerate(calls) if call.startswith("exec -i w1 sh -c"))
+    assert reset < join
+
+
+def test_a_worker_bound_to_another_endpoint_is_reset_and_rejoined(fakes, tenant_ca):
+    joinable_worker(fakes, tenant_ca)
+    bound_to(fakes, "https://172.18.255.201:6443", tenant_ca)
+
+    result = run_join(fakes)
+
+    assert result.returncode == 0, result.stderr
+    assert "bound to 172.18.255.201:6443" in result.stderr
+    assert len(fakes.calls("docker", "kubeadm reset --force")) == 1
+    assert len(fakes.calls("docker", "^exec -i w1 sh -c")) == 1
+
+
+def test_what_a_killed_run_left_in_the_node_is_cleared_before_joining(fakes, tenant_ca):
+    # No kubelet.conf (the fake answers nothing), but perhaps a kubeadm still running and its token file.
+    joinable_worker(fakes, tenant_ca)
+
+    assert run_join(fakes).returncode == 0
+    (clean,) = fakes.calls("docker", "kubeadm reset --force")
+    script = clean["argv"][-1]
+    assert script.index("pkill -x kubeadm") < script.index("rm -f /run/kamaji-hami-lab-join.yaml")
+    assert script.index("rm -f /run/kamaji-hami-lab-join.yaml") < script.index("kubeadm reset --force")
+
+
+def test_each_attempt_is_bounded_inside_the_node_and_removes_its_token_file(fakes, tenant_ca):
+    joinable_worker(fakes, tenant_ca)
+
+    assert run_join(fakes).returncode == 0
+    (join,) = fakes.calls("docker", "^exec -i w1 sh -c")
+    in_node, config_path, seconds = join["argv"][5], join["argv"][7], int(join["argv"][8])
+    assert config_path == "/run/kamaji-hami-lab-join.yaml"
+    # The bound holds even when the docker exec client is killed (moby/moby#9098).
+    assert 'timeout --kill-after=10s "$2" kubeadm join --config "$1"' in in_node
+    assert in_node.index("kubeadm join") < in_node.index('rm -f "$1"')
+    assert "trap" not in in_node
+    # kubeadm's own timeouts end a stuck step inside that bound.
+    timeouts = re.search(r"^timeouts:\n((?:  .+\n?)+)", join["stdin"], re.M).group(1)
+    durations = [re.fullmatch(r"\s+\w+: (\d+)(m|s)", line).groups() for line in timeouts.splitlines()]
+    assert {"discovery", "tlsBootstrap", "kubeletHealthCheck"} <= set(re.findall(r"(\w+):", timeouts))
+    assert all(int(value) * (60 if unit == "m" else 1) < seconds for value, unit in durations)
+
+
+@pytest.mark.parametrize("attempts", [1, 3, 5])
+def test_the_token_outlives_every_attempt(fakes, tenant_ca, attempts):
+    joinable_worker(fakes, tenant_ca, *[reply(exit=1)] * attempts)
+
+    result = run_join(fakes, JOIN_ATTEMPTS=str(attempts))
+
+    assert result.returncode != 0
+    (create,) = fakes.calls("kubectl", "create -f -")
+    expiration = datetime.strptime(re.search(r'expiration: "(.+)"', create["stdin"]).group(1), "%Y-%m-%dT%H:%M:%SZ")
+    seconds_per_attempt = int(fakes.calls("docker", "^exec -i w1 sh -c")[0]["argv"][8])
+    worst_case = timedelta(seconds=attempts * seconds_per_attempt)
+    assert expiration.replace(tzinfo=UTC) - datetime.now(UTC) > worst_case

@@ -1,0 +1,124 @@
+"""kube-proxy in every tenant: installed by the lab, never writing host-wide conntrack sysctls."""
+
+import pytest
+import yaml
+
+from tests.plan import dev_config, plan, tenant_server, tenants
+
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
+# clastix/kamaji internal/constants/labels.go: Kamaji's addon clean-up deletes only objects with this label.
+KAMAJI_MANAGED_LABEL = "kamaji.clastix.io/project"
+
+
+def kube_proxy_objects(plan_, type_):
+    return [r for r in plan_.of_type(type_) if r.inputs["metadata"]["name"] == "kube-proxy"]
+
+
+def tenant_provider(plan_, tenant):
+    (provider,) = [
+        p
+        for p in plan_.of_type("pulumi:providers:kubernetes")
+        if p.inputs.get("clusterIdentifier", "").endswith(tenant)
+    ]
+    return provider.urn
+
+
+def test_kamajis_kube_proxy_addon_is_off_in_every_tenant(dev_plan):
+    for tcp in dev_plan.of_type(TCP):
+        # clastix/kamaji internal/resources/addons/kube_proxy.go: a nil spec.addons.kubeProxy installs nothing.
+        assert "kubeProxy" not in tcp.inputs["spec"]["addons"]
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_every_tenant_gets_its_own_kube_proxy(count):
+    plan_ = plan(dev_config(tenants=tenants(count)), preview=False)
+    config_maps = kube_proxy_objects(plan_, CONFIG_MAP)
+    daemon_sets = kube_proxy_objects(plan_, DAEMON_SET)
+    assert len(config_maps) == len(daemon_sets) == count
+    for index in range(count):
+        provider = tenant_provider(plan_, f"t{index}")
+        assert sum(r.provider_urn == provider for r in config_maps + daemon_sets) == 2
+
+
+def test_kube_proxy_config_never_sets_conntrack_limits(dev_plan):
+    for config_map in kube_proxy_objects(dev_plan, CONFIG_MAP):
+        config = yaml.safe_load(config_map.inputs["data"]["config.conf"])
+        assert config["kind"] == "KubeProxyConfiguration"
+        # kubernetes-sigs/kind pkg/cluster/internal/kubeadm/config.go: maxPerCore 0 skips nf_conntrack_max
+        # (and with it the hash size), which are host-wide and read-only in a container's namespace.
+        assert config["conntrack"] == {"maxPerCore": 0}
+        assert config["clientConnection"]["kubeconfig"] == "/var/lib/kube-proxy/kubeconfig.conf"
+
+
+def test_kube_proxy_talks_to_its_own_tenants_api_server(up_plan):
+    servers = {}
+    for config_map in kube_proxy_objects(up_plan, CONFIG_MAP):
+        kubeconfig = yaml.safe_load(config_map.inputs["data"]["kubeconfig.conf"])
+        (cluster,) = kubeconfig["clusters"]
+        servers[config_map.provider_urn] = cluster["cluster"]["server"]
+        # kubeadm's kubeconfig.conf: the ServiceAccount's token and CA, no client certificate.
+        assert cluster["cluster"]["certificate-authority"] == "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+        assert kubeconfig["users"][0]["user"] == {"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+    assert servers == {tenant_provider(up_plan, t): tenant_server(t) for t in ("tenant-a", "tenant-b")}
+
+
+def test_kube_proxy_runs_the_tenant_version_on_every_node(dev_plan):
+    for daemon_set in kube_proxy_objects(dev_plan, DAEMON_SET):
+        pod = daemon_set.inputs["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["image"] == "registry.k8s.io/kube-proxy:v1.36.4"
+        assert "--config=/var/lib/kube-proxy/config.conf" in container["command"]
+        assert pod["hostNetwork"] is True and pod["serviceAccountName"] == "kube-proxy"
+        assert {"operator": "Exists"} in pod["tolerations"]  # also NotReady nodes, before the CNI is up
+
+
+def test_a_new_endpoint_rolls_kube_proxy():
+    def checksum(server_suffix):
+        plan_ = plan(dev_config(tenants=[{"name": f"a{server_suffix}"}]), preview=False)
+        (daemon_set,) = kube_proxy_objects(plan_, DAEMON_SET)
+        return daemon_set.inputs["spec"]["template"]["metadata"]["annotations"]["kamaji-hami-lab.io/config-sha256"]
+
+    # The fake tenant server depends on the tenant name, so two names give two endpoints.
+    assert tenant_server("a1") != tenant_server("a2")
+    assert checksum(1) != checksum(2)
+
+
+def test_kube_proxy_rbac_matches_kubeadms(dev_plan):
+    # kubernetes/kubernetes cmd/kubeadm/app/phases/addons/proxy/proxy.go: the node-proxier binding for the
+    # ServiceAccount, and read access to the ConfigMap for joining nodes' bootstrap tokens.
+    bindings = [
+        r
+        for r in dev_plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+        if r.inputs["metadata"]["name"] == "kubeadm:node-proxier"
+    ]
+    role_bindings = kube_proxy_objects(dev_plan, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+    assert len(bindings) == len(role_bindings) == 2  # one each per tenant
+    for binding, role_binding in zip(bindings, role_bindings, strict=True):
+        assert binding.inputs["roleRef"]["name"] == "system:node-proxier"
+        assert binding.inputs["subjects"] == [
+            {"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"}
+        ]
+        assert role_binding.inputs["subjects"] == [
+            {"kind": "Group", "name": "system:bootstrappers:kubeadm:default-node-token"}
+        ]
+
+
+def test_kamajis_clean_up_never_takes_the_labs_kube_proxy(dev_plan):
+    for resource in dev_plan.registrations:
+        if resource.type.startswith("kubernetes:") and "kube-proxy" in resource.name:
+            assert KAMAJI_MANAGED_LABEL not in (resource.inputs["metadata"].get("labels") or {})
+
+
+def test_hami_waits_for_kube_proxy_in_its_own_tenant(dev_plan):
+    # HAMi's scheduler and webhook reach the API server through the `kubernetes` Service, which kube-proxy serves.
+    (hami_a,) = [
+        r
+        for r in dev_plan.of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs["chart"] == "hami" and r.provider_urn == tenant_provider(dev_plan, "tenant-a")
+    ]
+    upstream = dev_plan.upstream(hami_a.urn)
+    daemon_sets = {r.provider_urn: r.urn for r in kube_proxy_objects(dev_plan, DAEMON_SET)}
+    assert daemon_sets[tenant_provider(dev_plan, "tenant-a")] in upstream
+    assert daemon_sets[tenant_provider(dev_plan, "tenant-b")] not in upstream

@@ -6,11 +6,15 @@ problem line stays in the user's words (key path and value), never pydantic's.
 
 import json
 import re
+from typing import Annotated, ClassVar, Literal
 
 import pytest
 import yaml
+from pydantic import Field, ValidationError
 
 from components.config import ConfigError, parse_settings
+from components.config.messages import problem_lines
+from components.config.models import ConfigModel
 from components.config.schema import SCHEMA_FILE, rendered
 from tests.plan import ROOT, dev_config
 
@@ -144,3 +148,37 @@ def test_problem_lines_never_show_pydantic_wording():
     for line in lines:
         assert re.match(r"  kamaji-hami-lab:[A-Za-z]+(\[\d+\]|\.[A-Za-z]+)*: \S", line), line
         assert "Input should" not in line and "('" not in line, line
+
+
+class _Container(ConfigModel):
+    noun: ClassVar[str] = "worker"
+    kind: Literal["container"]
+    image: str
+
+
+class _Machine(ConfigModel):
+    noun: ClassVar[str] = "worker"
+    kind: Literal["machine"]
+    host: str
+
+
+class _ModeStack(ConfigModel):
+    """A stand-in for the modes the config will grow: a key that selects a model."""
+
+    workers: Annotated[_Container | _Machine, Field(discriminator="kind")]
+
+
+@pytest.mark.parametrize(
+    ("workers", "expected"),
+    [
+        ({"kind": "machine", "hots": "h"}, "workers.hots: unknown key (allowed: host, kind)"),
+        ({"kind": "machine"}, "workers.host: required"),
+        ({"kind": "vm"}, "workers.kind: 'vm' is not one of 'container', 'machine'"),
+        ({"image": "i"}, "workers.kind: required; one of 'container', 'machine'"),
+        ("w", "workers: expected an object, got 'w'"),
+    ],
+)
+def test_mode_keys_read_as_the_user_wrote_them(workers, expected):
+    with pytest.raises(ValidationError) as raised:
+        _ModeStack.model_validate({"workers": workers})
+    assert f"{PREFIX}{expected}" in list(problem_lines(raised.value, root=_ModeStack))

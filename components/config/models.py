@@ -3,6 +3,10 @@
 Field types carry the per-value constraints and their messages; each model's
 ``problems`` states the rules that need several values, one message per broken
 rule. ``StackConfig.settings()`` hands the components plain frozen dataclasses.
+
+A key that selects a mode becomes a discriminated union: one ``ConfigModel`` per
+mode, each with a ``Literal`` field for that key, joined by
+``Field(discriminator=<key>)``; ``messages`` keeps pydantic's tags out of key paths.
 """
 
 from __future__ import annotations
@@ -157,26 +161,26 @@ CliPositiveInt = Annotated[
 ]
 Cidr = Annotated[str, _value(_cidr, str)]
 DnsLabel = Annotated[Text, Format(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS label")]
-ChartVersion = r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?"
+_CHART_VERSION = r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?"
 
 
-class _Model(BaseModel):
+class ConfigModel(BaseModel):
     """Frozen, rejects unknown keys, and reports every broken rule of `problems` at once."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_alias=True, validate_by_name=False)
+    model_config = ConfigDict(frozen=True, extra="forbid")
     noun: ClassVar[str]  # what a list of these holds, for "expected a list of <noun> objects"
 
     def problems(self) -> Iterator[Problem]:
         return iter(())
 
     @model_validator(mode="after")
-    def _rules(self) -> _Model:
+    def _rules(self) -> ConfigModel:
         if found := list(self.problems()):
             raise PydanticCustomError(RULES_ERROR, "broken rules", {"problems": found})
         return self
 
 
-class Gpu(_Model):
+class Gpu(ConfigModel):
     # Editors flag a model outside the catalogue that lacks memoryMiB, as the program does.
     model_config = ConfigDict(
         json_schema_extra={
@@ -205,7 +209,7 @@ class Gpu(_Model):
             )
 
 
-class Quota(_Model):
+class Quota(ConfigModel):
     noun: ClassVar[str] = "quota"
 
     namespace: DnsLabel = Field(description='namespace the ResourceQuota is in; created unless it is "default"')
@@ -225,7 +229,7 @@ class Quota(_Model):
             yield (), "set at least one of gpumemMiB, gpucores, gpus"
 
 
-class Tenant(_Model):
+class Tenant(ConfigModel):
     noun: ClassVar[str] = "tenant"
 
     name: Annotated[
@@ -281,7 +285,7 @@ class Tenant(_Model):
         return tuple(GpuSpec(model=gpu.model, count=gpu.count, memory_mib=gpu.memory) for gpu in self.gpus)
 
 
-class StackConfig(_Model):
+class StackConfig(ConfigModel):
     """The `kamaji-hami-lab:` keys of a stack. Scalar defaults equal Pulumi.yaml's (a test checks)."""
 
     management_cluster_name: Annotated[CliText, Format(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")] = (
@@ -304,13 +308,13 @@ class StackConfig(_Model):
         alias="nodeImage",
         description="Node image for the kind cluster and tenant workers; empty means kindest/node:<kubernetesVersion>.",
     )
-    cert_manager_version: Annotated[CliText, Format(ChartVersion, "a semantic version, e.g. v1.21.2")] = Field(
+    cert_manager_version: Annotated[CliText, Format(_CHART_VERSION, "a semantic version, e.g. v1.21.2")] = Field(
         "v1.21.2", alias="certManagerVersion", description="cert-manager chart version (jetstack repository)."
     )
-    metallb_version: Annotated[CliText, Format(ChartVersion, "a semantic version, e.g. v0.16.1")] = Field(
+    metallb_version: Annotated[CliText, Format(_CHART_VERSION, "a semantic version, e.g. v0.16.1")] = Field(
         "v0.16.1", alias="metallbVersion", description="MetalLB chart version (metallb repository)."
     )
-    kamaji_chart_version: Annotated[CliText, Format(ChartVersion, "a chart version, e.g. 0.0.0+latest")] = Field(
+    kamaji_chart_version: Annotated[CliText, Format(_CHART_VERSION, "a chart version, e.g. 0.0.0+latest")] = Field(
         "0.0.0+latest",
         alias="kamajiChartVersion",
         description="Kamaji chart version (clastix repository); 0.0.0+latest follows Kamaji's master branch.",
@@ -321,7 +325,7 @@ class StackConfig(_Model):
         description="Kamaji controller image tag (e.g. an edge release such as 26.8.2-edge); "
         "empty keeps the chart's default",
     )
-    hami_chart_version: Annotated[CliText, Format(ChartVersion, "a chart version, e.g. 2.10.0")] = Field(
+    hami_chart_version: Annotated[CliText, Format(_CHART_VERSION, "a chart version, e.g. 2.10.0")] = Field(
         "2.10.0", alias="hamiChartVersion", description="HAMi chart version (project-hami repository)."
     )
     metallb_address_range: Annotated[

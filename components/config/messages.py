@@ -8,7 +8,8 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from components.config.models import RULES_ERROR, VALUE_ERROR, StackConfig, show
+from components.config.models import RULES_ERROR, StackConfig
+from components.config.values import VALUE_ERROR, show
 
 PROJECT = "kamaji-hami-lab"
 # Top-level keys without a default, and what to do about a missing one.

@@ -1,6 +1,6 @@
 """The stack configuration, described as pydantic models.
 
-Field types carry the per-value constraints and their messages; each model's
+Field types (``values``) carry the per-value constraints and their messages; each model's
 ``problems`` states the rules that need several values, one message per broken
 rule. ``StackConfig.settings()`` hands the components plain frozen dataclasses.
 
@@ -14,28 +14,38 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Annotated, Any, ClassVar
 
-from annotated_types import Gt
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
-from components.addresses import CARVED_POOL_SIZE, AddressRange, parse_address_range, pool_for_subnet
+from components.addresses import CARVED_POOL_SIZE, pool_for_subnet
+from components.config.values import (
+    MAX_LABEL,
+    AddressPool,
+    CertManagerVersion,
+    Cidr,
+    CliPositiveInt,
+    ClusterName,
+    DnsLabel,
+    HamiChartVersion,
+    ImageReference,
+    ImageTag,
+    KamajiChartVersion,
+    KindSubnet,
+    KubernetesVersion,
+    MetallbVersion,
+    OptionalPositiveInt,
+    PositiveInt,
+    TenantName,
+    Text,
+    invalid,
+)
 from components.gpus import GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, GpuSpec, node_gpu_memory_mib
 from components.settings import GpuQuota, LabSettings, TenantSettings, Versions, worker_name
 
-_MAX_LABEL = 63
 _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 # The management cluster's kubeconfig is written next to the tenants' as management.kubeconfig.
 _RESERVED_TENANT_NAMES = ("management",)
@@ -45,98 +55,6 @@ _SMALLEST_SERVICE_PREFIX = 28
 # A broken rule: the key path below the model that broke it, and what is wrong.
 Problem = tuple[tuple[str | int, ...], str]
 RULES_ERROR = "lab_rules"
-VALUE_ERROR = "lab_value"
-
-
-def show(value: Any) -> str:
-    """A config value as the user wrote it: strings quoted, the rest as JSON."""
-    return repr(value) if isinstance(value, str) else json.dumps(value)
-
-
-def _invalid(message: str) -> PydanticCustomError:
-    # Without context the message is printed as it is, braces included.
-    return PydanticCustomError(VALUE_ERROR, message)
-
-
-def _value(check: Callable[[Any], Any], schema: Any) -> PlainValidator:
-    """A value checked by `check` (which raises `_invalid`), documented in the JSON Schema as `schema`."""
-    return PlainValidator(check, json_schema_input_type=schema)
-
-
-@dataclass(frozen=True)
-class Format:
-    """Text matching `pattern` (also put in the JSON Schema); else "'<value>' is not <expected>"."""
-
-    pattern: str
-    expected: str
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Callable) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(self._check, handler(source))
-
-    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: Callable) -> dict:
-        return {**handler(schema), "pattern": f"^{self.pattern}$"}
-
-    def _check(self, value: str) -> str:
-        if not re.fullmatch(self.pattern, value):
-            raise _invalid(f"{value!r} is not {self.expected}")
-        return value
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _invalid(f"expected a str, got {show(value)}")
-    return value
-
-
-def _cli_text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _invalid(f"expected a string, got {show(value)}")
-    return value.strip()
-
-
-def _count(number: Any, written: Any) -> int:
-    # A bool or 2.0 is not a count, though Python would take either as one.
-    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-        raise _invalid(f"expected a positive integer, got {show(written)}")
-    return number
-
-
-def _positive(value: Any) -> int:
-    return _count(value, value)
-
-
-def _cli_positive(value: Any) -> int:
-    # The CLI hands scalar keys over as text; inside the tenants JSON integers stay integers.
-    return _count(int(value) if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value) else value, value)
-
-
-def _ipv4_network(value: Any) -> ipaddress.IPv4Network:
-    if not isinstance(value, str):
-        raise TypeError("expected a string")
-    network = ipaddress.ip_network(value, strict=True)
-    if not isinstance(network, ipaddress.IPv4Network):
-        raise ValueError("IPv6 is not supported")
-    return network
-
-
-def _cidr(value: Any) -> str:
-    try:
-        return str(_ipv4_network(value))
-    except (TypeError, ValueError) as problem:
-        raise _invalid(f"{show(value)} is not an IPv4 CIDR ({problem})") from None
-
-
-def _optional(parse: Callable[[str], Any], expected: str) -> PlainValidator:
-    """CLI text parsed by `parse`; empty text means unset (None)."""
-
-    def check(value: Any) -> Any:
-        text = _cli_text(value)
-        try:
-            return parse(text) if text else None
-        except ValueError as problem:
-            raise _invalid(f"{text!r} is not {expected} ({problem})") from None
-
-    return _value(check, str)
 
 
 def _tenant_list(value: Any) -> Any:
@@ -145,29 +63,16 @@ def _tenant_list(value: Any) -> Any:
     try:
         tenants = json.loads(value) if isinstance(value, str) else value
     except json.JSONDecodeError as problem:
-        raise _invalid(f"not valid JSON ({problem})") from None
+        raise invalid(f"not valid JSON ({problem})") from None
     if tenants == []:
-        raise _invalid("expected a non-empty list of tenant objects, got []")
+        raise invalid("expected a non-empty list of tenant objects, got []")
     return tenants
-
-
-Text = Annotated[str, _value(_text, str)]
-CliText = Annotated[str, _value(_cli_text, str)]
-PositiveInt = Annotated[int, _value(_positive, Annotated[int, Gt(0)])]
-# Absent means "use the default"; an explicit null is not a count.
-OptionalPositiveInt = Annotated[int | None, _value(_positive, Annotated[int, Gt(0)])]
-CliPositiveInt = Annotated[
-    int, _value(_cli_positive, Annotated[int, Gt(0)] | Annotated[str, Field(pattern=r"^[1-9][0-9]*$")])
-]
-Cidr = Annotated[str, _value(_cidr, str)]
-DnsLabel = Annotated[Text, Format(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS label")]
-_CHART_VERSION = r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?"
 
 
 class ConfigModel(BaseModel):
     """Frozen, rejects unknown keys, and reports every broken rule of `problems` at once."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel)
     noun: ClassVar[str]  # what a list of these holds, for "expected a list of <noun> objects"
 
     def problems(self) -> Iterator[Problem]:
@@ -221,7 +126,7 @@ class Quota(ConfigModel):
     @classmethod
     def _not_a_system_namespace(cls, namespace: str) -> str:
         if namespace in _RESERVED_NAMESPACES:
-            raise _invalid(f"{namespace!r} is a system namespace; quota it elsewhere")
+            raise invalid(f"{namespace!r} is a system namespace; quota it elsewhere")
         return namespace
 
     def problems(self) -> Iterator[Problem]:
@@ -232,23 +137,16 @@ class Quota(ConfigModel):
 class Tenant(ConfigModel):
     noun: ClassVar[str] = "tenant"
 
-    name: Annotated[
-        Text,
-        Format(
-            r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
-            "a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, "
-            f"at most {_MAX_LABEL} characters)",
-        ),
-    ] = Field(description="names the tenant's control plane and its workers")
+    name: TenantName = Field(description="names the tenant's control plane and its workers")
     gpus: tuple[Gpu, ...] = Field((), description="mock GPUs on every worker of this tenant")
     workers: OptionalPositiveInt = Field(None, description="worker nodes; default workersPerTenant")
-    gpu_slots: OptionalPositiveInt = Field(None, alias="gpuSlots", description="vGPU slots per GPU; default gpuSlots")
+    gpu_slots: OptionalPositiveInt = Field(None, description="vGPU slots per GPU; default gpuSlots")
     control_plane_replicas: OptionalPositiveInt = Field(
-        None, alias="controlPlaneReplicas", description="API server replicas; default controlPlaneReplicas"
+        None, description="API server replicas; default controlPlaneReplicas"
     )
-    pod_cidr: Cidr = Field("10.244.0.0/16", alias="podCidr", description="pod network; each worker gets a /24")
+    pod_cidr: Cidr = Field("10.244.0.0/16", description="pod network; each worker gets a /24")
     service_cidr: Cidr = Field(
-        "10.96.0.0/16", alias="serviceCidr", description="service network; the cluster DNS gets its .10 address"
+        "10.96.0.0/16", description="service network; the cluster DNS gets its .10 address"
     )
     quotas: tuple[Quota, ...] = Field((), description="ResourceQuotas in the tenant, enforced by HAMi")
 
@@ -256,7 +154,7 @@ class Tenant(ConfigModel):
     @classmethod
     def _not_reserved(cls, name: str) -> str:
         if name in _RESERVED_TENANT_NAMES:
-            raise _invalid(f"{name!r} is reserved for the management cluster; choose another name")
+            raise invalid(f"{name!r} is reserved for the management cluster; choose another name")
         return name
 
     def problems(self) -> Iterator[Problem]:
@@ -288,80 +186,58 @@ class Tenant(ConfigModel):
 class StackConfig(ConfigModel):
     """The `kamaji-hami-lab:` keys of a stack. Scalar defaults equal Pulumi.yaml's (a test checks)."""
 
-    management_cluster_name: Annotated[CliText, Format(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")] = (
-        Field(
-            "kamaji",
-            alias="managementClusterName",
-            description="Name of the kind management cluster; also prefixes worker container names.",
-        )
+    management_cluster_name: ClusterName = Field(
+        "kamaji", description="Name of the kind management cluster; also prefixes worker container names."
     )
-    kubernetes_version: Annotated[CliText, Format(r"v\d+\.\d+\.\d+", "v<major>.<minor>.<patch>, e.g. v1.36.4")] = (
-        Field(
-            "v1.36.4",
-            alias="kubernetesVersion",
-            description="Kubernetes version of every tenant control plane, worker kubelet and HAMi's "
-            "kube-scheduler (keep the leading v).",
-        )
+    kubernetes_version: KubernetesVersion = Field(
+        "v1.36.4",
+        description="Kubernetes version of every tenant control plane, worker kubelet and HAMi's kube-scheduler "
+        "(keep the leading v).",
     )
-    node_image: Annotated[CliText, Format(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")] = Field(
+    node_image: ImageReference = Field(
         "",
-        alias="nodeImage",
         description="Node image for the kind cluster and tenant workers; empty means kindest/node:<kubernetesVersion>.",
     )
-    cert_manager_version: Annotated[CliText, Format(_CHART_VERSION, "a semantic version, e.g. v1.21.2")] = Field(
-        "v1.21.2", alias="certManagerVersion", description="cert-manager chart version (jetstack repository)."
+    cert_manager_version: CertManagerVersion = Field(
+        "v1.21.2", description="cert-manager chart version (jetstack repository)."
     )
-    metallb_version: Annotated[CliText, Format(_CHART_VERSION, "a semantic version, e.g. v0.16.1")] = Field(
-        "v0.16.1", alias="metallbVersion", description="MetalLB chart version (metallb repository)."
+    metallb_version: MetallbVersion = Field(
+        "v0.16.1", description="MetalLB chart version (metallb repository)."
     )
-    kamaji_chart_version: Annotated[CliText, Format(_CHART_VERSION, "a chart version, e.g. 0.0.0+latest")] = Field(
+    kamaji_chart_version: KamajiChartVersion = Field(
         "0.0.0+latest",
-        alias="kamajiChartVersion",
         description="Kamaji chart version (clastix repository); 0.0.0+latest follows Kamaji's master branch.",
     )
-    kamaji_image_tag: Annotated[CliText, Format(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", "an image tag")] = Field(
+    kamaji_image_tag: ImageTag = Field(
         "",
-        alias="kamajiImageTag",
         description="Kamaji controller image tag (e.g. an edge release such as 26.8.2-edge); "
         "empty keeps the chart's default",
     )
-    hami_chart_version: Annotated[CliText, Format(_CHART_VERSION, "a chart version, e.g. 2.10.0")] = Field(
-        "2.10.0", alias="hamiChartVersion", description="HAMi chart version (project-hami repository)."
+    hami_chart_version: HamiChartVersion = Field(
+        "2.10.0", description="HAMi chart version (project-hami repository)."
     )
-    metallb_address_range: Annotated[
-        AddressRange | None, _optional(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")
-    ] = Field(
+    metallb_address_range: AddressPool = Field(
         "",
-        alias="metallbAddressRange",
         validate_default=True,
         description="MetalLB pool as a.b.c.d-a.b.c.e or a CIDR; empty carves 51 addresses from the top of the "
         "kind docker network.",
     )
-    kind_subnet: Annotated[
-        ipaddress.IPv4Network | None, _optional(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16")
-    ] = Field(
+    kind_subnet: KindSubnet = Field(
         "",
-        alias="kindSubnet",
         validate_default=True,
         description="IPv4 subnet of the kind docker network, if known in advance; used to check "
         "metallbAddressRange before anything is created.",
     )
     control_plane_replicas: CliPositiveInt = Field(
-        1,
-        alias="controlPlaneReplicas",
-        description="API server replicas per tenant control plane (tenants may override).",
+        1, description="API server replicas per tenant control plane (tenants may override)."
     )
-    workers_per_tenant: CliPositiveInt = Field(
-        1, alias="workersPerTenant", description="Worker nodes per tenant (tenants may override)."
-    )
+    workers_per_tenant: CliPositiveInt = Field(1, description="Worker nodes per tenant (tenants may override).")
     gpu_slots: CliPositiveInt = Field(
-        10,
-        alias="gpuSlots",
-        description="HAMi vGPU slots per mock GPU, i.e. how many pods may share one card (tenants may override).",
+        10, description="HAMi vGPU slots per mock GPU, i.e. how many pods may share one card (tenants may override)."
     )
     tenants: Annotated[tuple[Tenant, ...], BeforeValidator(_tenant_list)] = Field(
         json_schema_extra={"minItems": 1},
-        description="The tenants: isolated clusters, each with its own control plane, workers and mock GPUs."
+        description="The tenants: isolated clusters, each with its own control plane, workers and mock GPUs.",
     )
 
     @field_validator("node_image")
@@ -371,7 +247,7 @@ class StackConfig(ConfigModel):
         version = info.data.get("kubernetes_version")
         tag = re.search(r":(v\d+\.\d+\.\d+)(@|$)", image)
         if version and tag and tag.group(1) != version:
-            raise _invalid(
+            raise invalid(
                 f"{image!r} runs Kubernetes {tag.group(1)}, but kubernetesVersion is {version}; change both together"
             )
         return image
@@ -384,10 +260,10 @@ class StackConfig(ConfigModel):
             seen.add(tenant.name)
             workers = self.workers_of(tenant)
             longest = worker_name(self.management_cluster_name, tenant.name, workers)
-            if len(longest) > _MAX_LABEL:
+            if len(longest) > MAX_LABEL:
                 yield ("tenants", index, "name"), (
                     f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed "
-                    f"{_MAX_LABEL} characters"
+                    f"{MAX_LABEL} characters"
                 )
             # The tenant's controller manager hands every node a /24 of the pod CIDR.
             if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:

@@ -55,7 +55,7 @@ def test_pulumi_yaml_declares_every_scalar_key_as_the_schema_does():
 
 def test_readme_table_lists_every_key_with_its_default_and_description():
     table = readme_table()
-    assert list(table) == ["tenants", *[key for key in STACK_KEYS if key != "tenants"]]
+    assert set(table) == set(STACK_KEYS)
     for key, spec in STACK_KEYS.items():
         default, meaning = table[key]
         if "default" not in spec:
@@ -132,6 +132,17 @@ def test_scalar_problems_name_key_and_value(overrides, expected):
     with pytest.raises(ConfigError) as raised:
         parse_settings(dev_config(**overrides))
     assert f"{PREFIX}{expected}" in str(raised.value)
+
+
+def test_rules_between_tenants_and_stack_keys_are_checked_while_another_key_is_wrong():
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(kubernetesVersion="1.36", tenants=[{"name": "a"}, {"name": "a", "workers": 300}]))
+    lines = str(raised.value).splitlines()[1:]
+    assert [line.split(": ")[0].strip() for line in lines] == [
+        f"{PREFIX}kubernetesVersion",
+        f"{PREFIX}tenants[1].name",
+        f"{PREFIX}tenants[1].podCidr",
+    ]
 
 
 def test_problem_lines_never_show_pydantic_wording():

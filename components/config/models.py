@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -69,6 +69,32 @@ def _tenant_list(value: Any) -> Any:
     return tenants
 
 
+def report(problems: Iterable[Problem]) -> None:
+    """Raises every problem at once (messages.py gives each its own line)."""
+    if found := list(problems):
+        raise PydanticCustomError(RULES_ERROR, "broken rules", {"problems": found})
+
+
+def _tenant_problems(
+    tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None
+) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for index, tenant in enumerate(tenants):
+        if tenant.name in seen:
+            yield (index, "name"), f"duplicate tenant name {tenant.name!r}"
+        seen.add(tenant.name)
+        workers = tenant.workers or default_workers
+        if workers is None:  # workersPerTenant is wrong, and says so itself
+            continue
+        if cluster is not None and len(longest := worker_name(cluster, tenant.name, workers)) > MAX_LABEL:
+            yield (index, "name"), (
+                f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed {MAX_LABEL} characters"
+            )
+        # The tenant's controller manager hands every node a /24 of the pod CIDR.
+        if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:
+            yield (index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
+
+
 class ConfigModel(BaseModel):
     """Frozen, rejects unknown keys, and reports every broken rule of `problems` at once."""
 
@@ -80,8 +106,7 @@ class ConfigModel(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self) -> ConfigModel:
-        if found := list(self.problems()):
-            raise PydanticCustomError(RULES_ERROR, "broken rules", {"problems": found})
+        report(self.problems())
         return self
 
 
@@ -252,25 +277,16 @@ class StackConfig(ConfigModel):
             )
         return image
 
-    def problems(self) -> Iterator[Problem]:
-        seen: set[str] = set()
-        for index, tenant in enumerate(self.tenants):
-            if tenant.name in seen:
-                yield ("tenants", index, "name"), f"duplicate tenant name {tenant.name!r}"
-            seen.add(tenant.name)
-            workers = self.workers_of(tenant)
-            longest = worker_name(self.management_cluster_name, tenant.name, workers)
-            if len(longest) > MAX_LABEL:
-                yield ("tenants", index, "name"), (
-                    f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed "
-                    f"{MAX_LABEL} characters"
-                )
-            # The tenant's controller manager hands every node a /24 of the pod CIDR.
-            if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:
-                yield ("tenants", index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
-        yield from self._address_problems()
+    @field_validator("tenants")
+    @classmethod
+    def _fit_the_stack(cls, tenants: tuple[Tenant, ...], info: ValidationInfo) -> tuple[Tenant, ...]:
+        # A field validator, unlike `problems`, runs even when another key is wrong: it sees the valid
+        # keys declared above it.
+        cluster, default_workers = info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")
+        report(_tenant_problems(tenants, cluster, default_workers))
+        return tenants
 
-    def _address_problems(self) -> Iterator[Problem]:
+    def problems(self) -> Iterator[Problem]:
         pool, subnet = self.metallb_address_range, self.kind_subnet
         if pool is not None and subnet is not None and not pool.within(subnet):
             yield ("metallbAddressRange",), f"{pool} lies outside the kind network {subnet}"

@@ -57,42 +57,10 @@ Problem = tuple[tuple[str | int, ...], str]
 RULES_ERROR = "lab_rules"
 
 
-def _tenant_list(value: Any) -> Any:
-    # The CLI hands objects over as JSON text. Checked here, not by min_length, which pydantic
-    # also reports when the only tenants are invalid.
-    try:
-        tenants = json.loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError as problem:
-        raise invalid(f"not valid JSON ({problem})") from None
-    if tenants == []:
-        raise invalid("expected a non-empty list of tenant objects, got []")
-    return tenants
-
-
 def report(problems: Iterable[Problem]) -> None:
     """Raises every problem at once (messages.py gives each its own line)."""
     if found := list(problems):
         raise PydanticCustomError(RULES_ERROR, "broken rules", {"problems": found})
-
-
-def _tenant_problems(
-    tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None
-) -> Iterator[Problem]:
-    seen: set[str] = set()
-    for index, tenant in enumerate(tenants):
-        if tenant.name in seen:
-            yield (index, "name"), f"duplicate tenant name {tenant.name!r}"
-        seen.add(tenant.name)
-        workers = tenant.workers or default_workers
-        if workers is None:  # workersPerTenant is wrong, and says so itself
-            continue
-        if cluster is not None and len(longest := worker_name(cluster, tenant.name, workers)) > MAX_LABEL:
-            yield (index, "name"), (
-                f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed {MAX_LABEL} characters"
-            )
-        # The tenant's controller manager hands every node a /24 of the pod CIDR.
-        if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:
-            yield (index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
 
 
 class ConfigModel(BaseModel):
@@ -206,6 +174,38 @@ class Tenant(ConfigModel):
     @property
     def gpu_specs(self) -> tuple[GpuSpec, ...]:
         return tuple(GpuSpec(model=gpu.model, count=gpu.count, memory_mib=gpu.memory) for gpu in self.gpus)
+
+
+def _tenant_list(value: Any) -> Any:
+    # The CLI hands objects over as JSON text. Checked here, not by min_length, which pydantic
+    # also reports when the only tenants are invalid.
+    try:
+        tenants = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError as problem:
+        raise invalid(f"not valid JSON ({problem})") from None
+    if tenants == []:
+        raise invalid("expected a non-empty list of tenant objects, got []")
+    return tenants
+
+
+def _tenant_problems(
+    tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None
+) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for index, tenant in enumerate(tenants):
+        if tenant.name in seen:
+            yield (index, "name"), f"duplicate tenant name {tenant.name!r}"
+        seen.add(tenant.name)
+        workers = tenant.workers or default_workers
+        if workers is None:  # workersPerTenant is wrong, and says so itself
+            continue
+        if cluster is not None and len(longest := worker_name(cluster, tenant.name, workers)) > MAX_LABEL:
+            yield (index, "name"), (
+                f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed {MAX_LABEL} characters"
+            )
+        # The tenant's controller manager hands every node a /24 of the pod CIDR.
+        if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:
+            yield (index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
 
 
 class StackConfig(ConfigModel):

@@ -5,10 +5,10 @@ config -> management cluster -> platform -> tenants -> outputs
 
 import pulumi
 
+from components.config import load_settings
 from components.docker_daemon import docker_daemon_address
 from components.management_cluster import ManagementCluster, ManagementClusterArgs
 from components.platform import Platform, PlatformArgs
-from components.settings import load_settings
 from components.tenant import Tenant, TenantArgs
 
 # 1. Config: parsed and validated in full before any resource is registered.

@@ -30,7 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from components import platform  # noqa: E402
 from components.gpu_sharing import HAMI_NAMESPACE, HAMI_REPO, hami_values  # noqa: E402
-from components.settings import PROJECT, LabSettings, parse_settings  # noqa: E402
+from components.config import parse_settings  # noqa: E402
+from components.config.messages import PROJECT  # noqa: E402
+from components.settings import LabSettings  # noqa: E402
 
 
 @dataclass(frozen=True)

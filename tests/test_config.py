@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from components.settings import ConfigError, parse_settings
+from components.config import ConfigError, parse_settings
 from tests.plan import NODE_IMAGE, dev_config, plan
 
 A100 = {"model": "NVIDIA A100 80GB", "count": 1}

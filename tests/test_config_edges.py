@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.settings import parse_settings
+from components.config import parse_settings
 from tests.plan import dev_config
 from tests.test_config import A100, config_error, tenants_error
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from components.config import ConfigError, parse_settings
 from components.gpus import GPU_CATALOGUE
-from components.settings import ConfigError, parse_settings
 from tests.plan import dev_config, plan, tenant_server
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.settings import ConfigError
+from components.config import ConfigError
 from tests.plan import dev_config, plan
 
 

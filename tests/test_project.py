@@ -1,16 +1,26 @@
 """The project file: every config key declared, with defaults the program accepts."""
 
+import json
 import re
 
 import pytest
 import yaml
 
 from components import commands
-from components.settings import SCALAR_KEYS, TENANTS_KEY, ConfigError, parse_settings
+from components.config import ConfigError, parse_settings
 from tests.plan import ROOT, project_defaults
 
 PROJECT_FILE = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
 README = (ROOT / "README.md").read_text()
+# The stack-file schema lists every key the program accepts (tests/test_config_schema.py keeps it current).
+STACK_KEYS = [
+    key.removeprefix("kamaji-hami-lab:")
+    for key in json.loads((ROOT / "schema" / "stack-config.schema.json").read_text())["properties"]["config"][
+        "properties"
+    ]
+]
+TENANTS_KEY = "tenants"
+SCALAR_KEYS = [key for key in STACK_KEYS if key != TENANTS_KEY]
 PULUMI_TYPES = {"string": str, "integer": int, "boolean": bool}
 
 
@@ -38,7 +48,7 @@ def test_defaults_alone_only_lack_tenants():
 
 
 def test_readme_documents_every_config_key():
-    for key in (*SCALAR_KEYS, TENANTS_KEY):
+    for key in STACK_KEYS:
         assert f"`{key}`" in README, key
 
 

@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from components.settings import parse_settings
+from components.config import parse_settings
 from components.tenant_control_plane import control_plane_spec
 from tests.plan import dev_config, is_secret, is_unknown, plan, resolve, tenant_server, tenants
 from tests.schema import load_schema, violations

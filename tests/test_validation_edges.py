@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from components.settings import parse_settings
+from components.config import parse_settings
 from components.tenant_control_plane import control_plane_spec
 from tests.plan import dev_config
 from tests.test_validation import FakeLab, healthy_lab, ok, recorded, result, validate

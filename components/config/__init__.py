@@ -1,0 +1,40 @@
+"""Stack configuration, read once and validated into frozen settings.
+
+Every problem is reported before any resource is registered, one line each,
+naming the key path as users write it and the offending value. The models in
+``models.py`` describe the config; nothing outside this package sees pydantic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pydantic import ValidationError
+
+from components.config.messages import PROJECT, problem_lines
+from components.config.models import StackConfig
+from components.settings import LabSettings
+
+
+class ConfigError(pulumi.RunError):
+    """Raised with every config problem found, one per line."""
+
+
+def load_settings() -> LabSettings:
+    """Reads this project's stack config (as the CLI hands it to the program)."""
+    from pulumi.runtime.config import CONFIG, get_config_env
+
+    prefix = f"{PROJECT}:"
+    raw = {**get_config_env(), **CONFIG.get()}
+    return parse_settings({key[len(prefix) :]: value for key, value in raw.items() if key.startswith(prefix)})
+
+
+def parse_settings(raw: Mapping[str, Any]) -> LabSettings:
+    """Validates config values (strings from the CLI, or YAML values) into LabSettings."""
+    try:
+        config = StackConfig.model_validate(dict(raw))
+    except ValidationError as invalid:
+        raise ConfigError("invalid stack configuration:\n  " + "\n  ".join(problem_lines(invalid))) from None
+    return config.settings()

@@ -1,0 +1,341 @@
+"""The stack configuration, described as pydantic models.
+
+Field types (``values``) carry the per-value constraints and their messages; each model's
+``problems`` states the rules that need several values, one message per broken
+rule. ``StackConfig.settings()`` hands the components plain frozen dataclasses.
+
+A key that selects a mode becomes a discriminated union: one ``ConfigModel`` per
+mode, each with a ``Literal`` field for that key, joined by
+``Field(discriminator=<key>)``; ``messages`` keeps pydantic's tags out of key paths.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from components.addresses import CARVED_POOL_SIZE, pool_for_subnet
+from components.config.values import (
+    MAX_LABEL,
+    AddressPool,
+    CertManagerVersion,
+    Cidr,
+    CliPositiveInt,
+    ClusterName,
+    DnsLabel,
+    HamiChartVersion,
+    ImageReference,
+    ImageTag,
+    KamajiChartVersion,
+    KindSubnet,
+    KubernetesVersion,
+    MetallbVersion,
+    OptionalPositiveInt,
+    PositiveInt,
+    TenantName,
+    Text,
+    invalid,
+)
+from components.gpus import GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, GpuSpec, node_gpu_memory_mib
+from components.settings import GpuQuota, LabSettings, TenantSettings, Versions, worker_name
+
+_RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+# The management cluster's kubeconfig is written next to the tenants' as management.kubeconfig.
+_RESERVED_TENANT_NAMES = ("management",)
+_NODE_POD_SUBNET_SIZE = 256
+_SMALLEST_SERVICE_PREFIX = 28
+
+# A broken rule: the key path below the model that broke it, and what is wrong.
+Problem = tuple[tuple[str | int, ...], str]
+RULES_ERROR = "lab_rules"
+
+
+def report(problems: Iterable[Problem]) -> None:
+    """Raises every problem at once (messages.py gives each its own line)."""
+    if found := list(problems):
+        raise PydanticCustomError(RULES_ERROR, "broken rules", {"problems": found})
+
+
+class ConfigModel(BaseModel):
+    """Frozen, rejects unknown keys, and reports every broken rule of `problems` at once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel)
+    noun: ClassVar[str]  # what a list of these holds, for "expected a list of <noun> objects"
+
+    def problems(self) -> Iterator[Problem]:
+        return iter(())
+
+    @model_validator(mode="after")
+    def _rules(self) -> ConfigModel:
+        report(self.problems())
+        return self
+
+
+class Gpu(ConfigModel):
+    # Editors flag a model outside the catalogue that lacks memoryMiB, as the program does.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"model": {"not": {"enum": list(GPU_CATALOGUE)}}}},
+            "then": {"required": ["memoryMiB"]},
+        }
+    )
+    noun: ClassVar[str] = "{model, count}"
+
+    model: Text = Field(
+        description="GPU model; one from the catalogue, or any name with memoryMiB", examples=list(GPU_CATALOGUE)
+    )
+    count: PositiveInt = Field(1, description="GPUs of this model on every worker of the tenant")
+    memory_mib: OptionalPositiveInt = Field(
+        None, alias="memoryMiB", description="memory per GPU in MiB; defaults to the catalogue's"
+    )
+
+    @property
+    def memory(self) -> int | None:
+        return self.memory_mib or GPU_CATALOGUE.get(self.model)
+
+    def problems(self) -> Iterator[Problem]:
+        if self.memory is None:
+            yield ("model",), (
+                f"unknown GPU model {self.model!r}; set memoryMiB for it or use one of: " + ", ".join(GPU_CATALOGUE)
+            )
+
+
+class Quota(ConfigModel):
+    noun: ClassVar[str] = "quota"
+
+    namespace: DnsLabel = Field(description='namespace the ResourceQuota is in; created unless it is "default"')
+    gpumem_mib: OptionalPositiveInt = Field(None, alias="gpumemMiB", description="limits.nvidia.com/gpumem")
+    gpucores: OptionalPositiveInt = Field(None, description="limits.nvidia.com/gpucores")
+    gpus: OptionalPositiveInt = Field(None, description="requests.nvidia.com/gpu (vGPU count)")
+
+    @field_validator("namespace")
+    @classmethod
+    def _not_a_system_namespace(cls, namespace: str) -> str:
+        if namespace in _RESERVED_NAMESPACES:
+            raise invalid(f"{namespace!r} is a system namespace; quota it elsewhere")
+        return namespace
+
+    def problems(self) -> Iterator[Problem]:
+        if (self.gpumem_mib, self.gpucores, self.gpus) == (None, None, None):
+            yield (), "set at least one of gpumemMiB, gpucores, gpus"
+
+
+class Tenant(ConfigModel):
+    noun: ClassVar[str] = "tenant"
+
+    name: TenantName = Field(description="names the tenant's control plane and its workers")
+    gpus: tuple[Gpu, ...] = Field((), description="mock GPUs on every worker of this tenant")
+    workers: OptionalPositiveInt = Field(None, description="worker nodes; default workersPerTenant")
+    gpu_slots: OptionalPositiveInt = Field(None, description="vGPU slots per GPU; default gpuSlots")
+    control_plane_replicas: OptionalPositiveInt = Field(
+        None, description="API server replicas; default controlPlaneReplicas"
+    )
+    pod_cidr: Cidr = Field("10.244.0.0/16", description="pod network; each worker gets a /24")
+    service_cidr: Cidr = Field(
+        "10.96.0.0/16", description="service network; the cluster DNS gets its .10 address"
+    )
+    quotas: tuple[Quota, ...] = Field((), description="ResourceQuotas in the tenant, enforced by HAMi")
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, name: str) -> str:
+        if name in _RESERVED_TENANT_NAMES:
+            raise invalid(f"{name!r} is reserved for the management cluster; choose another name")
+        return name
+
+    def problems(self) -> Iterator[Problem]:
+        total = node_gpu_memory_mib(self.gpu_specs)
+        if total > MAX_MOCK_MEMORY_PER_NODE_MIB:
+            yield ("gpus",), (
+                f"{total} MiB of GPU memory per worker exceeds the mock device plugin's limit of "
+                f"{MAX_MOCK_MEMORY_PER_NODE_MIB} MiB; spread the GPUs over more workers"
+            )
+        pods, services = ipaddress.ip_network(self.pod_cidr), ipaddress.ip_network(self.service_cidr)
+        if services.prefixlen > _SMALLEST_SERVICE_PREFIX:
+            yield ("serviceCidr",), (
+                f"{services} is too small; use a /{_SMALLEST_SERVICE_PREFIX} or larger "
+                "(the cluster DNS service takes its .10 address)"
+            )
+        elif pods.overlaps(services):
+            yield ("serviceCidr",), f"{services} overlaps podCidr {pods}"
+        seen: set[str] = set()
+        for index, quota in enumerate(self.quotas):
+            if quota.namespace in seen:
+                yield ("quotas", index, "namespace"), f"duplicate quota namespace {quota.namespace!r}"
+            seen.add(quota.namespace)
+
+    @property
+    def gpu_specs(self) -> tuple[GpuSpec, ...]:
+        return tuple(GpuSpec(model=gpu.model, count=gpu.count, memory_mib=gpu.memory) for gpu in self.gpus)
+
+
+def _tenant_list(value: Any) -> Any:
+    # The CLI hands objects over as JSON text. Checked here, not by min_length, which pydantic
+    # also reports when the only tenants are invalid.
+    try:
+        tenants = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError as problem:
+        raise invalid(f"not valid JSON ({problem})") from None
+    if tenants == []:
+        raise invalid("expected a non-empty list of tenant objects, got []")
+    return tenants
+
+
+def _tenant_problems(
+    tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None
+) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for index, tenant in enumerate(tenants):
+        if tenant.name in seen:
+            yield (index, "name"), f"duplicate tenant name {tenant.name!r}"
+        seen.add(tenant.name)
+        workers = tenant.workers or default_workers
+        if workers is None:  # workersPerTenant is wrong, and says so itself
+            continue
+        if cluster is not None and len(longest := worker_name(cluster, tenant.name, workers)) > MAX_LABEL:
+            yield (index, "name"), (
+                f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed {MAX_LABEL} characters"
+            )
+        # The tenant's controller manager hands every node a /24 of the pod CIDR.
+        if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:
+            yield (index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
+
+
+class StackConfig(ConfigModel):
+    """The `kamaji-hami-lab:` keys of a stack. Scalar defaults equal Pulumi.yaml's (a test checks)."""
+
+    management_cluster_name: ClusterName = Field(
+        "kamaji", description="Name of the kind management cluster; also prefixes worker container names."
+    )
+    kubernetes_version: KubernetesVersion = Field(
+        "v1.36.4",
+        description="Kubernetes version of every tenant control plane, worker kubelet and HAMi's kube-scheduler "
+        "(keep the leading v).",
+    )
+    node_image: ImageReference = Field(
+        # kubernetes-sigs/kind release notes of v0.33.0 ("Images pre-built for this release").
+        "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",
+        description="Node image for the kind cluster and tenant workers, pinned by digest; its tag must equal "
+        "kubernetesVersion. Empty means kindest/node:<kubernetesVersion>, whatever that tag points at.",
+    )
+    cert_manager_version: CertManagerVersion = Field(
+        "v1.21.2", description="cert-manager chart version (jetstack repository)."
+    )
+    metallb_version: MetallbVersion = Field(
+        "v0.16.1", description="MetalLB chart version (metallb repository)."
+    )
+    kamaji_chart_version: KamajiChartVersion = Field(
+        "0.0.0+latest",
+        description="Kamaji chart version (clastix repository); 0.0.0+latest follows Kamaji's master branch.",
+    )
+    kamaji_image_tag: ImageTag = Field(
+        "",
+        description="Kamaji controller image tag (e.g. an edge release such as 26.8.2-edge); "
+        "empty keeps the chart's default",
+    )
+    hami_chart_version: HamiChartVersion = Field(
+        "2.10.0", description="HAMi chart version (project-hami repository)."
+    )
+    metallb_address_range: AddressPool = Field(
+        "",
+        validate_default=True,
+        description="MetalLB pool as a.b.c.d-a.b.c.e or a CIDR; empty carves 51 addresses of the kind docker "
+        "network's upper half, in a block picked by managementClusterName.",
+    )
+    kind_subnet: KindSubnet = Field(
+        "",
+        validate_default=True,
+        description="IPv4 subnet of the kind docker network, if known in advance; used to check "
+        "metallbAddressRange before anything is created.",
+    )
+    control_plane_replicas: CliPositiveInt = Field(
+        1, description="API server replicas per tenant control plane (tenants may override)."
+    )
+    workers_per_tenant: CliPositiveInt = Field(1, description="Worker nodes per tenant (tenants may override).")
+    gpu_slots: CliPositiveInt = Field(
+        10, description="HAMi vGPU slots per mock GPU, i.e. how many pods may share one card (tenants may override)."
+    )
+    tenants: Annotated[tuple[Tenant, ...], BeforeValidator(_tenant_list)] = Field(
+        json_schema_extra={"minItems": 1},
+        description="The tenants: isolated clusters, each with its own control plane, workers and mock GPUs.",
+    )
+
+    @field_validator("node_image")
+    @classmethod
+    def _runs_the_tenants_kubernetes(cls, image: str, info: ValidationInfo) -> str:
+        # Worker kubelets must match the tenants' API servers (and HAMi's kube-scheduler).
+        version = info.data.get("kubernetes_version")
+        tag = re.search(r":(v\d+\.\d+\.\d+)(@|$)", image)
+        if version and tag and tag.group(1) != version:
+            raise invalid(
+                f"{image!r} runs Kubernetes {tag.group(1)}, but kubernetesVersion is {version}; change both together"
+            )
+        return image
+
+    @field_validator("tenants")
+    @classmethod
+    def _fit_the_stack(cls, tenants: tuple[Tenant, ...], info: ValidationInfo) -> tuple[Tenant, ...]:
+        # A field validator, unlike `problems`, runs even when another key is wrong: it sees the valid
+        # keys declared above it.
+        cluster, default_workers = info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")
+        report(_tenant_problems(tenants, cluster, default_workers))
+        return tenants
+
+    def problems(self) -> Iterator[Problem]:
+        pool, subnet = self.metallb_address_range, self.kind_subnet
+        if pool is not None and subnet is not None and not pool.within(subnet):
+            yield ("metallbAddressRange",), f"{pool} lies outside the kind network {subnet}"
+        if pool is None and subnet is not None:
+            try:
+                pool_for_subnet(subnet, self.management_cluster_name)
+            except ValueError as problem:
+                yield ("kindSubnet",), str(problem)
+        if pool is not None and len(self.tenants) > pool.size:
+            yield ("metallbAddressRange",), (
+                f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants each need one"
+            )
+        if pool is None and len(self.tenants) > CARVED_POOL_SIZE:
+            yield ("tenants",), (
+                f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved from the "
+                "kind network by default; set kamaji-hami-lab:metallbAddressRange"
+            )
+
+    def workers_of(self, tenant: Tenant) -> int:
+        return tenant.workers or self.workers_per_tenant
+
+    def settings(self) -> LabSettings:
+        versions = Versions(
+            kubernetes=self.kubernetes_version,
+            cert_manager=self.cert_manager_version,
+            metallb=self.metallb_version,
+            kamaji_chart=self.kamaji_chart_version,
+            kamaji_image_tag=self.kamaji_image_tag,
+            hami_chart=self.hami_chart_version,
+        )
+        return LabSettings(
+            management_cluster_name=self.management_cluster_name,
+            versions=versions,
+            node_image=self.node_image or f"kindest/node:{self.kubernetes_version}",
+            metallb_address_range=self.metallb_address_range,
+            kind_subnet=self.kind_subnet,
+            tenants=tuple(
+                TenantSettings(
+                    name=tenant.name,
+                    workers=self.workers_of(tenant),
+                    gpus=tenant.gpu_specs,
+                    gpu_slots=tenant.gpu_slots or self.gpu_slots,
+                    control_plane_replicas=tenant.control_plane_replicas or self.control_plane_replicas,
+                    pod_cidr=tenant.pod_cidr,
+                    service_cidr=tenant.service_cidr,
+                    quotas=tuple(GpuQuota(q.namespace, q.gpumem_mib, q.gpucores, q.gpus) for q in tenant.quotas),
+                )
+                for tenant in self.tenants
+            ),
+        )

@@ -1,0 +1,195 @@
+"""The stack-file JSON Schema, Pulumi.yaml and the README's config table describe one config.
+
+Also: values as the CLI and YAML hand them over keep their meaning, and every
+problem line stays in the user's words (key path and value), never pydantic's.
+"""
+
+import json
+import re
+from typing import Annotated, ClassVar, Literal
+
+import pytest
+import yaml
+from pydantic import Field, ValidationError
+
+from components.config import ConfigError, parse_settings
+from components.config.messages import problem_lines
+from components.config.models import ConfigModel
+from components.config.schema import SCHEMA_FILE, rendered
+from tests.plan import ROOT, dev_config
+
+PREFIX = "kamaji-hami-lab:"
+SCHEMA = json.loads((ROOT / "schema" / "stack-config.schema.json").read_text())
+STACK_KEYS = {key.removeprefix(PREFIX): spec for key, spec in SCHEMA["properties"]["config"]["properties"].items()}
+PROJECT_KEYS = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+README = (ROOT / "README.md").read_text()
+MODELINE = "# yaml-language-server: $schema=schema/stack-config.schema.json"
+
+
+def readme_table() -> dict[str, tuple[str, str]]:
+    """key -> (default cell, meaning cell) of the README's configuration table."""
+    section = README.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| (.*?) \| (.*?) \|$", section, re.MULTILINE)
+    return {key: (default, meaning) for key, default, meaning in rows}
+
+
+def plain(text: str) -> str:
+    return text.replace("`", "").rstrip(".")
+
+
+def test_committed_schema_is_generated_from_the_models():
+    assert SCHEMA_FILE == ROOT / "schema" / "stack-config.schema.json"
+    assert SCHEMA_FILE.read_text() == rendered(), "stale: run .venv/bin/python -m components.config.schema"
+
+
+def test_pulumi_yaml_declares_every_scalar_key_as_the_schema_does():
+    scalars = {key: spec for key, spec in STACK_KEYS.items() if key != "tenants"}
+    assert set(PROJECT_KEYS) == set(scalars)
+    for key, spec in scalars.items():
+        declared = PROJECT_KEYS[key]
+        assert declared["default"] == spec["default"], key
+        assert declared["description"] == spec["description"], key
+        # Counts may also be written as text, which is how `pulumi config set` stores them.
+        assert declared["type"] == spec.get("type", "integer"), key
+
+
+def test_readme_table_lists_every_key_with_its_default_and_description():
+    table = readme_table()
+    assert set(table) == set(STACK_KEYS)
+    for key, spec in STACK_KEYS.items():
+        default, meaning = table[key]
+        if "default" not in spec:
+            assert default == "(required)", key
+        elif spec["default"] == "":
+            assert default == "empty", key
+        else:
+            assert default == f"`{spec['default']}`", key
+        assert plain(meaning).startswith(plain(spec["description"])), key
+
+
+def test_stack_files_name_the_schema_for_editors():
+    assert (ROOT / "Pulumi.dev.yaml").read_text().splitlines()[0] == MODELINE
+    assert f"\n{MODELINE}\n" in README
+
+
+def test_schema_covers_what_pulumi_yaml_cannot_declare():
+    tenant = SCHEMA["$defs"]["Tenant"]
+    assert tenant["additionalProperties"] is False
+    assert {"name", "gpus", "quotas", "workers"} <= set(tenant["properties"])
+    assert SCHEMA["$defs"]["Gpu"]["then"] == {"required": ["memoryMiB"]}
+    config = SCHEMA["properties"]["config"]
+    assert config["additionalProperties"] is False and "^pulumi:" in config["patternProperties"]
+    assert config["required"] == [f"{PREFIX}tenants"]
+
+
+def test_readme_tenant_example_is_a_valid_config():
+    example = re.search(r"```yaml\nconfig:\n(.*?)```", README, re.DOTALL).group(0)
+    tenants = yaml.safe_load(example.removeprefix("```yaml\n").removesuffix("```"))["config"][f"{PREFIX}tenants"]
+    tenant = parse_settings(dev_config(tenants=tenants)).tenants[0]
+    assert (tenant.workers, tenant.gpu_slots, tenant.control_plane_replicas) == (2, 4, 2)
+    assert [gpu.memory_mib for gpu in tenant.gpus] == [81920, 24576]
+
+
+def test_counts_arrive_as_text_from_the_cli():
+    lab = parse_settings(dev_config(workersPerTenant="2", gpuSlots=" 4 ", kamajiImageTag="26.8.2-edge"))
+    assert {(t.workers, t.gpu_slots) for t in lab.tenants} == {(2, 4)}
+    assert lab.versions.kamaji_image_tag == "26.8.2-edge"
+
+
+def test_kamaji_image_tag_defaults_to_the_charts():
+    assert parse_settings(dev_config()).versions.kamaji_image_tag == ""
+
+
+@pytest.mark.parametrize(
+    ("tenant", "expected"),
+    [
+        ({"name": "a", "workers": True}, "tenants[0].workers: expected a positive integer, got true"),
+        ({"name": "a", "workers": 2.0}, "tenants[0].workers: expected a positive integer, got 2.0"),
+        ({"name": "a", "workers": None}, "tenants[0].workers: expected a positive integer, got null"),
+        ({"name": "a", "gpus": [{"model": "x", "memoryMiB": None}]}, "tenants[0].gpus[0].memoryMiB: expected a"),
+        ({"name": "a", "podCidr": "10.244.0.1/16"}, "tenants[0].podCidr: '10.244.0.1/16' is not an IPv4 CIDR"),
+        ({"name": "a", "quotas": [{"namespace": "x", "gpus": 1}] * 2}, "tenants[0].quotas[1].namespace: duplicate"),
+        ({"name": "a", "quotas": "x"}, "tenants[0].quotas: expected a list of quota objects, got 'x'"),
+        ({"gpus": []}, "tenants[0].name: required"),
+    ],
+)
+def test_nested_values_keep_their_strict_meaning(tenant, expected):
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(tenants=[tenant]))
+    assert f"{PREFIX}{expected}" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"kamajiImageTag": "edge tag"}, "kamajiImageTag: 'edge tag' is not an image tag"),
+        ({"nodeImage": 7}, "nodeImage: expected a string, got 7"),
+        ({"kindSubnet": "fd00::/64"}, "kindSubnet: 'fd00::/64' is not an IPv4 CIDR such as 172.18.0.0/16"),
+        ({"managementClusterName": "Lab"}, "managementClusterName: 'Lab' is not a lower-case DNS label"),
+    ],
+)
+def test_scalar_problems_name_key_and_value(overrides, expected):
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(**overrides))
+    assert f"{PREFIX}{expected}" in str(raised.value)
+
+
+def test_rules_between_tenants_and_stack_keys_are_checked_while_another_key_is_wrong():
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(kubernetesVersion="1.36", tenants=[{"name": "a"}, {"name": "a", "workers": 300}]))
+    lines = str(raised.value).splitlines()[1:]
+    assert [line.split(": ")[0].strip() for line in lines] == [
+        f"{PREFIX}kubernetesVersion",
+        f"{PREFIX}tenants[1].name",
+        f"{PREFIX}tenants[1].podCidr",
+    ]
+
+
+def test_problem_lines_never_show_pydantic_wording():
+    bad = [
+        {"name": "a", "gpus": [{"model": 3, "count": "x", "extra": 1}], "quotas": [7]},
+        {"name": "a", "workers": [], "podCidr": 5},
+        "tenant",
+    ]
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(tenants=bad, gpuSlots="many", kubernetesVersion=None, surplus="1"))
+    header, *lines = str(raised.value).splitlines()
+    assert header == "invalid stack configuration:"
+    assert len(lines) >= 9
+    for line in lines:
+        assert re.match(r"  kamaji-hami-lab:[A-Za-z]+(\[\d+\]|\.[A-Za-z]+)*: \S", line), line
+        assert "Input should" not in line and "('" not in line, line
+
+
+class _Container(ConfigModel):
+    noun: ClassVar[str] = "worker"
+    kind: Literal["container"]
+    image: str
+
+
+class _Machine(ConfigModel):
+    noun: ClassVar[str] = "worker"
+    kind: Literal["machine"]
+    host: str
+
+
+class _ModeStack(ConfigModel):
+    """A stand-in for the modes the config will grow: a key that selects a model."""
+
+    workers: Annotated[_Container | _Machine, Field(discriminator="kind")]
+
+
+@pytest.mark.parametrize(
+    ("workers", "expected"),
+    [
+        ({"kind": "machine", "hots": "h"}, "workers.hots: unknown key (allowed: host, kind)"),
+        ({"kind": "machine"}, "workers.host: required"),
+        ({"kind": "vm"}, "workers.kind: 'vm' is not one of 'container', 'machine'"),
+        ({"image": "i"}, "workers.kind: required; one of 'container', 'machine'"),
+        ("w", "workers: expected an object, got 'w'"),
+    ],
+)
+def test_mode_keys_read_as_the_user_wrote_them(workers, expected):
+    with pytest.raises(ValidationError) as raised:
+        _ModeStack.model_validate({"workers": workers})
+    assert f"{PREFIX}{expected}" in list(problem_lines(raised.value, root=_ModeStack))

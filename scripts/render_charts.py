@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from components import platform  # noqa: E402
-from components.gpu_sharing import HAMI_NAMESPACE, HAMI_REPO, hami_values  # noqa: E402
 from components.config import parse_settings  # noqa: E402
 from components.config.messages import PROJECT  # noqa: E402
+from components.gpu_sharing import HAMI_NAMESPACE, HAMI_REPO, hami_values  # noqa: E402
 from components.settings import LabSettings  # noqa: E402
 
 

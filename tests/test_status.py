@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,8 @@ import pytest
 from validation.host import CommandResult
 from validation.status import main
 
-FIXTURES = Path(__file__).parent / "fixtures" / "status"
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "status"
 GOLDEN = FIXTURES / "status.txt"
 # What kubectl prints when a MetalLB address is not routable from the host.
 NO_ROUTE = (
@@ -184,7 +188,7 @@ def test_watch_refreshes_until_interrupted():
 
 
 def test_terminal_layout_matches_the_golden_file():
-    """Regenerate after an intended layout change: python -m validation.status --outputs ... (see README)."""
+    """After an intended layout change, write run_status()[1] to status.txt and update the README sample."""
     code, text = run_status()
     assert code == 1
     assert "\033[" not in text  # a StringIO is not a terminal: no colour
@@ -206,3 +210,47 @@ def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
     plain = Terminal()
     main(outputs, runner=fake, stdout=plain, clock=fake)
     assert plain.getvalue() == GOLDEN.read_text()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_status_reads_the_existing_stack_and_passes_its_options(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "PULUMI_BACKEND_URL"}
+    dry = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-C",
+            str(ROOT),
+            "-n",
+            "status",
+            f"VENV={tmp_path / 'venv'}",
+            "STATUS_ARGS=--tenant tenant-a --json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert "pulumi stack select dev" in dry.stdout and "--create" not in dry.stdout
+    assert "-m validation.status --tenant tenant-a --json" in dry.stdout
+
+
+def test_readme_sample_is_the_current_layout():
+    assert GOLDEN.read_text() in (ROOT / "README.md").read_text()
+
+
+def test_watch_needs_a_positive_interval(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run_status("--watch", "0")
+    assert exit_.value.code == 2
+    assert "positive number of seconds" in capsys.readouterr().err
+
+
+def test_without_the_management_cluster_the_control_plane_is_unknown_and_tenants_still_show():
+    code, doc = status_json(fake=FakeKubectl(unreachable=("management",)))
+    a = tenant(doc, "tenant-a")
+    assert a["controlPlaneReady"] is None and a["healthy"] is False
+    assert a["error"].startswith("control plane unknown:") and "no route to host" in a["error"]
+    assert len(a["gpus"]) == 2
+    assert code == 1

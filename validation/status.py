@@ -43,6 +43,7 @@ def tenant_status(lab: Lab, tenant: Tenant) -> dict[str, Any]:
         "version": None,
         "reachable": False,
         "error": None,
+        "healthy": False,
         "controlPlaneReady": None,
         "nodes": {"ready": 0, "total": 0},
         "gpus": [],
@@ -60,8 +61,7 @@ def tenant_status(lab: Lab, tenant: Tenant) -> dict[str, Any]:
         pods = kubectl.get("pods", "--all-namespaces").get("items", [])
         quotas = kubectl.get("resourcequotas", "--all-namespaces").get("items", [])
     except CheckFailed as error:
-        status["error"] = f"unreachable: {error}"
-        status["healthy"] = False
+        status["error"] = "; ".join(filter(None, (f"unreachable: {error}", status["error"])))
         return status
     status["reachable"] = True
     status["nodes"] = {
@@ -85,6 +85,8 @@ def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[s
         if pod.get("status", {}).get("phase") in FINISHED_PHASES:
             continue
         metadata = pod.get("metadata", {})
+        # Project-HAMi/HAMi pkg/device/devices.go@v2.10.0 (EncodeContainerDevices):
+        # "<uuid>,<type>,<MiB>,<cores>:" per device, containers joined by ";".
         for allocation in vgpu_allocations(pod):
             slices.setdefault(allocation.uuid, []).append(
                 {
@@ -206,6 +208,16 @@ def render(doc: dict[str, Any], style: Style) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m validation.status",
@@ -218,7 +230,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--tenant", nargs="+", metavar="NAME", help="show only these tenants")
     parser.add_argument("--json", action="store_true", help="print the same data as JSON")
-    parser.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS until interrupted")
+    parser.add_argument(
+        "--watch", type=_positive_seconds, metavar="SECONDS", help="refresh every SECONDS until interrupted"
+    )
     return parser.parse_args(argv)
 
 

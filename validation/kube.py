@@ -53,10 +53,8 @@ class Kubectl:
         result = self.call(*args, stdin=stdin, timeout=timeout)
         if cannot_connect(result):
             self.unreachable = result.error
-            raise CheckFailed(
-                f"cannot reach the {self.cluster} API server: {result.error}; "
-                f"the remaining checks on {self.cluster} are skipped"
-            )
+            # Reported once; later calls are skipped with this reason (each check shows SKIP).
+            raise CheckFailed(f"cannot reach the {self.cluster} API server: {result.error}")
         return result
 
     def call(self, *args: str, stdin: str | None = None, timeout: float | None = None) -> CommandResult:

@@ -233,3 +233,21 @@ def test_node_image_must_run_the_tenants_kubernetes_version():
         "kamaji-hami-lab:nodeImage: 'kindest/node:v1.37.0' runs Kubernetes v1.37.0, but kubernetesVersion is v1.36.4"
         in message
     )
+
+
+def test_duplicate_names_are_reported_with_the_other_problems_not_after_them():
+    # Every problem at once: a malformed tenant or quota must not hide a duplicate next to it.
+    tenants = [
+        {"name": "a", "quotas": [{"namespace": "x", "gpus": 1}, {"namespace": "y"}, {"namespace": "x", "gpus": 2}]},
+        {"name": "b", "workers": "many"},
+        {"name": "a"},
+    ]
+    with pytest.raises(ConfigError) as error:
+        parse_settings(dev_config(tenants=tenants))
+    lines = str(error.value).splitlines()[1:]
+    assert [line.strip() for line in lines] == [
+        "kamaji-hami-lab:tenants[0].quotas[1]: set at least one of gpumemMiB, gpucores, gpus",
+        "kamaji-hami-lab:tenants[0].quotas[2].namespace: duplicate quota namespace 'x'",
+        "kamaji-hami-lab:tenants[1].workers: expected a positive integer, got 'many'",
+        "kamaji-hami-lab:tenants[2].name: duplicate tenant name 'a'",
+    ]

@@ -15,11 +15,21 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable, Iterator
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
 from components.addresses import CARVED_POOL_SIZE, pool_for_subnet
 from components.config.values import (
@@ -63,6 +73,56 @@ def report(problems: Iterable[Problem]) -> None:
         raise PydanticCustomError(RULES_ERROR, "broken rules", {"problems": found})
 
 
+def duplicates_beside_errors(key: str, what: str) -> WrapValidator:
+    """When an item of a list is invalid, also report items repeating another's `key`.
+
+    A valid list's duplicates are a rule of the model that holds it (`duplicates`);
+    this keeps them from waiting until every item is valid.
+    """
+
+    def check(items: Any, validate: Any) -> Any:
+        try:
+            return validate(items)
+        except ValidationError as invalid:
+            if found := list(duplicates(items, key, what)):
+                raise _with_problems(invalid, found) from None
+            raise
+
+    return WrapValidator(check)
+
+
+def duplicates(items: Any, key: str, what: str) -> Iterator[Problem]:
+    """(index, key) of each item (model or raw object) whose `key` repeats an earlier item's."""
+    seen: set[str] = set()
+    for index, item in enumerate(items if isinstance(items, list | tuple) else ()):
+        name = item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+        if isinstance(name, str):
+            if name in seen:
+                yield (index, key), f"duplicate {what} {name!r}"
+            seen.add(name)
+
+
+_KNOWN_ERRORS = set(get_args(core_schema.ErrorType))
+
+
+def _with_problems(invalid: ValidationError, problems: list[Problem]) -> ValidationError:
+    """`invalid`'s errors and the broken rules, as one error."""
+    details = [
+        InitErrorDetails(type=error["type"], loc=error["loc"], input=error["input"], ctx=error.get("ctx", {}))
+        if error["type"] in _KNOWN_ERRORS
+        else InitErrorDetails(
+            type=PydanticCustomError(error["type"], error["msg"], error.get("ctx")),
+            loc=error["loc"],
+            input=error["input"],
+        )
+        for error in invalid.errors(include_url=False)
+    ]
+    rules = PydanticCustomError(RULES_ERROR, "broken rules", {"problems": problems})
+    return ValidationError.from_exception_data(
+        invalid.title, [*details, InitErrorDetails(type=rules, loc=(), input=None)]
+    )
+
+
 class ConfigModel(BaseModel):
     """Frozen, rejects unknown keys, and reports every broken rule of `problems` at once."""
 
@@ -102,8 +162,9 @@ class Gpu(ConfigModel):
 
     def problems(self) -> Iterator[Problem]:
         if self.memory is None:
-            yield ("model",), (
-                f"unknown GPU model {self.model!r}; set memoryMiB for it or use one of: " + ", ".join(GPU_CATALOGUE)
+            yield (
+                ("model",),
+                (f"unknown GPU model {self.model!r}; set memoryMiB for it or use one of: " + ", ".join(GPU_CATALOGUE)),
             )
 
 
@@ -138,10 +199,10 @@ class Tenant(ConfigModel):
         None, description="API server replicas; default controlPlaneReplicas"
     )
     pod_cidr: Cidr = Field("10.244.0.0/16", description="pod network; each worker gets a /24")
-    service_cidr: Cidr = Field(
-        "10.96.0.0/16", description="service network; the cluster DNS gets its .10 address"
+    service_cidr: Cidr = Field("10.96.0.0/16", description="service network; the cluster DNS gets its .10 address")
+    quotas: Annotated[tuple[Quota, ...], duplicates_beside_errors("namespace", "quota namespace")] = Field(
+        (), description="ResourceQuotas in the tenant, enforced by HAMi"
     )
-    quotas: tuple[Quota, ...] = Field((), description="ResourceQuotas in the tenant, enforced by HAMi")
 
     @field_validator("name")
     @classmethod
@@ -153,23 +214,26 @@ class Tenant(ConfigModel):
     def problems(self) -> Iterator[Problem]:
         total = node_gpu_memory_mib(self.gpu_specs)
         if total > MAX_MOCK_MEMORY_PER_NODE_MIB:
-            yield ("gpus",), (
-                f"{total} MiB of GPU memory per worker exceeds the mock device plugin's limit of "
-                f"{MAX_MOCK_MEMORY_PER_NODE_MIB} MiB; spread the GPUs over more workers"
+            yield (
+                ("gpus",),
+                (
+                    f"{total} MiB of GPU memory per worker exceeds the mock device plugin's limit of "
+                    f"{MAX_MOCK_MEMORY_PER_NODE_MIB} MiB; spread the GPUs over more workers"
+                ),
             )
         pods, services = ipaddress.ip_network(self.pod_cidr), ipaddress.ip_network(self.service_cidr)
         if services.prefixlen > _SMALLEST_SERVICE_PREFIX:
-            yield ("serviceCidr",), (
-                f"{services} is too small; use a /{_SMALLEST_SERVICE_PREFIX} or larger "
-                "(the cluster DNS service takes its .10 address)"
+            yield (
+                ("serviceCidr",),
+                (
+                    f"{services} is too small; use a /{_SMALLEST_SERVICE_PREFIX} or larger "
+                    "(the cluster DNS service takes its .10 address)"
+                ),
             )
         elif pods.overlaps(services):
             yield ("serviceCidr",), f"{services} overlaps podCidr {pods}"
-        seen: set[str] = set()
-        for index, quota in enumerate(self.quotas):
-            if quota.namespace in seen:
-                yield ("quotas", index, "namespace"), f"duplicate quota namespace {quota.namespace!r}"
-            seen.add(quota.namespace)
+        for (index, key), message in duplicates(self.quotas, "namespace", "quota namespace"):
+            yield ("quotas", index, key), message
 
     @property
     def gpu_specs(self) -> tuple[GpuSpec, ...]:
@@ -191,17 +255,15 @@ def _tenant_list(value: Any) -> Any:
 def _tenant_problems(
     tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None
 ) -> Iterator[Problem]:
-    seen: set[str] = set()
+    yield from duplicates(tenants, "name", "tenant name")
     for index, tenant in enumerate(tenants):
-        if tenant.name in seen:
-            yield (index, "name"), f"duplicate tenant name {tenant.name!r}"
-        seen.add(tenant.name)
         workers = tenant.workers or default_workers
         if workers is None:  # workersPerTenant is wrong, and says so itself
             continue
         if cluster is not None and len(longest := worker_name(cluster, tenant.name, workers)) > MAX_LABEL:
-            yield (index, "name"), (
-                f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed {MAX_LABEL} characters"
+            yield (
+                (index, "name"),
+                (f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed {MAX_LABEL} characters"),
             )
         # The tenant's controller manager hands every node a /24 of the pod CIDR.
         if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:
@@ -228,9 +290,7 @@ class StackConfig(ConfigModel):
     cert_manager_version: CertManagerVersion = Field(
         "v1.21.2", description="cert-manager chart version (jetstack repository)."
     )
-    metallb_version: MetallbVersion = Field(
-        "v0.16.1", description="MetalLB chart version (metallb repository)."
-    )
+    metallb_version: MetallbVersion = Field("v0.16.1", description="MetalLB chart version (metallb repository).")
     kamaji_chart_version: KamajiChartVersion = Field(
         "0.0.0+latest",
         description="Kamaji chart version (clastix repository); 0.0.0+latest follows Kamaji's master branch.",
@@ -240,9 +300,7 @@ class StackConfig(ConfigModel):
         description="Kamaji controller image tag (e.g. an edge release such as 26.8.2-edge); "
         "empty keeps the chart's default",
     )
-    hami_chart_version: HamiChartVersion = Field(
-        "2.10.0", description="HAMi chart version (project-hami repository)."
-    )
+    hami_chart_version: HamiChartVersion = Field("2.10.0", description="HAMi chart version (project-hami repository).")
     metallb_address_range: AddressPool = Field(
         "",
         validate_default=True,
@@ -262,7 +320,9 @@ class StackConfig(ConfigModel):
     gpu_slots: CliPositiveInt = Field(
         10, description="HAMi vGPU slots per mock GPU, i.e. how many pods may share one card (tenants may override)."
     )
-    tenants: Annotated[tuple[Tenant, ...], BeforeValidator(_tenant_list)] = Field(
+    tenants: Annotated[
+        tuple[Tenant, ...], duplicates_beside_errors("name", "tenant name"), BeforeValidator(_tenant_list)
+    ] = Field(
         json_schema_extra={"minItems": 1},
         description="The tenants: isolated clusters, each with its own control plane, workers and mock GPUs.",
     )
@@ -298,13 +358,17 @@ class StackConfig(ConfigModel):
             except ValueError as problem:
                 yield ("kindSubnet",), str(problem)
         if pool is not None and len(self.tenants) > pool.size:
-            yield ("metallbAddressRange",), (
-                f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants each need one"
+            yield (
+                ("metallbAddressRange",),
+                (f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants each need one"),
             )
         if pool is None and len(self.tenants) > CARVED_POOL_SIZE:
-            yield ("tenants",), (
-                f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved from the "
-                "kind network by default; set kamaji-hami-lab:metallbAddressRange"
+            yield (
+                ("tenants",),
+                (
+                    f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved from the "
+                    "kind network by default; set kamaji-hami-lab:metallbAddressRange"
+                ),
             )
 
     def workers_of(self, tenant: Tenant) -> int:

@@ -19,6 +19,7 @@ from tests.test_validation import (
     error,
     healthy_lab,
     ok,
+    outputs_with,
     recorded,
     result,
     validate,
@@ -158,6 +159,19 @@ def test_without_root_credentials_the_root_half_is_skipped_with_its_reason():
         in (verdict["evidence"])
     )
     assert {namespace_of(lab, pod) for pod in etcdctl_pods(lab)} == {"tenants"}  # no root pod
+
+
+def test_a_lone_tenant_is_still_refused_at_the_root(tmp_path):
+    def one_tenant(document: dict) -> None:
+        del document["tenants"]["tenant-b"], document["kubeconfigs"]["tenant-b"]
+
+    lab = lab_with()
+    _, report = validate(lab, "--only", "datastore", outputs=outputs_with(tmp_path, one_tenant))
+
+    evidence = result(report, "datastore", "tenant-a")["evidence"]
+    assert "/ refused (permission denied)" in evidence
+    assert "root credentials: no other tenant to search" in evidence
+    assert {namespace_of(lab, pod) for pod in etcdctl_pods(lab)} == {"tenants"}
 
 
 def test_a_datastore_that_is_not_etcd_skips_the_check():

@@ -220,7 +220,7 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
         path = f"configmaps/{namespace}/{marker}"
         reads = {"own": f"{prefix_of(tenant)}configmaps/{namespace}/", "root": "/"}
         reads |= {f"other-{index}": prefix_of(other) for index, other in enumerate(others)}
-        files = {(certificate, key): path for key, path in TENANT_CERTIFICATE_KEYS.items()}
+        files = {(certificate, key): file for key, file in TENANT_CERTIFICATE_KEYS.items()}
         answers = read_datastore(lab, tenant.namespace, image, endpoints, files, reads)
         verdicts = [marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}")]
         verdicts += [refused(read) for read in answers.values()]
@@ -230,7 +230,7 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
     if isinstance(root_half, list):
         problems += [what for good, what in root_half if not good]
     if problems:
-        raise CheckFailed(f"{tenant.name}'s certificate ({tenant.namespace}/{certificate}): " + "; ".join(problems))
+        raise CheckFailed(f"reading etcd with {tenant.namespace}/{certificate}: " + "; ".join(problems))
     found, *refusals = (what for _, what in verdicts)
     if isinstance(root_half, list):
         root = "root credentials: " + ("; ".join(what for _, what in root_half) or "no other tenant to search")

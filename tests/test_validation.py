@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.fake_etcd import FakeEtcd
 from validation.checks.konnectivity import LOG_LINE
 from validation.cli import main
 from validation.host import CommandResult
@@ -32,6 +33,7 @@ OUTPUTS = FIXTURES / "outputs.json"
 TENANTS = ("tenant-a", "tenant-b")
 PER_TENANT_CHECKS = (
     "control-plane",
+    "datastore",
     "nodes",
     "konnectivity",
     "webhook",
@@ -165,6 +167,8 @@ def healthy_lab() -> FakeLab:
         lab.on(tenant, r"^get pods -n validate-sharing-", ok(recorded("pods-sharing-running.json")))
         lab.on(tenant, r"^get resourcequotas -n team-a ", ok(recorded("resourcequotas-team-a.json")))
         lab.on(tenant, r"^create -f -", error(HAMI_QUOTA_DENIAL), stdin='"beyond-quota"')
+    schemas = {tenant: spec["dataStoreSchema"] for tenant, spec in recorded("outputs.json")["tenants"].items()}
+    FakeEtcd(schemas, lab.calls).install(lab)
     return lab
 
 
@@ -227,8 +231,8 @@ def test_every_scratch_namespace_is_deleted_and_kubeconfigs_stay_private():
 
     for tenant in TENANTS:
         namespaces = created_namespaces(lab, tenant)
-        # konnectivity, webhook, fractional, sharing, quota
-        assert len(namespaces) == len(set(namespaces)) == 5
+        # datastore, konnectivity, webhook, fractional, sharing, quota
+        assert len(namespaces) == len(set(namespaces)) == 6
         deleted = [call.command.split()[2] for call in lab.commands(tenant, r"^delete namespace ")]
         assert sorted(deleted) == sorted(namespaces)
     kubectl_calls = [call for call in lab.calls if call.kubeconfig]

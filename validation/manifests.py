@@ -64,3 +64,72 @@ def resource_quota(name: str, hard: dict[str, str]) -> dict[str, Any]:
         "metadata": {"name": name, "labels": MANAGED_BY},
         "spec": {"hard": hard},
     }
+
+
+def config_map(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": MANAGED_BY}, "data": data}
+
+
+# Where etcdctl pods find their client certificate: file names, not contents, reach argv.
+ETCD_CERT_DIR = "/etc/etcd-client"
+ETCD_CA, ETCD_CERT, ETCD_KEY = "ca.crt", "client.crt", "client.key"
+# etcd-io/etcd Dockerfile (distroless, no shell): the binaries are added to /usr/local/bin.
+ETCDCTL = "/usr/local/bin/etcdctl"
+
+
+def etcdctl_pod(
+    name: str, image: str, endpoints: str, files: dict[tuple[str, str], str], reads: dict[str, str]
+) -> dict[str, Any]:
+    """A pod whose containers each list the keys under one etcd prefix, then exit.
+
+    files maps (secret name, key in the secret) to the file name etcdctl reads
+    (ETCD_CA, ETCD_CERT, ETCD_KEY); only those keys are mounted, so a CA's
+    private key stored beside its certificate stays out of the pod.
+    """
+    sources: dict[str, list[dict[str, str]]] = {}
+    for (secret, key), path in files.items():
+        sources.setdefault(secret, []).append({"key": key, "path": path})
+    flags = [
+        f"--endpoints={endpoints}",
+        f"--cacert={ETCD_CERT_DIR}/{ETCD_CA}",
+        f"--cert={ETCD_CERT_DIR}/{ETCD_CERT}",
+        f"--key={ETCD_CERT_DIR}/{ETCD_KEY}",
+        "--dial-timeout=5s",
+        "--command-timeout=10s",
+    ]
+    containers = [
+        {
+            "name": container,
+            "image": image,
+            "command": [ETCDCTL, *flags, "get", prefix, "--prefix", "--keys-only"],
+            "volumeMounts": [{"name": "etcd-client", "mountPath": ETCD_CERT_DIR, "readOnly": True}],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        }
+        for container, prefix in reads.items()
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": MANAGED_BY},
+        "spec": {
+            "containers": containers,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            # Nobody, yet able to read the 0440 certificate files through their group.
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65534,
+                "fsGroup": 65534,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "volumes": [
+                {
+                    "name": "etcd-client",
+                    "projected": {
+                        "defaultMode": 0o440,
+                        "sources": [{"secret": {"name": secret, "items": items}} for secret, items in sources.items()],
+                    },
+                }
+            ],
+        },
+    }

@@ -1,6 +1,7 @@
 """The checks, in the order they run: platform first, GPU workloads last."""
 
 from validation.checks.base import Check
+from validation.checks.datastore import datastore
 from validation.checks.gpu_scheduling import fractional, quota, sharing
 from validation.checks.hami import gpu_capacity, webhook
 from validation.checks.konnectivity import konnectivity
@@ -11,6 +12,7 @@ CHECKS: tuple[Check, ...] = (
     platform,
     control_plane,
     isolation,
+    datastore,
     nodes,
     konnectivity,
     webhook,

@@ -1,0 +1,94 @@
+"""A hand-made kamaji-etcd behind the `datastore` check's etcdctl pods.
+
+It answers kubectl's questions about those pods from what the check created: the
+pod manifest says which certificate each container presents and which prefix it
+lists; ConfigMaps created in a tenant become keys under that tenant's prefix.
+Permissions follow Kamaji's layout: a tenant's user may read /<dataStoreSchema>/
+only (clastix/kamaji internal/datastore/etcd.go@26.8.2-edge), the DataStore's
+root client certificate reads everything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from validation.host import CommandResult
+
+# etcdctl prints "Error: " and the server's error, then exits 1
+# (etcd-io/etcd etcdctl/ctlv3/command/error.go: ExitWithError); the server's words
+# come from etcd-io/etcd api/v3rpc/rpctypes ErrPermissionDenied.
+PERMISSION_DENIED = "Error: etcdserver: permission denied\n"
+ROOT_SECRET = "kamaji-etcd-root-client-certs"  # tests/fixtures/validation/datastore-default.json
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.6.12"  # kamaji-etcd chart 0.17.0: image.repository, appVersion
+
+
+@dataclass
+class FakeEtcd:
+    schemas: dict[str, str]  # tenant name -> dataStoreSchema
+    calls: list  # the FakeLab's calls, to see what the check created
+    auth_enabled: bool = True
+    keys: list[str] = field(default_factory=list)
+    # A tenant whose objects also land under another schema (tenant name -> that schema).
+    copies: dict[str, str] = field(default_factory=dict)
+
+    def install(self, lab) -> None:
+        statefulset = {
+            "spec": {"template": {"spec": {"containers": [{"name": "etcd", "image": ETCD_IMAGE}]}}},
+        }
+        lab.on("management", r"^get statefulset kamaji-etcd -n kamaji-system ", ok(json.dumps(statefulset)))
+        lab.on("management", r"^create -f - -n ", ok(), stdin='"validate-datastore-')
+        lab.on("management", r"^get pod validate-datastore-", self.pod_status)
+        lab.on("management", r"^logs -n \S+ validate-datastore-\S+ -c ", self.log)
+        lab.on("management", r"^delete pod validate-datastore-", ok())
+
+    def pods(self) -> dict[str, dict]:
+        created = [json.loads(call.stdin) for call in self.calls if call.cluster == "management" and call.stdin]
+        return {pod["metadata"]["name"]: pod for pod in created if pod.get("kind") == "Pod"}
+
+    def stored(self) -> list[str]:
+        keys = list(self.keys)
+        for call in self.calls:
+            if call.cluster in self.schemas and call.stdin and '"ConfigMap"' in call.stdin:
+                name = json.loads(call.stdin)["metadata"]["name"]
+                namespace = call.command.split(" -n ")[1].split()[0]
+                own = self.schemas[call.cluster]
+                schemas = sorted({own, self.copies.get(call.cluster, own)})
+                keys += [f"/{schema}/configmaps/{namespace}/{name}" for schema in schemas]
+        return keys
+
+    def answer(self, container: dict, secrets: list[str]) -> CommandResult:
+        command = container["command"]
+        prefix = command[command.index("get") + 1]
+        users = {f"{tenant}-datastore-certificate": f"/{schema}/" for tenant, schema in self.schemas.items()}
+        allowed = "/" if ROOT_SECRET in secrets else users[secrets[0]]
+        if self.auth_enabled and not prefix.startswith(allowed):
+            return CommandResult((), 1, PERMISSION_DENIED, "")
+        listed = "".join(f"{key}\n" for key in self.stored() if key.startswith(prefix))
+        return ok(listed)
+
+    def answers(self, pod_name: str) -> dict[str, CommandResult]:
+        pod = self.pods()[pod_name]
+        sources = pod["spec"]["volumes"][0]["projected"]["sources"]
+        secrets = [source["secret"]["name"] for source in sources]
+        return {container["name"]: self.answer(container, secrets) for container in pod["spec"]["containers"]}
+
+    def pod_status(self, command: str) -> CommandResult:
+        name = command.split()[2]
+        answers = self.answers(name)
+        statuses = [
+            {"name": container, "state": {"terminated": {"exitCode": answer.returncode}}}
+            for container, answer in answers.items()
+        ]
+        failed = any(answer.returncode for answer in answers.values())
+        return ok(json.dumps({"status": {"phase": "Failed" if failed else "Succeeded", "containerStatuses": statuses}}))
+
+    def log(self, command: str) -> CommandResult:
+        match = re.match(r"logs -n \S+ (\S+) -c (\S+)", command)
+        answer = self.answers(match[1])[match[2]]
+        return ok(answer.stdout)  # kubectl logs shows what the container printed, whatever its exit code
+
+
+def ok(stdout: str = "") -> CommandResult:
+    return CommandResult((), 0, stdout, "")

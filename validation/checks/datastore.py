@@ -1,0 +1,254 @@
+"""Check 3b: each tenant's etcd certificate reads its own prefix and is refused everywhere else.
+
+Kamaji gives every tenant an etcd user whose role may read and write only
+/<dataStoreSchema>/ (clastix/kamaji internal/datastore/etcd.go@26.8.2-edge: GrantPrivileges,
+buildKey), and points the tenant's API server there with --etcd-prefix=/<schema>
+(internal/builders/controlplane/deployment.go@26.8.2-edge), so a ConfigMap is stored
+at /<schema>/configmaps/<namespace>/<name>.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from validation import manifests
+from validation.checks.base import per_tenant
+from validation.checks.tenancy import TCP_RESOURCE
+from validation.host import poll
+from validation.kube import Kubectl
+from validation.lab import Lab
+from validation.pods import describe_pod, phase
+from validation.results import CheckFailed, CheckSkipped
+from validation.stack_outputs import Tenant
+
+DATASTORE_RESOURCE = "datastores.kamaji.clastix.io"
+# Kamaji's webhook fills spec.dataStore with this when a tenant names none
+# (clastix/kamaji charts/kamaji/values.yaml@26.8.2-edge: defaultDatastoreName).
+DEFAULT_DATASTORE = "default"
+# The etcd behind DataStore default: Kamaji's kamaji-etcd subchart with fullnameOverride kamaji-etcd
+# (clastix/kamaji charts/kamaji/values.yaml@26.8.2-edge), a StatefulSet whose container is "etcd"
+# (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_sts.yaml@92f31f0).
+ETCD_STATEFULSET, ETCD_NAMESPACE, ETCD_CONTAINER = "kamaji-etcd", "kamaji-system", "etcd"
+# The tenant's client certificate: secret <tenant>-datastore-certificate in the tenant's namespace
+# with keys ca.crt, server.crt, server.key (clastix/kamaji
+# internal/resources/datastore/datastore_certificate.go@26.8.2-edge).
+TENANT_CERTIFICATE_KEYS = {
+    "ca.crt": manifests.ETCD_CA,
+    "server.crt": manifests.ETCD_CERT,
+    "server.key": manifests.ETCD_KEY,
+}
+# etcd's words when a role lacks the range (etcd-io/etcd api/v3rpc/rpctypes: ErrPermissionDenied).
+PERMISSION_DENIED = "permission denied"
+# Image already on the node (the DataStore runs it); etcdctl gives up after its own timeouts.
+READ_TIMEOUT = 120
+
+
+@dataclass(frozen=True)
+class Read:
+    """What one `etcdctl get <prefix> --prefix --keys-only` printed and how it exited."""
+
+    prefix: str
+    exit_code: int
+    output: str  # the container's log: keys on success, etcdctl's error otherwise
+
+    @property
+    def keys(self) -> list[str]:
+        return [line.strip() for line in self.output.splitlines() if line.strip()] if self.exit_code == 0 else []
+
+    @property
+    def error(self) -> str:
+        lines = [line.strip() for line in self.output.splitlines() if line.strip()]
+        return lines[-1] if lines else f"exit code {self.exit_code}, no output"
+
+
+def keys(read: Read) -> str:
+    return f"{len(read.keys)} key{'' if len(read.keys) == 1 else 's'}"
+
+
+def marker_found(read: Read, key: str) -> tuple[bool, str]:
+    if read.exit_code != 0:
+        return False, f"the tenant's own certificate cannot read {read.prefix}: {read.error}"
+    if key in read.keys:
+        return True, f"found {key}"
+    return False, f"{key} is not under {read.prefix} (etcd listed {keys(read)} there)"
+
+
+def refused(read: Read) -> tuple[bool, str]:
+    """Only etcd's permission denied proves the role lacks the range."""
+    if read.exit_code != 0 and PERMISSION_DENIED in read.output.lower():
+        return True, f"{read.prefix} refused ({PERMISSION_DENIED})"
+    if read.exit_code == 0 and not read.keys:
+        return False, (
+            f"{read.prefix} answered with no keys instead of {PERMISSION_DENIED}; an empty answer is no proof "
+            "(is etcd auth enabled?)"
+        )
+    if read.exit_code == 0:
+        return False, f"{read.prefix} is readable: etcd listed {keys(read)}, e.g. {read.keys[0]}"
+    return False, f"{read.prefix} failed without {PERMISSION_DENIED}: {read.error}"
+
+
+def marker_absent(read: Read, path: str) -> tuple[bool, str]:
+    """path is the marker's key below its prefix: configmaps/<namespace>/<name>."""
+    if read.exit_code != 0:
+        return False, f"root credentials cannot read {read.prefix}: {read.error}"
+    leaked = [key for key in read.keys if key.endswith(f"/{path}")]
+    if leaked:
+        return False, f"the marker is also under another tenant's prefix: {leaked[0]}"
+    return True, f"marker not under {read.prefix} ({keys(read)})"
+
+
+def root_credentials(store: dict[str, Any]) -> tuple[str, dict[tuple[str, str], str]] | str:
+    """(namespace, files) of the DataStore's own client certificate, or why it cannot be used.
+
+    kamaji-etcd's DataStore refers to its root client certificate and CA by secret
+    (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml@92f31f0).
+    """
+    tls = store.get("spec", {}).get("tlsConfig") or {}
+    client = tls.get("clientCertificate") or {}
+    wanted = {
+        manifests.ETCD_CA: (tls.get("certificateAuthority") or {}).get("certificate") or {},
+        manifests.ETCD_CERT: client.get("certificate") or {},
+        manifests.ETCD_KEY: client.get("privateKey") or {},
+    }
+    references = {path: item.get("secretReference") or {} for path, item in wanted.items()}
+    missing = [path for path, reference in references.items() if not reference.get("name")]
+    if missing:
+        return f"DataStore {store_name(store)} names no secret for {', '.join(missing)} (root credentials)"
+    namespaces = {reference.get("namespace", "") for reference in references.values()}
+    if len(namespaces) != 1 or not next(iter(namespaces)):
+        return f"DataStore {store_name(store)} keeps its root credentials in several namespaces; a pod mounts one"
+    files = {(reference["name"], reference.get("keyPath", "")): path for path, reference in references.items()}
+    return next(iter(namespaces)), files
+
+
+def store_name(store: dict[str, Any]) -> str:
+    return store.get("metadata", {}).get("name", "?")
+
+
+def etcd_endpoints(store: dict[str, Any]) -> str:
+    endpoints = store.get("spec", {}).get("endpoints") or []
+    if not endpoints:
+        raise CheckFailed(f"DataStore {store_name(store)} lists no endpoints")
+    return ",".join(endpoint if "://" in endpoint else f"https://{endpoint}" for endpoint in endpoints)
+
+
+def etcd_image(management: Kubectl) -> str:
+    """The DataStore's own etcd image, so etcdctl speaks its version."""
+    statefulset = management.get("statefulset", ETCD_STATEFULSET, "-n", ETCD_NAMESPACE)
+    for container in statefulset.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []:
+        if container.get("name") == ETCD_CONTAINER and container.get("image"):
+            return container["image"]
+    raise CheckFailed(f"StatefulSet {ETCD_NAMESPACE}/{ETCD_STATEFULSET} has no {ETCD_CONTAINER} container image")
+
+
+def read_datastore(
+    lab: Lab, namespace: str, image: str, endpoints: str, files: dict[tuple[str, str], str], reads: dict[str, str]
+) -> dict[str, Read]:
+    """Run one etcdctl pod in the management cluster, one container per prefix; always delete it."""
+    management = lab.management
+    name = f"validate-datastore-{secrets.token_hex(3)}"
+    try:
+        management.must_create(manifests.etcdctl_pod(name, image, endpoints, files, reads), "-n", namespace)
+
+        def ended() -> tuple[bool, dict[str, Any]]:
+            pod = management.get("pod", name, "-n", namespace)
+            return phase(pod) in ("Succeeded", "Failed"), pod
+
+        finished, pod = poll(lab.clock, READ_TIMEOUT, ended)
+        if not finished:
+            raise CheckFailed(f"etcdctl pod {namespace}/{name} did not finish in {READ_TIMEOUT}s: {describe_pod(pod)}")
+        codes = exit_codes(pod)
+        return {
+            container: Read(prefix, codes.get(container, -1), container_log(management, namespace, name, container))
+            for container, prefix in reads.items()
+        }
+    finally:
+        remove_pod(lab, namespace, name)
+
+
+def exit_codes(pod: dict[str, Any]) -> dict[str, int]:
+    return {
+        status.get("name", ""): status.get("state", {}).get("terminated", {}).get("exitCode", -1)
+        for status in pod.get("status", {}).get("containerStatuses") or []
+    }
+
+
+def container_log(management: Kubectl, namespace: str, pod: str, container: str) -> str:
+    return management.checked(management.run("logs", "-n", namespace, pod, "-c", container)).stdout
+
+
+def remove_pod(lab: Lab, namespace: str, name: str) -> None:
+    management = lab.management
+    try:
+        deleted = management.run("delete", "pod", name, "-n", namespace, "--ignore-not-found", "--wait=false")
+        problem = "" if deleted.ok else deleted.error
+    except (CheckFailed, CheckSkipped) as unreachable:
+        problem = str(unreachable)
+    if problem:
+        lab.warnings.append(
+            f"management: pod {namespace}/{name} was not deleted ({problem}); "
+            f"remove it with `{management.hint} -n {namespace} delete pod {name}`"
+        )
+
+
+def prefix_of(tenant: Tenant) -> str:
+    return f"/{tenant.data_store_schema}/"
+
+
+@per_tenant(
+    "datastore",
+    "tenant's etcd certificate finds its marker under its prefix, is refused at other prefixes and the root",
+)
+def datastore(lab: Lab, tenant: Tenant) -> str:
+    tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
+    storage = tcp.get("status", {}).get("storage", {})
+    store_ref = storage.get("dataStoreName") or tcp.get("spec", {}).get("dataStore") or DEFAULT_DATASTORE
+    store = lab.management.get(DATASTORE_RESOURCE, store_ref)
+    driver = store.get("spec", {}).get("driver", "")
+    if driver != "etcd":
+        raise CheckSkipped(f"DataStore {store_ref} uses driver {driver or 'unknown'}; this check reads etcd")
+    certificate = storage.get("certificate", {}).get("secretName") or f"{tenant.name}-datastore-certificate"
+    endpoints, image = etcd_endpoints(store), etcd_image(lab.management)
+    others = [other for other in lab.tenants if other.name != tenant.name]
+    kubectl = lab.kubectl(tenant)
+
+    with lab.scratch_namespace(kubectl, "datastore") as namespace:
+        marker = f"marker-{secrets.token_hex(4)}"
+        kubectl.must_create(manifests.config_map(marker, {"value": secrets.token_hex(8)}), "-n", namespace)
+        path = f"configmaps/{namespace}/{marker}"
+        reads = {"own": f"{prefix_of(tenant)}configmaps/{namespace}/", "root": "/"}
+        reads |= {f"other-{index}": prefix_of(other) for index, other in enumerate(others)}
+        files = {(certificate, key): file for key, file in TENANT_CERTIFICATE_KEYS.items()}
+        answers = read_datastore(lab, tenant.namespace, image, endpoints, files, reads)
+        verdicts = [marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}")]
+        verdicts += [refused(read) for read in answers.values()]
+        root_half = check_with_root(lab, store, image, endpoints, others, path)
+
+    problems = [what for good, what in verdicts if not good]
+    if isinstance(root_half, list):
+        problems += [what for good, what in root_half if not good]
+    if problems:
+        raise CheckFailed(f"reading etcd with {tenant.namespace}/{certificate}: " + "; ".join(problems))
+    found, *refusals = (what for _, what in verdicts)
+    if isinstance(root_half, list):
+        root = "root credentials: " + ("; ".join(what for _, what in root_half) or "no other tenant to search")
+    else:
+        root = f"root-credential half skipped: {root_half}"
+    return f"{found} with {tenant.namespace}/{certificate}; {'; '.join(refusals)}; {root}"
+
+
+def check_with_root(
+    lab: Lab, store: dict[str, Any], image: str, endpoints: str, others: list[Tenant], path: str
+) -> list[tuple[bool, str]] | str:
+    """Search every other tenant's prefix for the marker; the verdicts, or why this half was skipped."""
+    credentials = root_credentials(store)
+    if isinstance(credentials, str):
+        return credentials
+    if not others:
+        return []
+    namespace, files = credentials
+    reads = {f"other-{index}": prefix_of(other) for index, other in enumerate(others)}
+    answers = read_datastore(lab, namespace, image, endpoints, files, reads)
+    return [marker_absent(read, path) for read in answers.values()]

@@ -19,6 +19,7 @@ from pathlib import Path
 # Run as a file, so make the repository (and its validation package) importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from validation.exit_codes import EXIT_NO_OUTPUTS, ArgumentParser  # noqa: E402
 from validation.host import Runner, SubprocessRunner  # noqa: E402
 from validation.stack_outputs import (  # noqa: E402
     DEFAULT_STACK,
@@ -30,7 +31,8 @@ from validation.stack_outputs import (  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Exit status as the validation suite's: 2 no readable outputs, 64 wrong arguments.
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", nargs="?", metavar="SOURCE", help="outputs JSON file, or - for stdin")
     parser.add_argument("--dir", default="kubeconfigs", help="where to write them (default: ./kubeconfigs)")
     parser.add_argument("--stack", default=DEFAULT_STACK, help=f"the stack to read (default: {DEFAULT_STACK})")
@@ -40,10 +42,10 @@ def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> int
         kubeconfigs = kubeconfigs_in(document)
     except OutputsError as error:
         print(f"write_kubeconfigs: {error}", file=sys.stderr)
-        return 1
+        return EXIT_NO_OUTPUTS
     if not kubeconfigs:
         print("write_kubeconfigs: the outputs hold no kubeconfig", file=sys.stderr)
-        return 1
+        return EXIT_NO_OUTPUTS
     for path in write_kubeconfig_files(Path(args.dir), kubeconfigs).values():
         print(path)
     return 0

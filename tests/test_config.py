@@ -251,3 +251,13 @@ def test_duplicate_names_are_reported_with_the_other_problems_not_after_them():
         "kamaji-hami-lab:tenants[1].workers: expected a positive integer, got 'many'",
         "kamaji-hami-lab:tenants[2].name: duplicate tenant name 'a'",
     ]
+
+
+def test_an_edge_release_as_kamaji_chart_version_points_at_the_image_tag():
+    # clastix/kamaji tags edge releases (26.8.2-edge) on git and images; its chart stays 0.0.0+latest.
+    with pytest.raises(ConfigError) as error:
+        parse_settings(dev_config(kamajiChartVersion="26.8.2-edge"))
+    assert (
+        "kamaji-hami-lab:kamajiChartVersion: '26.8.2-edge' is a Kamaji edge release, an image tag rather than a "
+        "chart version; keep 0.0.0+latest and set kamaji-hami-lab:kamajiImageTag to 26.8.2-edge"
+    ) in str(error.value)

@@ -77,7 +77,7 @@ def test_without_a_source_it_asks_pulumi(tmp_path):
 def test_pulumi_failure_is_reported_and_nothing_written(tmp_path, capsys):
     pulumi = PulumiStub("", returncode=255, stderr="error: passphrase must be set\n")
 
-    assert write_kubeconfigs.main(["--dir", str(tmp_path / "out")], runner=pulumi) == 1
+    assert write_kubeconfigs.main(["--dir", str(tmp_path / "out")], runner=pulumi) == 2
 
     assert "passphrase must be set" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -110,7 +110,7 @@ def test_bad_outputs_are_refused_without_writing(tmp_path, capsys, document, com
     source = tmp_path / "outputs.json"
     source.write_text(document)
 
-    assert write_kubeconfigs.main([str(source), "--dir", str(tmp_path / "out")]) == 1
+    assert write_kubeconfigs.main([str(source), "--dir", str(tmp_path / "out")]) == 2
 
     assert complaint in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -137,7 +137,7 @@ def test_outputs_printed_without_show_secrets_say_how_to_print_them(tmp_path, mo
     # `pulumi stack output --json kubeconfigs` without --show-secrets prints the string "[secret]".
     monkeypatch.setattr(sys, "stdin", io.StringIO('"[secret]"\n'))
 
-    assert write_kubeconfigs.main(["-", "--dir", str(tmp_path / "out")]) == 1
+    assert write_kubeconfigs.main(["-", "--dir", str(tmp_path / "out")]) == 2
     assert "pulumi stack output --show-secrets --json" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 

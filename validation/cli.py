@@ -8,10 +8,11 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from validation.checks import CHECKS, CHECKS_BY_NAME
 from validation.checks.base import ALL_TENANTS
+from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
 from validation.report import TextReport, json_document
@@ -22,16 +23,6 @@ from validation.stack_outputs import (
     parse_outputs,
     read_outputs_document,
 )
-
-EXIT_FAILED = 1
-EXIT_NO_OUTPUTS = 2
-EXIT_USAGE = 64  # EX_USAGE of sysexits.h; 2, argparse's own, means "no outputs" here
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

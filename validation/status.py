@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from validation.checks.tenancy import TCP_RESOURCE, tcp_status
-from validation.cli import EXIT_FAILED as EXIT_UNHEALTHY
-from validation.cli import EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
+from validation.exit_codes import EXIT_FAILED as EXIT_UNHEALTHY
+from validation.exit_codes import EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.kube import condition, name_of
 from validation.lab import Lab

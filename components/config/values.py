@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from annotated_types import Gt
-from pydantic import Field, PlainValidator
+from pydantic import AfterValidator, Field, PlainValidator
 from pydantic_core import PydanticCustomError, core_schema
 
 from components.addresses import AddressRange, parse_address_range
@@ -147,5 +147,17 @@ def _version(expected: str) -> Any:
 
 CertManagerVersion = _version("a semantic version, e.g. v1.21.2")
 MetallbVersion = _version("a semantic version, e.g. v0.16.1")
-KamajiChartVersion = _version("a chart version, e.g. 0.0.0+latest")
+
+
+def _chart_not_edge_release(version: str) -> str:
+    # Kamaji's edge releases are image and git tags (e.g. 26.8.2-edge), never chart versions.
+    if version.endswith("-edge"):
+        raise invalid(
+            f"{version!r} is a Kamaji edge release, an image tag rather than a chart version; "
+            f"keep 0.0.0+latest and set kamaji-hami-lab:kamajiImageTag to {version}"
+        )
+    return version
+
+
+KamajiChartVersion = Annotated[_version("a chart version, e.g. 0.0.0+latest"), AfterValidator(_chart_not_edge_release)]
 HamiChartVersion = _version("a chart version, e.g. 2.10.0")

@@ -118,7 +118,8 @@ def test_marker_found_and_refusals_seen_pass_with_the_prefix_key_and_refusal_as_
         assert f"found /{SCHEMAS[tenant]}/configmaps/validate-datastore-" in evidence
         assert f"/{other}/ refused (permission denied)" in evidence
         assert "/ refused (permission denied)" in evidence
-        assert f"root credentials: marker not under /{other}/" in evidence
+        assert f"root credentials: found /{SCHEMAS[tenant]}/configmaps/validate-datastore-" in evidence
+        assert f"marker not under /{other}/" in evidence
 
 
 def test_a_datastore_without_auth_fails_naming_what_the_certificate_could_read():
@@ -295,3 +296,10 @@ def test_the_check_runs_after_isolation_and_is_listed_in_help(capsys):
     listing = capsys.readouterr().out
 
     assert listing.index("isolation") < listing.index("datastore") < listing.index("nodes")
+
+
+def test_root_credentials_that_see_nothing_prove_nothing():
+    # An empty answer under the marker's own prefix means the root read cannot be trusted.
+    good, why = marker_found(Read("/tenants_tenant_a/", 0, ""), "/tenants_tenant_a/configmaps/ns/m", "root credentials")
+    assert not good
+    assert why == "/tenants_tenant_a/configmaps/ns/m is not under /tenants_tenant_a/ (etcd listed 0 keys there)"

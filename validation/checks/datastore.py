@@ -67,9 +67,9 @@ def keys(read: Read) -> str:
     return f"{len(read.keys)} key{'' if len(read.keys) == 1 else 's'}"
 
 
-def marker_found(read: Read, key: str) -> tuple[bool, str]:
+def marker_found(read: Read, key: str, reader: str = "the tenant's own certificate") -> tuple[bool, str]:
     if read.exit_code != 0:
-        return False, f"the tenant's own certificate cannot read {read.prefix}: {read.error}"
+        return False, f"{reader} cannot read {read.prefix}: {read.error}"
     if key in read.keys:
         return True, f"found {key}"
     return False, f"{key} is not under {read.prefix} (etcd listed {keys(read)} there)"
@@ -224,7 +224,7 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
         answers = read_datastore(lab, tenant.namespace, image, endpoints, files, reads)
         verdicts = [marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}")]
         verdicts += [refused(read) for read in answers.values()]
-        root_half = check_with_root(lab, store, image, endpoints, others, path)
+        root_half = check_with_root(lab, store, image, endpoints, tenant, others, path)
 
     problems = [what for good, what in verdicts if not good]
     if isinstance(root_half, list):
@@ -240,15 +240,20 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
 
 
 def check_with_root(
-    lab: Lab, store: dict[str, Any], image: str, endpoints: str, others: list[Tenant], path: str
+    lab: Lab, store: dict[str, Any], image: str, endpoints: str, tenant: Tenant, others: list[Tenant], path: str
 ) -> list[tuple[bool, str]] | str:
-    """Search every other tenant's prefix for the marker; the verdicts, or why this half was skipped."""
+    """Search every other tenant's prefix for the marker; the verdicts, or why this half was skipped.
+
+    The root credentials must first see the marker where it belongs: otherwise their
+    empty answers under the other prefixes would prove nothing.
+    """
     credentials = root_credentials(store)
     if isinstance(credentials, str):
         return credentials
     if not others:
         return []
     namespace, files = credentials
-    reads = {f"other-{index}": prefix_of(other) for index, other in enumerate(others)}
+    reads = {"own": prefix_of(tenant)} | {f"other-{index}": prefix_of(other) for index, other in enumerate(others)}
     answers = read_datastore(lab, namespace, image, endpoints, files, reads)
-    return [marker_absent(read, path) for read in answers.values()]
+    seen = marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}", "root credentials")
+    return [seen, *(marker_absent(read, path) for read in answers.values())]

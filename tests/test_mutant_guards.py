@@ -3,8 +3,10 @@
 import ipaddress
 
 import pytest
+import yaml
 
 from components.addresses import metallb_pool, parse_address_range
+from tests.plan import dev_config, plan
 from tests.test_config import config_error, tenants_error
 
 # Pulumi.yaml's `config:` block: the keys a stack file spells, in camelCase.
@@ -59,3 +61,30 @@ def test_no_lab_name_puts_its_pool_in_the_lower_half(subnet):
         pool = parse_address_range(metallb_pool(subnet, None, f"lab-{n}"))
         assert pool.within(upper_half) and pool.first > upper_half.network_address, (n, pool)
         assert pool.last < upper_half.broadcast_address, (n, pool)
+
+
+def kube_proxy_files(plan_):
+    (config_map, *_) = [
+        r for r in plan_.of_type("kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"] == "kube-proxy"
+    ]
+    data = config_map.inputs["data"]
+    return yaml.safe_load(data["config.conf"]), yaml.safe_load(data["kubeconfig.conf"])
+
+
+def test_kube_proxy_uses_kinds_settings_and_the_tenants_pod_cidr():
+    config, _ = kube_proxy_files(plan(dev_config(tenants=[{"name": "a", "podCidr": "10.32.0.0/16"}]), preview=False))
+    # kubernetes-sigs/kind pkg/cluster/internal/kubeadm/config.go@v0.32.0-alpha: iptables (the default
+    # mode, pkg/apis/config/v1alpha4/default.go) with minSyncPeriod 1s.
+    assert config["mode"] == "iptables"
+    assert config["iptables"] == {"minSyncPeriod": "1s"}
+    assert config["clusterCIDR"] == "10.32.0.0/16"
+
+
+def test_kube_proxy_kubeconfig_resolves_its_current_context(up_plan):
+    # client-go clientcmd: current-context names a context, whose cluster and user name entries of the file.
+    _, kubeconfig = kube_proxy_files(up_plan)
+    contexts = {c["name"]: c["context"] for c in kubeconfig["contexts"]}
+    context = contexts[kubeconfig["current-context"]]
+    assert context["cluster"] in {c["name"] for c in kubeconfig["clusters"]}
+    assert context["user"] in {u["name"] for u in kubeconfig["users"]}
+    assert (kubeconfig["apiVersion"], kubeconfig["kind"]) == ("v1", "Config")

@@ -13,8 +13,11 @@ behaviour, custom timeouts) because the mock engine itself applies none of them.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import runpy
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,17 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from tests.render_charts_module import project_defaults, stack_config
+
+
+def _fresh_executor_after_fork() -> None:
+    # Pulumi's mock runtime runs its calls on the event loop's default executor, whose
+    # threads a fork does not copy: a plan in a forked child (mutmut runs each mutant in
+    # one) would wait on them forever. A new executor starts its own threads.
+    asyncio.get_event_loop().set_default_executor(ThreadPoolExecutor())
+
+
+os.register_at_fork(after_in_child=_fresh_executor_after_fork)
+
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "kamaji-hami-lab"

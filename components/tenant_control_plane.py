@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
 from components.commands import script_command
+from components.kubeconfig import current_cluster
 from components.settings import TenantSettings
 
 API_PORT = 6443
@@ -138,20 +138,11 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
     }
 
 
-def kubeconfig_cluster(kubeconfig: str) -> dict:
-    """The cluster entry (server, CA) of a kubeconfig's current context."""
-    config = yaml.safe_load(kubeconfig)
-    contexts = {entry["name"]: entry["context"] for entry in config.get("contexts", [])}
-    clusters = {entry["name"]: entry["cluster"] for entry in config.get("clusters", [])}
-    current = contexts.get(config.get("current-context")) or next(iter(contexts.values()))
-    return clusters[current["cluster"]]
-
-
 def kubeconfig_server(kubeconfig: str) -> str:
     """The API server URL of a kubeconfig's current context."""
-    return kubeconfig_cluster(kubeconfig)["server"]
+    return current_cluster(kubeconfig).server
 
 
 def kubeconfig_ca_fingerprint(kubeconfig: str) -> str:
     """SHA-256 of the CA a kubeconfig trusts: public, and new whenever the control plane is."""
-    return hashlib.sha256(kubeconfig_cluster(kubeconfig)["certificate-authority-data"].encode()).hexdigest()
+    return hashlib.sha256(current_cluster(kubeconfig).ca_data.encode()).hexdigest()

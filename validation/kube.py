@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from components.kubeconfig import KubeconfigCluster, current_cluster
 from validation.host import CommandResult, Runner
 from validation.results import CheckFailed, CheckSkipped
 
@@ -111,23 +109,12 @@ class Kubectl:
         return result.ok and not result.stdout.strip(), result
 
 
-@dataclass(frozen=True)
-class KubeconfigCluster:
-    server: str
-    ca_data: str  # base64 PEM bundle; "" when the kubeconfig has none
-
-
 def kubeconfig_cluster(text: str) -> KubeconfigCluster:
     """The cluster entry that the kubeconfig's current context uses."""
     try:
-        config = yaml.safe_load(text) or {}
-    except yaml.YAMLError:
-        raise CheckFailed("kubeconfig is not valid YAML") from None
-    contexts = {item.get("name"): item.get("context") or {} for item in config.get("contexts") or []}
-    clusters = {item.get("name"): item.get("cluster") or {} for item in config.get("clusters") or []}
-    current = contexts.get(config.get("current-context"), {}).get("cluster")
-    cluster = clusters.get(current) or next(iter(clusters.values()), {})
-    return KubeconfigCluster(server=cluster.get("server", ""), ca_data=cluster.get("certificate-authority-data", ""))
+        return current_cluster(text)
+    except ValueError as problem:
+        raise CheckFailed(str(problem)) from None
 
 
 _QUANTITY = re.compile(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?")

@@ -145,7 +145,12 @@ def copy_project(destination: Path) -> None:
 
 
 def first_failure(mutant: Mutant) -> str | None:
-    """The first test the mutant fails (pytest's FAILED/ERROR line), or None if it survives."""
+    """The first test the mutant fails (pytest's FAILED line), or None if it survives.
+
+    A run that fails without a failing test (a collection error, a missing file in the
+    scratch copy) says nothing about the mutant, so it stops the table rather than
+    counting as a kill.
+    """
     with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
         project = Path(scratch) / "project"
         copy_project(project)
@@ -162,8 +167,11 @@ def first_failure(mutant: Mutant) -> str | None:
         )
         if run.returncode == 0:
             return None
-        failures = [line for line in run.stdout.splitlines() if line.startswith(("FAILED tests/", "ERROR tests/"))]
-        return failures[0] if failures else f"pytest exited {run.returncode}"
+        failures = [line for line in run.stdout.splitlines() if line.startswith("FAILED tests/")]
+        if not failures:
+            tail = "\n".join(run.stdout.splitlines()[-15:])
+            sys.exit(f"{mutant.description}: pytest exited {run.returncode} without a failing test:\n{tail}")
+        return failures[0]
 
 
 def main(words: list[str]) -> int:

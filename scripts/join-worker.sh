@@ -113,6 +113,7 @@ MANIFEST
 # the host's business. The mandatory FileExisting-* binaries are in kindest/node.
 # kubeadm's own timeouts (kubeadm.k8s.io/v1beta4 JoinConfiguration.timeouts) end
 # a stuck step well inside attempt_seconds, with kubeadm's message.
+# Field names: kubernetes/website content/en/docs/reference/config-api/kubeadm-config.v1beta4.md (Timeouts).
 join_configuration=$(
 	cat <<CONFIG
 apiVersion: kubeadm.k8s.io/v1beta4

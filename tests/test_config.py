@@ -95,7 +95,7 @@ def test_unknown_top_level_key_is_a_typo():
         ({"tenants": "0"}, "kamaji-hami-lab:tenants: expected a list of tenant objects, got 0"),
         ({"tenants": "[{"}, "kamaji-hami-lab:tenants: not valid JSON"),
         ({"tenants": ["a"]}, "kamaji-hami-lab:tenants[0]: expected an object, got 'a'"),
-        ({"tenants": [{"name": 7}]}, "kamaji-hami-lab:tenants[0].name: expected a str, got 7"),
+        ({"tenants": [{"name": 7}]}, "kamaji-hami-lab:tenants[0].name: expected a string, got 7"),
         ({"tenants": [{"name": "a", "gpus": {"model": "x"}}]}, "kamaji-hami-lab:tenants[0].gpus: expected a list"),
         ({"tenants": [{"name": "a", "gpus": [{"model": "x", "count": "2"}]}]}, "count: expected a positive integer"),
         ({"workersPerTenant": "two"}, "kamaji-hami-lab:workersPerTenant: expected a positive integer, got 'two'"),

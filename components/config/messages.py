@@ -19,15 +19,21 @@ Loc = tuple[str | int, ...]
 
 
 def problem_lines(invalid: ValidationError, root: type[BaseModel] = StackConfig) -> Iterator[str]:
-    for error in invalid.errors(include_url=False):
-        if error["type"] == RULES_ERROR:
+    yield from _lines(invalid.errors(include_url=False), root)
+
+
+def _lines(errors: list[ErrorDetails], root: type[BaseModel], above: Loc = ()) -> Iterator[str]:
+    for error in errors:
+        loc = (*above, *error["loc"])
+        if error["type"] == RULES_ERROR:  # pydantic's errors for the value, then its broken rules
+            yield from _lines(error["ctx"]["errors"], root, loc)
             for below, message in error["ctx"]["problems"]:
-                yield f"{key_path(_resolve(root, (*error['loc'], *below))[0])}: {message}"
+                yield f"{key_path(_resolve(root, (*loc, *below))[0])}: {message}"
         else:
-            path, models = _resolve(root, error["loc"])
+            path, models = _resolve(root, loc)
             if error["type"].startswith("union_tag_"):
                 path = (*path, error["ctx"]["discriminator"].strip("'"))
-            yield f"{key_path(path)}: {_describe(error, root, models)}"
+            yield f"{key_path(path)}: {_describe({**error, 'loc': loc}, root, models)}"
 
 
 def key_path(path: Loc) -> str:
@@ -52,6 +58,8 @@ def _describe(error: ErrorDetails, root: type[BaseModel], models: list[type[Base
         return f"expected a list of {' or '.join(model.noun for model in models)} objects, got {show(value)}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"expected an object, got {show(value)}"
+    if kind == "string_type":
+        return f"expected a string, got {show(value)}"
     expected = ", ".join(repr(tag) for model in models for tag in _tags(model))
     if kind == "union_tag_invalid":
         return f"{show(context['tag'])} is not one of {expected}"

@@ -1,12 +1,9 @@
 """The stack configuration, described as pydantic models.
 
 Field types (``values``) carry the per-value constraints and their messages; each model's
-``problems`` states the rules that need several values, one message per broken
-rule. ``StackConfig.settings()`` hands the components plain frozen dataclasses.
-
-A key that selects a mode becomes a discriminated union: one ``ConfigModel`` per
-mode, each with a ``Literal`` field for that key, joined by
-``Field(discriminator=<key>)``; ``messages`` keeps pydantic's tags out of key paths.
+``problems`` yields the rules that need several values. ``StackConfig.settings()`` hands the
+components plain frozen dataclasses. A key that selects a mode is a discriminated union: one
+model per mode, each with a ``Literal`` field for that key (``messages`` keeps the tags out of key paths).
 """
 
 from __future__ import annotations
@@ -15,13 +12,14 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable, Iterator
-from typing import Annotated, Any, ClassVar, get_args
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictStr,
     ValidationError,
     ValidationInfo,
     WrapValidator,
@@ -29,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
+from pydantic_core import PydanticCustomError
 
 from components.addresses import CARVED_POOL_SIZE, pool_for_subnet
 from components.config.values import (
@@ -47,10 +45,8 @@ from components.config.values import (
     KindSubnet,
     KubernetesVersion,
     MetallbVersion,
-    OptionalPositiveInt,
     PositiveInt,
     TenantName,
-    Text,
     invalid,
 )
 from components.gpus import GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, GpuSpec, node_gpu_memory_mib
@@ -62,37 +58,33 @@ _RESERVED_TENANT_NAMES = ("management",)
 _NODE_POD_SUBNET_SIZE = 256
 _SMALLEST_SERVICE_PREFIX = 28
 
-# A broken rule: the key path below the model that broke it, and what is wrong.
+# A broken rule: the key path below the value that broke it, and what is wrong.
 Problem = tuple[tuple[str | int, ...], str]
 RULES_ERROR = "lab_rules"
 
 
-def report(problems: Iterable[Problem]) -> None:
-    """Raises every problem at once (messages.py gives each its own line)."""
-    if found := list(problems):
-        raise PydanticCustomError(RULES_ERROR, "broken rules", {"problems": found})
+def report(problems: Iterable[Problem], errors: list[Any] | None = None) -> None:
+    """Raises every broken rule at once, beside pydantic's own `errors` for the same value."""
+    if (found := list(problems)) or errors:
+        raise PydanticCustomError(RULES_ERROR, "broken rules", {"problems": found, "errors": errors or []})
 
 
-def duplicates_beside_errors(key: str, what: str) -> WrapValidator:
-    """When an item of a list is invalid, also report items repeating another's `key`.
+def repeats_beside_errors(key: str, what: str) -> WrapValidator:
+    """When a list has invalid items, also says which items repeat another's `key`.
 
-    A valid list's duplicates are a rule of the model that holds it (`duplicates`);
-    this keeps them from waiting until every item is valid.
+    A valid list's repeats are a rule of the model holding it; this keeps them from waiting.
     """
 
     def check(items: Any, validate: Any) -> Any:
         try:
             return validate(items)
-        except ValidationError as invalid:
-            if found := list(duplicates(items, key, what)):
-                raise _with_problems(invalid, found) from None
-            raise
+        except ValidationError as invalid_items:
+            report(repeats(items, key, what), invalid_items.errors(include_url=False))
 
     return WrapValidator(check)
 
 
-def duplicates(items: Any, key: str, what: str) -> Iterator[Problem]:
-    """(index, key) of each item (model or raw object) whose `key` repeats an earlier item's."""
+def repeats(items: Any, key: str, what: str) -> Iterator[Problem]:
     seen: set[str] = set()
     for index, item in enumerate(items if isinstance(items, list | tuple) else ()):
         name = item.get(key) if isinstance(item, dict) else getattr(item, key, None)
@@ -100,27 +92,6 @@ def duplicates(items: Any, key: str, what: str) -> Iterator[Problem]:
             if name in seen:
                 yield (index, key), f"duplicate {what} {name!r}"
             seen.add(name)
-
-
-_KNOWN_ERRORS = set(get_args(core_schema.ErrorType))
-
-
-def _with_problems(invalid: ValidationError, problems: list[Problem]) -> ValidationError:
-    """`invalid`'s errors and the broken rules, as one error."""
-    details = [
-        InitErrorDetails(type=error["type"], loc=error["loc"], input=error["input"], ctx=error.get("ctx", {}))
-        if error["type"] in _KNOWN_ERRORS
-        else InitErrorDetails(
-            type=PydanticCustomError(error["type"], error["msg"], error.get("ctx")),
-            loc=error["loc"],
-            input=error["input"],
-        )
-        for error in invalid.errors(include_url=False)
-    ]
-    rules = PydanticCustomError(RULES_ERROR, "broken rules", {"problems": problems})
-    return ValidationError.from_exception_data(
-        invalid.title, [*details, InitErrorDetails(type=rules, loc=(), input=None)]
-    )
 
 
 class ConfigModel(BaseModel):
@@ -148,13 +119,12 @@ class Gpu(ConfigModel):
     )
     noun: ClassVar[str] = "{model, count}"
 
-    model: Text = Field(
+    model: StrictStr = Field(
         description="GPU model; one from the catalogue, or any name with memoryMiB", examples=list(GPU_CATALOGUE)
     )
     count: PositiveInt = Field(1, description="GPUs of this model on every worker of the tenant")
-    memory_mib: OptionalPositiveInt = Field(
-        None, alias="memoryMiB", description="memory per GPU in MiB; defaults to the catalogue's"
-    )
+    memory_mib: PositiveInt = Field(
+        None, alias="memoryMiB", description="memory per GPU in MiB; defaults to the catalogue's")
 
     @property
     def memory(self) -> int | None:
@@ -162,19 +132,17 @@ class Gpu(ConfigModel):
 
     def problems(self) -> Iterator[Problem]:
         if self.memory is None:
-            yield (
-                ("model",),
-                (f"unknown GPU model {self.model!r}; set memoryMiB for it or use one of: " + ", ".join(GPU_CATALOGUE)),
-            )
+            known = ", ".join(GPU_CATALOGUE)
+            yield ("model",), f"unknown GPU model {self.model!r}; set memoryMiB for it or use one of: {known}"
 
 
 class Quota(ConfigModel):
     noun: ClassVar[str] = "quota"
 
     namespace: DnsLabel = Field(description='namespace the ResourceQuota is in; created unless it is "default"')
-    gpumem_mib: OptionalPositiveInt = Field(None, alias="gpumemMiB", description="limits.nvidia.com/gpumem")
-    gpucores: OptionalPositiveInt = Field(None, description="limits.nvidia.com/gpucores")
-    gpus: OptionalPositiveInt = Field(None, description="requests.nvidia.com/gpu (vGPU count)")
+    gpumem_mib: PositiveInt = Field(None, alias="gpumemMiB", description="limits.nvidia.com/gpumem")
+    gpucores: PositiveInt = Field(None, description="limits.nvidia.com/gpucores")
+    gpus: PositiveInt = Field(None, description="requests.nvidia.com/gpu (vGPU count)")
 
     @field_validator("namespace")
     @classmethod
@@ -193,16 +161,13 @@ class Tenant(ConfigModel):
 
     name: TenantName = Field(description="names the tenant's control plane and its workers")
     gpus: tuple[Gpu, ...] = Field((), description="mock GPUs on every worker of this tenant")
-    workers: OptionalPositiveInt = Field(None, description="worker nodes; default workersPerTenant")
-    gpu_slots: OptionalPositiveInt = Field(None, description="vGPU slots per GPU; default gpuSlots")
-    control_plane_replicas: OptionalPositiveInt = Field(
-        None, description="API server replicas; default controlPlaneReplicas"
-    )
+    workers: PositiveInt = Field(None, description="worker nodes; default workersPerTenant")
+    gpu_slots: PositiveInt = Field(None, description="vGPU slots per GPU; default gpuSlots")
+    control_plane_replicas: PositiveInt = Field(None, description="API server replicas; default controlPlaneReplicas")
     pod_cidr: Cidr = Field("10.244.0.0/16", description="pod network; each worker gets a /24")
     service_cidr: Cidr = Field("10.96.0.0/16", description="service network; the cluster DNS gets its .10 address")
-    quotas: Annotated[tuple[Quota, ...], duplicates_beside_errors("namespace", "quota namespace")] = Field(
-        (), description="ResourceQuotas in the tenant, enforced by HAMi"
-    )
+    quotas: Annotated[tuple[Quota, ...], repeats_beside_errors("namespace", "quota namespace")] = Field(
+        (), description="ResourceQuotas in the tenant, enforced by HAMi")
 
     @field_validator("name")
     @classmethod
@@ -212,27 +177,16 @@ class Tenant(ConfigModel):
         return name
 
     def problems(self) -> Iterator[Problem]:
-        total = node_gpu_memory_mib(self.gpu_specs)
-        if total > MAX_MOCK_MEMORY_PER_NODE_MIB:
-            yield (
-                ("gpus",),
-                (
-                    f"{total} MiB of GPU memory per worker exceeds the mock device plugin's limit of "
-                    f"{MAX_MOCK_MEMORY_PER_NODE_MIB} MiB; spread the GPUs over more workers"
-                ),
-            )
+        if (total := node_gpu_memory_mib(self.gpu_specs)) > MAX_MOCK_MEMORY_PER_NODE_MIB:
+            yield ("gpus",), (f"{total} MiB of GPU memory per worker exceeds the mock device plugin's limit of "
+                              f"{MAX_MOCK_MEMORY_PER_NODE_MIB} MiB; spread the GPUs over more workers")
         pods, services = ipaddress.ip_network(self.pod_cidr), ipaddress.ip_network(self.service_cidr)
         if services.prefixlen > _SMALLEST_SERVICE_PREFIX:
-            yield (
-                ("serviceCidr",),
-                (
-                    f"{services} is too small; use a /{_SMALLEST_SERVICE_PREFIX} or larger "
-                    "(the cluster DNS service takes its .10 address)"
-                ),
-            )
+            yield ("serviceCidr",), (f"{services} is too small; use a /{_SMALLEST_SERVICE_PREFIX} or larger "
+                                     "(the cluster DNS service takes its .10 address)")
         elif pods.overlaps(services):
             yield ("serviceCidr",), f"{services} overlaps podCidr {pods}"
-        for (index, key), message in duplicates(self.quotas, "namespace", "quota namespace"):
+        for (index, key), message in repeats(self.quotas, "namespace", "quota namespace"):
             yield ("quotas", index, key), message
 
     @property
@@ -252,19 +206,14 @@ def _tenant_list(value: Any) -> Any:
     return tenants
 
 
-def _tenant_problems(
-    tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None
-) -> Iterator[Problem]:
-    yield from duplicates(tenants, "name", "tenant name")
+def _tenant_problems(tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None) -> Iterator:
+    yield from repeats(tenants, "name", "tenant name")
     for index, tenant in enumerate(tenants):
-        workers = tenant.workers or default_workers
-        if workers is None:  # workersPerTenant is wrong, and says so itself
+        if (workers := tenant.workers or default_workers) is None:  # workersPerTenant is wrong, and says so itself
             continue
         if cluster is not None and len(longest := worker_name(cluster, tenant.name, workers)) > MAX_LABEL:
-            yield (
-                (index, "name"),
-                (f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed {MAX_LABEL} characters"),
-            )
+            yield (index, "name"), (f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed "
+                                    f"{MAX_LABEL} characters")
         # The tenant's controller manager hands every node a /24 of the pod CIDR.
         if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:
             yield (index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
@@ -274,8 +223,7 @@ class StackConfig(ConfigModel):
     """The `kamaji-hami-lab:` keys of a stack. Scalar defaults equal Pulumi.yaml's (a test checks)."""
 
     management_cluster_name: ClusterName = Field(
-        "kamaji", description="Name of the kind management cluster; also prefixes worker container names."
-    )
+        "kamaji", description="Name of the kind management cluster; also prefixes worker container names.")
     kubernetes_version: KubernetesVersion = Field(
         "v1.36.4",
         description="Kubernetes version of every tenant control plane, worker kubelet and HAMi's kube-scheduler "
@@ -288,8 +236,7 @@ class StackConfig(ConfigModel):
         "kubernetesVersion. Empty means kindest/node:<kubernetesVersion>, whatever that tag points at.",
     )
     cert_manager_version: CertManagerVersion = Field(
-        "v1.21.2", description="cert-manager chart version (jetstack repository)."
-    )
+        "v1.21.2", description="cert-manager chart version (jetstack repository).")
     metallb_version: MetallbVersion = Field("v0.16.1", description="MetalLB chart version (metallb repository).")
     kamaji_chart_version: KamajiChartVersion = Field(
         "0.0.0+latest",
@@ -314,14 +261,12 @@ class StackConfig(ConfigModel):
         "metallbAddressRange before anything is created.",
     )
     control_plane_replicas: CliPositiveInt = Field(
-        1, description="API server replicas per tenant control plane (tenants may override)."
-    )
+        1, description="API server replicas per tenant control plane (tenants may override).")
     workers_per_tenant: CliPositiveInt = Field(1, description="Worker nodes per tenant (tenants may override).")
     gpu_slots: CliPositiveInt = Field(
-        10, description="HAMi vGPU slots per mock GPU, i.e. how many pods may share one card (tenants may override)."
-    )
+        10, description="HAMi vGPU slots per mock GPU, i.e. how many pods may share one card (tenants may override).")
     tenants: Annotated[
-        tuple[Tenant, ...], duplicates_beside_errors("name", "tenant name"), BeforeValidator(_tenant_list)
+        tuple[Tenant, ...], repeats_beside_errors("name", "tenant name"), BeforeValidator(_tenant_list)
     ] = Field(
         json_schema_extra={"minItems": 1},
         description="The tenants: isolated clusters, each with its own control plane, workers and mock GPUs.",
@@ -342,10 +287,8 @@ class StackConfig(ConfigModel):
     @field_validator("tenants")
     @classmethod
     def _fit_the_stack(cls, tenants: tuple[Tenant, ...], info: ValidationInfo) -> tuple[Tenant, ...]:
-        # A field validator, unlike `problems`, runs even when another key is wrong: it sees the valid
-        # keys declared above it.
-        cluster, default_workers = info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")
-        report(_tenant_problems(tenants, cluster, default_workers))
+        # Unlike `problems`, a field validator runs even when another key is wrong: it sees the valid keys above it.
+        report(_tenant_problems(tenants, info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")))
         return tenants
 
     def problems(self) -> Iterator[Problem]:
@@ -358,21 +301,11 @@ class StackConfig(ConfigModel):
             except ValueError as problem:
                 yield ("kindSubnet",), str(problem)
         if pool is not None and len(self.tenants) > pool.size:
-            yield (
-                ("metallbAddressRange",),
-                (f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants each need one"),
-            )
+            yield ("metallbAddressRange",), f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants each " \
+                "need one"
         if pool is None and len(self.tenants) > CARVED_POOL_SIZE:
-            yield (
-                ("tenants",),
-                (
-                    f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved from the "
-                    "kind network by default; set kamaji-hami-lab:metallbAddressRange"
-                ),
-            )
-
-    def workers_of(self, tenant: Tenant) -> int:
-        return tenant.workers or self.workers_per_tenant
+            yield ("tenants",), (f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved "
+                                 "from the kind network by default; set kamaji-hami-lab:metallbAddressRange")
 
     def settings(self) -> LabSettings:
         versions = Versions(
@@ -392,7 +325,7 @@ class StackConfig(ConfigModel):
             tenants=tuple(
                 TenantSettings(
                     name=tenant.name,
-                    workers=self.workers_of(tenant),
+                    workers=tenant.workers or self.workers_per_tenant,
                     gpus=tenant.gpu_specs,
                     gpu_slots=tenant.gpu_slots or self.gpu_slots,
                     control_plane_replicas=tenant.control_plane_replicas or self.control_plane_replicas,

@@ -1,7 +1,6 @@
-"""Config values: what each accepts, how it appears in the JSON Schema, and what a bad one reads as.
+"""Config value types: what each accepts, how the JSON Schema shows it, what a bad one reads as.
 
-Every check raises `invalid(message)`; the message already names the value, so
-`messages` only puts the key path in front.
+A bad value raises `invalid(message)`; the message names the value, `messages` adds the key path.
 """
 
 from __future__ import annotations
@@ -10,14 +9,13 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from annotated_types import Gt
-from pydantic import AfterValidator, Field, PlainValidator
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic import AfterValidator, Field, PlainValidator, StrictStr, StringConstraints, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
-from components.addresses import AddressRange, parse_address_range
+from components.addresses import parse_address_range
 
 MAX_LABEL = 63
 VALUE_ERROR = "lab_value"
@@ -33,120 +31,74 @@ def invalid(message: str) -> PydanticCustomError:
     return PydanticCustomError(VALUE_ERROR, message)
 
 
-def _value(check: Callable[[Any], Any], schema: Any) -> PlainValidator:
-    """A value checked by `check` (which raises `invalid`), documented in the JSON Schema as `schema`."""
-    return PlainValidator(check, json_schema_input_type=schema)
+def _count(text_too: bool) -> PlainValidator:
+    """A positive integer; the CLI hands scalar keys over as text, the tenants' JSON keeps integers."""
+
+    def check(value: Any) -> int:
+        number = int(value) if text_too and isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value) else value
+        # A bool or 2.0 is not a count, though Python would take either as one.
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise invalid(f"expected a positive integer, got {show(value)}")
+        return number
+
+    count = Annotated[int, Gt(0)]
+    return PlainValidator(check, json_schema_input_type=count | Annotated[str, Field(pattern=r"^[1-9][0-9]*$")]
+                          if text_too else count)
 
 
-@dataclass(frozen=True)
-class Format:
-    """Text matching `pattern` (also put in the JSON Schema); else "'<value>' is not <expected>"."""
+def _parsed(parse: Callable[[str], Any], expected: str) -> AfterValidator:
+    """Text turned into a value by `parse`; empty text means unset (None)."""
 
-    pattern: str
-    expected: str
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Callable) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(self._check, handler(source))
-
-    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: Callable) -> dict:
-        return {**handler(schema), "pattern": f"^{self.pattern}$"}
-
-    def _check(self, value: str) -> str:
-        if not re.fullmatch(self.pattern, value):
-            raise invalid(f"{value!r} is not {self.expected}")
-        return value
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise invalid(f"expected a str, got {show(value)}")
-    return value
-
-
-def _cli_text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise invalid(f"expected a string, got {show(value)}")
-    return value.strip()
-
-
-def _count(number: Any, written: Any) -> int:
-    # A bool or 2.0 is not a count, though Python would take either as one.
-    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-        raise invalid(f"expected a positive integer, got {show(written)}")
-    return number
-
-
-def _positive(value: Any) -> int:
-    return _count(value, value)
-
-
-def _cli_positive(value: Any) -> int:
-    # The CLI hands scalar keys over as text; inside the tenants JSON integers stay integers.
-    return _count(int(value) if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value) else value, value)
-
-
-def _ipv4_network(value: Any) -> ipaddress.IPv4Network:
-    if not isinstance(value, str):
-        raise TypeError("expected a string")
-    network = ipaddress.ip_network(value, strict=True)
-    if not isinstance(network, ipaddress.IPv4Network):
-        raise ValueError("IPv6 is not supported")
-    return network
-
-
-def _cidr(value: Any) -> str:
-    try:
-        return str(_ipv4_network(value))
-    except (TypeError, ValueError) as problem:
-        raise invalid(f"{show(value)} is not an IPv4 CIDR ({problem})") from None
-
-
-def _optional(parse: Callable[[str], Any], expected: str) -> PlainValidator:
-    """CLI text parsed by `parse`; empty text means unset (None)."""
-
-    def check(value: Any) -> Any:
-        text = _cli_text(value)
+    def check(text: str) -> Any:
         try:
             return parse(text) if text else None
         except ValueError as problem:
             raise invalid(f"{text!r} is not {expected} ({problem})") from None
 
-    return _value(check, str)
+    return AfterValidator(check)
 
 
-Text = Annotated[str, _value(_text, str)]
-CliText = Annotated[str, _value(_cli_text, str)]
-PositiveInt = Annotated[int, _value(_positive, Annotated[int, Gt(0)])]
-# Absent means "use the default"; an explicit null is not a count.
-OptionalPositiveInt = Annotated[int | None, _value(_positive, Annotated[int, Gt(0)])]
-CliPositiveInt = Annotated[
-    int, _value(_cli_positive, Annotated[int, Gt(0)] | Annotated[str, Field(pattern=r"^[1-9][0-9]*$")])
-]
-Cidr = Annotated[str, _value(_cidr, str)]
-DnsLabel = Annotated[Text, Format(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS label")]
-ClusterName = Annotated[CliText, Format(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")]
-KubernetesVersion = Annotated[CliText, Format(r"v\d+\.\d+\.\d+", "v<major>.<minor>.<patch>, e.g. v1.36.4")]
-ImageReference = Annotated[CliText, Format(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")]
+def _matching(pattern: str, expected: str, strip: bool = True) -> Any:
+    """Text matching `pattern` (also put in the JSON Schema); else "'<value>' is not <expected>"."""
+
+    def check(text: str) -> str:
+        if not re.fullmatch(pattern, text):
+            raise invalid(f"{text!r} is not {expected}")
+        return text
+
+    schema = WithJsonSchema({"type": "string", "pattern": f"^{pattern}$"})
+    return Annotated[StrictStr, StringConstraints(strip_whitespace=strip), AfterValidator(check), schema]
+
+
+def _ipv4_network(text: str) -> ipaddress.IPv4Network:
+    network = ipaddress.ip_network(text, strict=True)
+    if network.version != 4:
+        raise ValueError("IPv6 is not supported")
+    return network
+
+
+# Scalar keys come from the CLI as text, stripped; values inside the tenants' JSON are taken as written.
+CliText = Annotated[StrictStr, StringConstraints(strip_whitespace=True)]
+PositiveInt = Annotated[int, _count(text_too=False)]
+CliPositiveInt = Annotated[int, _count(text_too=True)]
+Cidr = Annotated[StrictStr, _parsed(lambda text: str(_ipv4_network(text)), "an IPv4 CIDR")]
+AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")]
+KindSubnet = Annotated[CliText, _parsed(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16")]
+DnsLabel = _matching(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS label", strip=False)
+TenantName = _matching(
+    r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
+    f"a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, at most {MAX_LABEL} characters)",
+    strip=False,
+)
+ClusterName = _matching(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")
+KubernetesVersion = _matching(r"v\d+\.\d+\.\d+", "v<major>.<minor>.<patch>, e.g. v1.36.4")
+ImageReference = _matching(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")
 # opencontainers/distribution-spec spec.md@v1.1.0: a tag is [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
-ImageTag = Annotated[CliText, Format(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", "an image tag")]
-AddressPool = Annotated[AddressRange | None, _optional(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")]
-KindSubnet = Annotated[ipaddress.IPv4Network | None, _optional(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16")]
-TenantName = Annotated[
-    Text,
-    Format(
-        r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
-        "a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, "
-        f"at most {MAX_LABEL} characters)",
-    ),
-]
-
-
-def _version(expected: str) -> Any:
-    return Annotated[CliText, Format(r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?", expected)]
-
-
-CertManagerVersion = _version("a semantic version, e.g. v1.21.2")
-MetallbVersion = _version("a semantic version, e.g. v0.16.1")
+ImageTag = _matching(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", "an image tag")
+_SEMVER = r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?"
+CertManagerVersion = _matching(_SEMVER, "a semantic version, e.g. v1.21.2")
+MetallbVersion = _matching(_SEMVER, "a semantic version, e.g. v0.16.1")
+HamiChartVersion = _matching(_SEMVER, "a chart version, e.g. 2.10.0")
 
 
 def _chart_not_edge_release(version: str) -> str:
@@ -159,5 +111,6 @@ def _chart_not_edge_release(version: str) -> str:
     return version
 
 
-KamajiChartVersion = Annotated[_version("a chart version, e.g. 0.0.0+latest"), AfterValidator(_chart_not_edge_release)]
-HamiChartVersion = _version("a chart version, e.g. 2.10.0")
+KamajiChartVersion = Annotated[
+    _matching(_SEMVER, "a chart version, e.g. 0.0.0+latest"), AfterValidator(_chart_not_edge_release)
+]

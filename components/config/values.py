@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from annotated_types import Gt
 from pydantic import AfterValidator, Field, PlainValidator
@@ -101,6 +101,25 @@ def _cidr(value: Any) -> str:
         raise invalid(f"{show(value)} is not an IPv4 CIDR ({problem})") from None
 
 
+def _secret_text(value: Any) -> str:
+    # Never echoed: the value is a credential.
+    if not isinstance(value, str):
+        raise invalid("expected a string (not shown: the value is a secret)")
+    return value.strip()
+
+
+def _choice(*choices: str) -> PlainValidator:
+    """CLI text that must be one of `choices` (an enum in the JSON Schema)."""
+
+    def check(value: Any) -> str:
+        text = _cli_text(value)
+        if text not in choices:
+            raise invalid(f"{text!r} is not one of {', '.join(map(repr, choices))}")
+        return text
+
+    return _value(check, Literal[choices])
+
+
 def _optional(parse: Callable[[str], Any], expected: str) -> PlainValidator:
     """CLI text parsed by `parse`; empty text means unset (None)."""
 
@@ -123,9 +142,16 @@ CliPositiveInt = Annotated[
     int, _value(_cli_positive, Annotated[int, Gt(0)] | Annotated[str, Field(pattern=r"^[1-9][0-9]*$")])
 ]
 Cidr = Annotated[str, _value(_cidr, str)]
+SecretText = Annotated[str, _value(_secret_text, str)]
+ManagementClusterMode = Annotated[str, _choice("kind", "existing")]
+PieceMode = Annotated[str, _choice("install", "provided")]
+LoadBalancerMode = Annotated[str, _choice("metallb", "provided")]
 DnsLabel = Annotated[Text, Format(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS label")]
 ClusterName = Annotated[CliText, Format(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")]
 KubernetesVersion = Annotated[CliText, Format(r"v\d+\.\d+\.\d+", "v<major>.<minor>.<patch>, e.g. v1.36.4")]
+# Kubernetes object names (DataStores) and Docker network names, as each accepts them.
+ObjectName = Annotated[CliText, Format(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain name")]
+DockerNetwork = Annotated[CliText, Format(r"([a-zA-Z0-9][a-zA-Z0-9_.-]*)?", "a docker network name")]
 ImageReference = Annotated[CliText, Format(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")]
 # opencontainers/distribution-spec spec.md@v1.1.0: a tag is [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
 ImageTag = Annotated[CliText, Format(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", "an image tag")]

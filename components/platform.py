@@ -169,7 +169,7 @@ class Platform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     depends_on=[cert_manager, *load_balancer],
-                    custom_timeouts=pulumi.CustomTimeouts(create="5m"),
+                    custom_timeouts=pulumi.CustomTimeouts(create="6m"),
                 ),
             )
         else:

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from components.config import ConfigError, parse_settings
-from tests.plan import dev_config, fake_kubeconfig, plan
+from tests.plan import ROOT, dev_config, fake_kubeconfig, plan
+from tests.render_charts_module import project_defaults, stack_config
 
 KUBECONFIG = fake_kubeconfig("https://10.20.0.1:6443", "platform-admin")
 SECRET_MARKER = "secret-key-of-platform-admin"  # the client key inside KUBECONFIG
@@ -142,3 +143,12 @@ def test_many_tenants_on_a_provided_load_balancer_need_no_pool():
     many = [{"name": f"t{index}"} for index in range(60)]
     lab = parse_settings(dev_config(**existing(metallbAddressRange="", loadBalancer="provided"), tenants=many))
     assert len(lab.tenants) == 60
+
+
+def test_the_beyond_one_host_example_is_a_valid_stack_once_its_secret_is_set():
+    example = stack_config("beyond-one-host", root=ROOT / "examples")
+    assert "managementKubeconfig" not in example, "an example holds no credential"
+    lab = parse_settings(
+        {**project_defaults(), **example, "managementKubeconfig": KUBECONFIG}, secret_keys={"managementKubeconfig"}
+    )
+    assert lab.existing_cluster and lab.provided.kamaji

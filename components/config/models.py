@@ -292,7 +292,8 @@ class StackConfig(ConfigModel):
     """The `kamaji-hami-lab:` keys of a stack. Scalar defaults equal Pulumi.yaml's (a test checks)."""
 
     management_cluster_name: ClusterName = Field(
-        "kamaji", description="Name of the kind management cluster; also prefixes worker container names."
+        "kamaji",
+        description="Name of the lab and of its kind management cluster; also prefixes worker container names.",
     )
     management_cluster: ManagementClusterMode = Field(
         "kind",

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import pytest
 import yaml
 
-from tests.plan import dev_config, fake_kubeconfig, is_secret, plan, resolve
+from components import config, docker_host
+from tests.plan import ROOT, dev_config, fake_kubeconfig, is_secret, plan, resolve
+from tests.test_guards import CONSOLE_SAFE_LOGGING, declared_bound, script_of, seconds
 
 EXISTING_SERVER = "https://10.20.0.1:6443"
 EXISTING_KUBECONFIG = fake_kubeconfig(EXISTING_SERVER, "platform-admin")
@@ -163,3 +168,48 @@ def test_the_kind_management_cluster_keeps_its_urns(up_plan):
     provider = up_plan.named("management-kubernetes")
     assert provider.parent.endswith("kamaji-hami-lab:index:ManagementCluster::management")
     assert not [r for r in up_plan.registrations if r.type == "kamaji-hami-lab:index:ExistingManagementCluster"]
+
+
+def uses_docker(script: str) -> bool:
+    """Whether a host script runs the docker or kind CLI."""
+    text = (ROOT / "scripts" / script).read_text()
+    # In command position: at a line's start, in $(...), after a pipe, && or a keyword.
+    command = r"(^\s*|\$\(|\|\s*|&&\s*|\b(until|if|then|do)\s+|!\s+)(docker|kind) [a-z]"
+    return bool(re.search(command, text, re.MULTILINE))
+
+
+@pytest.mark.parametrize("pieces", ["installed", "provided"])
+def test_without_container_workers_an_existing_cluster_touches_no_docker(monkeypatch, pieces):
+    # Tenants whose workers are machines come with the worker half of issue 11; until then a lab
+    # without tenants stands in for one without container workers.
+    load_settings = config.load_settings
+
+    def without_container_workers():
+        lab = load_settings()
+        return replace(lab, tenants=(), existing_cluster=replace(lab.existing_cluster, docker_network=None))
+
+    def no_daemon(*_):
+        raise AssertionError("the Docker daemon's address was looked up")
+
+    monkeypatch.setattr(config, "load_settings", without_container_workers)
+    monkeypatch.setattr(docker_host, "docker_daemon_address", no_daemon)
+    modes = INSTALLED if pieces == "installed" else PROVIDED
+    lab = plan(dev_config(**modes), preview=False, secrets={"managementKubeconfig": EXISTING_KUBECONFIG})
+
+    assert lab.of_type("kubernetes:core/v1:Namespace"), "the platform is planned"
+    assert not [r.type for r in lab.registrations if r.type.startswith(("docker:", "pulumi:providers:docker"))]
+    scripts = {
+        c.inputs[op].rsplit("/", 1)[-1]
+        for c in lab.of_type("command:local:Command")
+        for op in ("create", "delete")
+        if c.inputs.get(op)
+    }
+    assert scripts and not [script for script in scripts if uses_docker(script)]
+
+
+def test_the_checks_of_provided_pieces_outlast_their_scripts(provided):
+    checks = [c for c in provided.of_type("command:local:Command") if script_of(c, "create").name.startswith("check-")]
+    assert {script_of(c, "create").name for c in checks} == {"check-cert-manager.sh", "check-kamaji.sh"}
+    for check in checks:
+        assert seconds(check.custom_timeouts["create"]) > declared_bound(script_of(check, "create")), check.name
+        assert check.inputs.get("logging") in CONSOLE_SAFE_LOGGING and "environment" in check.secret_inputs

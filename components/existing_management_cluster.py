@@ -25,7 +25,8 @@ class ExistingManagementCluster(pulumi.ComponentResource):
     def __init__(self, name: str, lab: LabSettings, opts: pulumi.ResourceOptions | None = None):
         super().__init__("kamaji-hami-lab:index:ExistingManagementCluster", name, None, opts)
         cluster = lab.existing_cluster
-        assert cluster, "chosen only for managementCluster existing"
+        if cluster is None:
+            raise ValueError("ExistingManagementCluster needs managementCluster existing")
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
         self.address_subnet = None
         self.docker = (

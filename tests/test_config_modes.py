@@ -60,6 +60,7 @@ def test_an_unknown_context_is_refused_naming_the_contexts_there_are():
     [
         ("clusters: [", "is not valid YAML"),
         ("just text", "is not a kubeconfig"),
+        (KUBECONFIG.replace("current-context: ctx", "current-context: ''"), "names no current context"),
         (KUBECONFIG.replace("server: https://10.20.0.1:6443", "server: ''"), "names no cluster with a server"),
     ],
 )

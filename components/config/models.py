@@ -61,7 +61,7 @@ from components.config.values import (
     invalid,
 )
 from components.gpus import GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, GpuSpec, node_gpu_memory_mib
-from components.kubeconfig import kubeconfig_problem, with_current_context
+from components.kubeconfig import NoSuchContext, check_kubeconfig, with_current_context
 from components.settings import (
     ExistingCluster,
     GpuQuota,
@@ -390,7 +390,7 @@ class StackConfig(ConfigModel):
         # Secret keys are known only when the CLI runs the program (context from load_settings).
         secret_keys = (info.context or {}).get("secret_keys")
         if kubeconfig and secret_keys is not None and "managementKubeconfig" not in secret_keys:
-            raise invalid("must be a secret; set it again with pulumi config set --secret managementKubeconfig < FILE")
+            raise invalid(f"must be a secret (the value is not shown); {_SET_KUBECONFIG}")
         return kubeconfig
 
     @field_validator("node_image")
@@ -472,9 +472,13 @@ class StackConfig(ConfigModel):
     def _existing_cluster_problems(self) -> Iterator[Problem]:
         if not self.management_kubeconfig:
             yield ("managementKubeconfig",), f"required with managementCluster existing; {_SET_KUBECONFIG}"
-        elif problem := kubeconfig_problem(self.management_kubeconfig, self.management_context or None):
-            key = "managementContext" if problem.startswith("has no context") else "managementKubeconfig"
-            yield (key,), problem
+        else:
+            try:
+                check_kubeconfig(self.management_kubeconfig, self.management_context or None)
+            except NoSuchContext as problem:
+                yield ("managementContext",), str(problem)
+            except ValueError as problem:
+                yield ("managementKubeconfig",), str(problem)
         if self.kind_subnet is not None:
             yield ("kindSubnet",), "describes kind's network; an existing management cluster has none"
         if self.load_balancer == "metallb" and self.metallb_address_range is None:

@@ -7,6 +7,8 @@ rule. ``StackConfig.settings()`` hands the components plain frozen dataclasses.
 A key that selects a mode becomes a discriminated union: one ``ConfigModel`` per
 mode, each with a ``Literal`` field for that key, joined by
 ``Field(discriminator=<key>)``; ``messages`` keeps pydantic's tags out of key paths.
+The stack's own scalar modes (managementCluster and each platform piece) are flat
+keys, so they are enums, and which keys each allows is a rule of ``StackConfig``.
 """
 
 from __future__ import annotations

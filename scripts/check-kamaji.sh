@@ -33,9 +33,10 @@ webhook_served() {
 		missing="webhook $webhook of $kind $configuration, with its CA injected"
 		return 1
 	fi
+	# One line per endpoint: its conditions.ready (true, false, or empty when unknown).
 	ready=$(kube -n "$namespace" get endpointslices -l "kubernetes.io/service-name=$service" \
-		-o 'jsonpath={.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}') || return 1
-	if [[ -z $ready ]]; then
+		-o 'jsonpath={range .items[*].endpoints[*]}{.conditions.ready}{"\n"}{end}') || return 1
+	if ! grep -qx true <<<"$ready"; then
 		missing="a ready endpoint of service $namespace/$service, which serves webhook $webhook"
 		return 1
 	fi

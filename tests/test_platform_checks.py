@@ -22,7 +22,7 @@ def check_kamaji(fakes, **env):
     return fakes.run("check-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, DATASTORE="shared-etcd", **env)
 
 
-def kamaji_parts(fakes, crds=CRDS, ca="Q0E=", endpoints="10.244.0.7", datastore=("shared-etcd|true",)):
+def kamaji_parts(fakes, crds=CRDS, ca="Q0E=", endpoints="false\ntrue\n", datastore=("shared-etcd|true",)):
     fakes.on("kubectl", r"get crd tenantcontrolplanes\.kamaji\.clastix\.io datastores\.kamaji\.clastix\.io", crds)
     for kind, name, _ in (MUTATING, VALIDATING):
         fakes.on("kubectl", rf"get {kind} {name} --ignore-not-found", f"{SERVICE} {ca}")
@@ -73,7 +73,7 @@ def test_check_kamaji_waits_for_the_webhook_ca(fakes):
 
 
 def test_check_kamaji_waits_for_a_ready_webhook_endpoint(fakes):
-    kamaji_parts(fakes, endpoints="")
+    kamaji_parts(fakes, endpoints="false\n\n")
     result = check_kamaji(fakes, WAIT_TIMEOUT="0")
     assert result.returncode != 0
     assert "ready endpoint of service kamaji-system/kamaji-webhook-service" in result.stderr

@@ -66,141 +66,13 @@ class Platform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("kamaji-hami-lab:index:Platform", name, None, opts)
-        kubeconfig = {"KUBECONFIG_DATA": args.kubeconfig}
+        self._kubeconfig = {"KUBECONFIG_DATA": args.kubeconfig}
 
-        load_balancer: list[pulumi.Resource] = []
-        pool_checked: list[pulumi.Resource] = []
-        if args.provided.load_balancer:
-            # The cluster's own LoadBalancer picks the addresses; a control plane without one never gets Ready.
-            self.address_range = pulumi.Output.from_input("")
-        else:
-            self.address_range = (
-                pulumi.Output.from_input(args.address_subnet).apply(
-                    lambda subnet: metallb_pool(subnet, args.address_range, args.lab_name)
-                )
-                if args.address_subnet is not None
-                else pulumi.Output.from_input(str(args.address_range))
-            )
-            if args.docker:
-                # Before anything goes onto the cluster: a pool that overlaps Docker's
-                # addresses or another kind cluster's pool on the network is refused.
-                pool_checked.append(
-                    script_command(
-                        f"{name}-address-pool-check",
-                        "check-address-pool.sh",
-                        {
-                            "POOL": self.address_range,
-                            "CLUSTER_NAME": args.lab_name,
-                            "KIND_NETWORK": args.docker.network,
-                        },
-                        opts=pulumi.ResourceOptions(parent=self),
-                    )
-                )
+        pool_checked = self._address_range(name, args)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=pool_checked)
-
-        if args.provided.cert_manager:
-            cert_manager = script_command(
-                f"{name}-cert-manager-check",
-                "check-cert-manager.sh",
-                kubeconfig,
-                opts=pulumi.ResourceOptions(parent=self, custom_timeouts=pulumi.CustomTimeouts(create="5m")),
-            )
-        else:
-            cert_manager = k8s.helm.v3.Release(
-                f"{name}-cert-manager",
-                name="cert-manager",
-                chart="cert-manager",
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CERT_MANAGER_REPO),
-                version=args.versions.cert_manager,
-                namespace="cert-manager",
-                create_namespace=True,
-                values=CERT_MANAGER_VALUES,
-                timeout=HELM_TIMEOUT_SECONDS,
-                opts=on_cluster,
-            )
-
-        if not args.provided.load_balancer:
-            metallb = k8s.helm.v3.Release(
-                f"{name}-metallb",
-                name="metallb",
-                chart="metallb",
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=METALLB_REPO),
-                version=metallb_chart_version(args.versions.metallb),
-                namespace=METALLB_NAMESPACE,
-                create_namespace=True,
-                timeout=HELM_TIMEOUT_SECONDS,
-                opts=on_cluster,
-            )
-            # MetalLB's webhook refuses pools for a while after its release reports ready.
-            metallb_ready = script_command(
-                f"{name}-metallb-ready",
-                "wait-metallb.sh",
-                {**kubeconfig, "NAMESPACE": METALLB_NAMESPACE},
-                opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=[metallb], custom_timeouts=pulumi.CustomTimeouts(create="10m")
-                ),
-            )
-            after_metallb = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[metallb_ready]))
-            pool = k8s.apiextensions.CustomResource(
-                f"{name}-address-pool",
-                api_version="metallb.io/v1beta1",
-                kind="IPAddressPool",
-                metadata={"name": ADDRESS_POOL, "namespace": METALLB_NAMESPACE},
-                spec={"addresses": [self.address_range]},
-                opts=after_metallb,
-            )
-            load_balancer.append(
-                k8s.apiextensions.CustomResource(
-                    f"{name}-l2-advertisement",
-                    api_version="metallb.io/v1beta1",
-                    kind="L2Advertisement",
-                    metadata={"name": ADDRESS_POOL, "namespace": METALLB_NAMESPACE},
-                    spec={"ipAddressPools": [ADDRESS_POOL]},
-                    opts=pulumi.ResourceOptions.merge(after_metallb, pulumi.ResourceOptions(depends_on=[pool])),
-                )
-            )
-
-        if args.provided.kamaji:
-            # Kamaji's webhooks fail closed, and its default DataStore need not be the lab's.
-            kamaji_ready = script_command(
-                f"{name}-kamaji-check",
-                "check-kamaji.sh",
-                {**kubeconfig, "DATASTORE": args.data_store},
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    depends_on=[cert_manager, *load_balancer],
-                    custom_timeouts=pulumi.CustomTimeouts(create="6m"),
-                ),
-            )
-        else:
-            kamaji = k8s.helm.v3.Release(
-                f"{name}-kamaji",
-                name=KAMAJI_RELEASE,
-                chart="kamaji",
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=KAMAJI_REPO),
-                version=args.versions.kamaji_chart,
-                namespace=KAMAJI_NAMESPACE,
-                create_namespace=True,
-                value_yaml_files=[pulumi.StringAsset(KAMAJI_VALUES_YAML)],
-                values=kamaji_values(args.versions.kamaji_image_tag) or None,
-                timeout=HELM_TIMEOUT_SECONDS,
-                # Kamaji's certificates and webhooks are cert-manager resources.
-                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[cert_manager])),
-            )
-            # The release is ready before its etcd DataStore is; tenants need both. On
-            # destroy (after the last tenant, before the release) it deletes the DataStore
-            # while Kamaji can still remove its finalizer.
-            kamaji_ready = script_command(
-                f"{name}-kamaji-ready",
-                "wait-kamaji.sh",
-                kubeconfig,
-                delete="delete-datastore.sh",
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    depends_on=[kamaji, *load_balancer],
-                    custom_timeouts=pulumi.CustomTimeouts(create="15m"),
-                ),
-            )
+        cert_manager = self._cert_manager(name, args, on_cluster)
+        load_balancer = [] if args.provided.load_balancer else [self._metallb(name, args, on_cluster)]
+        kamaji_ready = self._kamaji(name, args, on_cluster, cert_manager, load_balancer)
 
         tenants = k8s.core.v1.Namespace(
             f"{name}-tenants-namespace",
@@ -210,6 +82,144 @@ class Platform(pulumi.ComponentResource):
         self.tenants_namespace = tenants.metadata.name
 
         self.register_outputs({"addressRange": self.address_range, "tenantsNamespace": self.tenants_namespace})
+
+    def _address_range(self, name: str, args: PlatformArgs) -> list[pulumi.Resource]:
+        """Sets `address_range` (empty for a provided LoadBalancer); returns the check that it is free."""
+        if args.provided.load_balancer:
+            # The cluster's own LoadBalancer picks the addresses; a control plane without one never gets Ready.
+            self.address_range = pulumi.Output.from_input("")
+            return []
+        self.address_range = (
+            pulumi.Output.from_input(args.address_subnet).apply(
+                lambda subnet: metallb_pool(subnet, args.address_range, args.lab_name)
+            )
+            if args.address_subnet is not None
+            else pulumi.Output.from_input(str(args.address_range))
+        )
+        if not args.docker:
+            return []
+        # Before anything goes onto the cluster: a pool that overlaps Docker's
+        # addresses or another kind cluster's pool on the network is refused.
+        environment = {"POOL": self.address_range, "CLUSTER_NAME": args.lab_name, "KIND_NETWORK": args.docker.network}
+        return [
+            script_command(
+                f"{name}-address-pool-check",
+                "check-address-pool.sh",
+                environment,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        ]
+
+    def _cert_manager(self, name: str, args: PlatformArgs, on_cluster: pulumi.ResourceOptions) -> pulumi.Resource:
+        if args.provided.cert_manager:
+            return script_command(
+                f"{name}-cert-manager-check",
+                "check-cert-manager.sh",
+                self._kubeconfig,
+                opts=pulumi.ResourceOptions(parent=self, custom_timeouts=pulumi.CustomTimeouts(create="5m")),
+            )
+        return k8s.helm.v3.Release(
+            f"{name}-cert-manager",
+            name="cert-manager",
+            chart="cert-manager",
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CERT_MANAGER_REPO),
+            version=args.versions.cert_manager,
+            namespace="cert-manager",
+            create_namespace=True,
+            values=CERT_MANAGER_VALUES,
+            timeout=HELM_TIMEOUT_SECONDS,
+            opts=on_cluster,
+        )
+
+    def _metallb(self, name: str, args: PlatformArgs, on_cluster: pulumi.ResourceOptions) -> pulumi.Resource:
+        """MetalLB announcing `address_range`; returns its L2Advertisement, the last step."""
+        metallb = k8s.helm.v3.Release(
+            f"{name}-metallb",
+            name="metallb",
+            chart="metallb",
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=METALLB_REPO),
+            version=metallb_chart_version(args.versions.metallb),
+            namespace=METALLB_NAMESPACE,
+            create_namespace=True,
+            timeout=HELM_TIMEOUT_SECONDS,
+            opts=on_cluster,
+        )
+        # MetalLB's webhook refuses pools for a while after its release reports ready.
+        metallb_ready = script_command(
+            f"{name}-metallb-ready",
+            "wait-metallb.sh",
+            {**self._kubeconfig, "NAMESPACE": METALLB_NAMESPACE},
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[metallb], custom_timeouts=pulumi.CustomTimeouts(create="10m")
+            ),
+        )
+        after_metallb = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[metallb_ready]))
+        pool = k8s.apiextensions.CustomResource(
+            f"{name}-address-pool",
+            api_version="metallb.io/v1beta1",
+            kind="IPAddressPool",
+            metadata={"name": ADDRESS_POOL, "namespace": METALLB_NAMESPACE},
+            spec={"addresses": [self.address_range]},
+            opts=after_metallb,
+        )
+        return k8s.apiextensions.CustomResource(
+            f"{name}-l2-advertisement",
+            api_version="metallb.io/v1beta1",
+            kind="L2Advertisement",
+            metadata={"name": ADDRESS_POOL, "namespace": METALLB_NAMESPACE},
+            spec={"ipAddressPools": [ADDRESS_POOL]},
+            opts=pulumi.ResourceOptions.merge(after_metallb, pulumi.ResourceOptions(depends_on=[pool])),
+        )
+
+    def _kamaji(
+        self,
+        name: str,
+        args: PlatformArgs,
+        on_cluster: pulumi.ResourceOptions,
+        cert_manager: pulumi.Resource,
+        load_balancer: list[pulumi.Resource],
+    ) -> pulumi.Resource:
+        """Kamaji, installed or checked; returns the step after which it accepts TenantControlPlanes."""
+        if args.provided.kamaji:
+            # Kamaji's webhooks fail closed, and its default DataStore need not be the lab's.
+            return script_command(
+                f"{name}-kamaji-check",
+                "check-kamaji.sh",
+                {**self._kubeconfig, "DATASTORE": args.data_store},
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[cert_manager, *load_balancer],
+                    custom_timeouts=pulumi.CustomTimeouts(create="6m"),
+                ),
+            )
+        kamaji = k8s.helm.v3.Release(
+            f"{name}-kamaji",
+            name=KAMAJI_RELEASE,
+            chart="kamaji",
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=KAMAJI_REPO),
+            version=args.versions.kamaji_chart,
+            namespace=KAMAJI_NAMESPACE,
+            create_namespace=True,
+            value_yaml_files=[pulumi.StringAsset(KAMAJI_VALUES_YAML)],
+            values=kamaji_values(args.versions.kamaji_image_tag) or None,
+            timeout=HELM_TIMEOUT_SECONDS,
+            # Kamaji's certificates and webhooks are cert-manager resources.
+            opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[cert_manager])),
+        )
+        # The release is ready before its etcd DataStore is; tenants need both. On
+        # destroy (after the last tenant, before the release) it deletes the DataStore
+        # while Kamaji can still remove its finalizer.
+        return script_command(
+            f"{name}-kamaji-ready",
+            "wait-kamaji.sh",
+            self._kubeconfig,
+            delete="delete-datastore.sh",
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[kamaji, *load_balancer],
+                custom_timeouts=pulumi.CustomTimeouts(create="15m"),
+            ),
+        )
 
 
 def metallb_chart_version(metallb_version: str) -> str:

@@ -6,35 +6,33 @@ config -> management cluster -> platform -> tenants -> outputs
 import pulumi
 
 from components.config import load_settings
-from components.docker_daemon import docker_daemon_address
-from components.management_cluster import ManagementCluster, ManagementClusterArgs
+from components.existing_management_cluster import ExistingManagementCluster
+from components.kind_management_cluster import KindManagementCluster
 from components.platform import Platform, PlatformArgs
 from components.tenant import Tenant, TenantArgs
 
 # 1. Config: parsed and validated in full before any resource is registered.
 lab = load_settings()
 
-# 2. The host: Docker, the shared node image and the kind management cluster.
-management = ManagementCluster(
-    "management",
-    ManagementClusterArgs(
-        cluster_name=lab.management_cluster_name,
-        node_image=lab.node_image,
-        kind_subnet=str(lab.kind_subnet) if lab.kind_subnet else None,
-        docker_host=docker_daemon_address(),
-    ),
-)
+# 2. The management cluster: a kind cluster on this host, or an existing one. Both
+#    expose a provider, a secret kubeconfig, the Docker host of container workers
+#    and the subnet (if any) to carve LoadBalancer addresses from.
+ManagementCluster = ExistingManagementCluster if lab.existing_cluster else KindManagementCluster
+management = ManagementCluster("management", lab)
 
-# 3. The platform on it: cert-manager, MetalLB and Kamaji.
+# 3. The platform on it: cert-manager, a LoadBalancer and Kamaji, each installed or checked.
 platform = Platform(
     "platform",
     PlatformArgs(
         provider=management.provider,
         kubeconfig=management.kubeconfig,
-        kind_subnet=management.kind_subnet,
+        address_subnet=management.address_subnet,
+        docker=management.docker,
         address_range=lab.metallb_address_range,
         lab_name=lab.management_cluster_name,
         versions=lab.versions,
+        provided=lab.provided,
+        data_store=lab.kamaji_data_store,
     ),
 )
 
@@ -50,8 +48,7 @@ tenants = {
             management_kubeconfig=management.kubeconfig,
             tenants_namespace=platform.tenants_namespace,
             platform=platform,
-            node_image=management.node_image,
-            docker_provider=management.docker_provider,
+            docker=management.docker,
         ),
     )
     for tenant in lab.tenants

@@ -1,4 +1,4 @@
-"""The management platform: cert-manager, MetalLB with its pool, and Kamaji."""
+"""The management platform: cert-manager, a LoadBalancer (MetalLB with its pool) and Kamaji."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pulumi_kubernetes as k8s
 
 from components.addresses import AddressRange, metallb_pool
 from components.commands import script_command
-from components.management_cluster import KIND_NETWORK
-from components.settings import Versions
+from components.docker_host import DockerHost
+from components.settings import Provided, Versions
 
 # Kamaji's CRD conversion webhook and CA injection are wired to these names.
 KAMAJI_RELEASE = "kamaji"
@@ -36,22 +36,29 @@ class PlatformArgs:
     provider: k8s.Provider
     """Provider of the management cluster."""
     kubeconfig: pulumi.Input[str]
-    """Management kubeconfig (secret) for the readiness check."""
-    kind_subnet: pulumi.Input[str]
-    """IPv4 subnet of the kind docker network."""
+    """Management kubeconfig (secret) for the readiness checks."""
+    address_subnet: pulumi.Input[str] | None
+    """Subnet to carve a MetalLB pool from (the kind network's); None: address_range is configured."""
+    docker: DockerHost | None
+    """Where container workers run: a MetalLB pool must be clear of its network's addresses."""
     address_range: AddressRange | None
-    """Configured MetalLB pool, or None to carve one from kind_subnet."""
+    """Configured MetalLB pool, or None to carve one from address_subnet."""
     lab_name: str
-    """The lab's identity (its kind cluster name): picks its block of the subnet."""
+    """The lab's identity (its management cluster name): picks its block of the subnet."""
     versions: Versions
+    provided: Provided
+    """Pieces the cluster already runs: checked, not installed."""
+    data_store: str
+    """The DataStore tenants use; a provided Kamaji must have it ready."""
 
 
 class Platform(pulumi.ComponentResource):
-    """cert-manager, MetalLB and Kamaji on the management cluster.
+    """cert-manager, a LoadBalancer and Kamaji on the management cluster, each installed or provided.
 
     Depending on this component means "Kamaji accepts TenantControlPlanes and
-    MetalLB hands out their addresses": its last child waits for Kamaji's
-    `default` DataStore, whose absence makes Kamaji's webhook reject tenants.
+    the LoadBalancer hands out their addresses": its last child waits for
+    Kamaji's DataStore, whose absence makes Kamaji's webhook reject tenants.
+    A provided piece is checked by a bounded script that fails naming what is missing.
     """
 
     address_range: pulumi.Output[str]
@@ -59,21 +66,59 @@ class Platform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("kamaji-hami-lab:index:Platform", name, None, opts)
+        self._kubeconfig = {"KUBECONFIG_DATA": args.kubeconfig}
 
-        self.address_range = pulumi.Output.from_input(args.kind_subnet).apply(
-            lambda subnet: metallb_pool(subnet, args.address_range, args.lab_name)
+        pool_checked = self._address_range(name, args)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=pool_checked)
+        cert_manager = self._cert_manager(name, args, on_cluster)
+        load_balancer = [] if args.provided.load_balancer else [self._metallb(name, args, on_cluster)]
+        kamaji_ready = self._kamaji(name, args, on_cluster, cert_manager, load_balancer)
+
+        tenants = k8s.core.v1.Namespace(
+            f"{name}-tenants-namespace",
+            metadata={"name": TENANTS_NAMESPACE},
+            opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[kamaji_ready])),
         )
+        self.tenants_namespace = tenants.metadata.name
+
+        self.register_outputs({"addressRange": self.address_range, "tenantsNamespace": self.tenants_namespace})
+
+    def _address_range(self, name: str, args: PlatformArgs) -> list[pulumi.Resource]:
+        """Sets `address_range` (empty for a provided LoadBalancer); returns the check that it is free."""
+        if args.provided.load_balancer:
+            # The cluster's own LoadBalancer picks the addresses; a control plane without one never gets Ready.
+            self.address_range = pulumi.Output.from_input("")
+            return []
+        self.address_range = (
+            pulumi.Output.from_input(args.address_subnet).apply(
+                lambda subnet: metallb_pool(subnet, args.address_range, args.lab_name)
+            )
+            if args.address_subnet is not None
+            else pulumi.Output.from_input(str(args.address_range))
+        )
+        if not args.docker:
+            return []
         # Before anything goes onto the cluster: a pool that overlaps Docker's
         # addresses or another kind cluster's pool on the network is refused.
-        pool_checked = script_command(
-            f"{name}-address-pool-check",
-            "check-address-pool.sh",
-            {"POOL": self.address_range, "CLUSTER_NAME": args.lab_name, "KIND_NETWORK": KIND_NETWORK},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[pool_checked])
+        environment = {"POOL": self.address_range, "CLUSTER_NAME": args.lab_name, "KIND_NETWORK": args.docker.network}
+        return [
+            script_command(
+                f"{name}-address-pool-check",
+                "check-address-pool.sh",
+                environment,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        ]
 
-        cert_manager = k8s.helm.v3.Release(
+    def _cert_manager(self, name: str, args: PlatformArgs, on_cluster: pulumi.ResourceOptions) -> pulumi.Resource:
+        if args.provided.cert_manager:
+            return script_command(
+                f"{name}-cert-manager-check",
+                "check-cert-manager.sh",
+                self._kubeconfig,
+                opts=pulumi.ResourceOptions(parent=self, custom_timeouts=pulumi.CustomTimeouts(create="5m")),
+            )
+        return k8s.helm.v3.Release(
             f"{name}-cert-manager",
             name="cert-manager",
             chart="cert-manager",
@@ -86,6 +131,8 @@ class Platform(pulumi.ComponentResource):
             opts=on_cluster,
         )
 
+    def _metallb(self, name: str, args: PlatformArgs, on_cluster: pulumi.ResourceOptions) -> pulumi.Resource:
+        """MetalLB announcing `address_range`; returns its L2Advertisement, the last step."""
         metallb = k8s.helm.v3.Release(
             f"{name}-metallb",
             name="metallb",
@@ -97,12 +144,11 @@ class Platform(pulumi.ComponentResource):
             timeout=HELM_TIMEOUT_SECONDS,
             opts=on_cluster,
         )
-
         # MetalLB's webhook refuses pools for a while after its release reports ready.
         metallb_ready = script_command(
             f"{name}-metallb-ready",
             "wait-metallb.sh",
-            {"KUBECONFIG_DATA": args.kubeconfig, "NAMESPACE": METALLB_NAMESPACE},
+            {**self._kubeconfig, "NAMESPACE": METALLB_NAMESPACE},
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[metallb], custom_timeouts=pulumi.CustomTimeouts(create="10m")
             ),
@@ -116,7 +162,7 @@ class Platform(pulumi.ComponentResource):
             spec={"addresses": [self.address_range]},
             opts=after_metallb,
         )
-        advertisement = k8s.apiextensions.CustomResource(
+        return k8s.apiextensions.CustomResource(
             f"{name}-l2-advertisement",
             api_version="metallb.io/v1beta1",
             kind="L2Advertisement",
@@ -125,6 +171,27 @@ class Platform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(after_metallb, pulumi.ResourceOptions(depends_on=[pool])),
         )
 
+    def _kamaji(
+        self,
+        name: str,
+        args: PlatformArgs,
+        on_cluster: pulumi.ResourceOptions,
+        cert_manager: pulumi.Resource,
+        load_balancer: list[pulumi.Resource],
+    ) -> pulumi.Resource:
+        """Kamaji, installed or checked; returns the step after which it accepts TenantControlPlanes."""
+        if args.provided.kamaji:
+            # Kamaji's webhooks fail closed, and its default DataStore need not be the lab's.
+            return script_command(
+                f"{name}-kamaji-check",
+                "check-kamaji.sh",
+                {**self._kubeconfig, "DATASTORE": args.data_store},
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[cert_manager, *load_balancer],
+                    custom_timeouts=pulumi.CustomTimeouts(create="6m"),
+                ),
+            )
         kamaji = k8s.helm.v3.Release(
             f"{name}-kamaji",
             name=KAMAJI_RELEASE,
@@ -139,30 +206,20 @@ class Platform(pulumi.ComponentResource):
             # Kamaji's certificates and webhooks are cert-manager resources.
             opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[cert_manager])),
         )
-
         # The release is ready before its etcd DataStore is; tenants need both. On
         # destroy (after the last tenant, before the release) it deletes the DataStore
         # while Kamaji can still remove its finalizer.
-        kamaji_ready = script_command(
+        return script_command(
             f"{name}-kamaji-ready",
             "wait-kamaji.sh",
-            {"KUBECONFIG_DATA": args.kubeconfig},
+            self._kubeconfig,
             delete="delete-datastore.sh",
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[kamaji, advertisement],
+                depends_on=[kamaji, *load_balancer],
                 custom_timeouts=pulumi.CustomTimeouts(create="15m"),
             ),
         )
-
-        tenants = k8s.core.v1.Namespace(
-            f"{name}-tenants-namespace",
-            metadata={"name": TENANTS_NAMESPACE},
-            opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[kamaji_ready])),
-        )
-        self.tenants_namespace = tenants.metadata.name
-
-        self.register_outputs({"addressRange": self.address_range, "tenantsNamespace": self.tenants_namespace})
 
 
 def metallb_chart_version(metallb_version: str) -> str:

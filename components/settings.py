@@ -32,6 +32,8 @@ class TenantSettings:
     pod_cidr: str
     service_cidr: str
     quotas: tuple[GpuQuota, ...]
+    data_store: str | None
+    """DataStore its control plane names; None leaves it to Kamaji's default (the installed chart's)."""
 
     @property
     def data_store_schema(self) -> str:
@@ -55,6 +57,23 @@ class Versions:
 
 
 @dataclass(frozen=True)
+class ExistingCluster:
+    kubeconfig: str
+    """Content from secret config; its current context is the configured one."""
+    docker_network: str | None
+    """Docker network of the docker CLI's daemon for container workers; None: no Docker."""
+
+
+@dataclass(frozen=True)
+class Provided:
+    """Platform pieces the management cluster already runs: checked instead of installed."""
+
+    cert_manager: bool
+    load_balancer: bool
+    kamaji: bool
+
+
+@dataclass(frozen=True)
 class LabSettings:
     management_cluster_name: str
     versions: Versions
@@ -62,6 +81,10 @@ class LabSettings:
     metallb_address_range: AddressRange | None
     kind_subnet: ipaddress.IPv4Network | None
     tenants: tuple[TenantSettings, ...]
+    existing_cluster: ExistingCluster | None
+    """None: the program creates a kind cluster."""
+    provided: Provided
+    kamaji_data_store: str
 
     def worker_name(self, tenant: TenantSettings, index: int) -> str:
         """Container name, hostname and Kubernetes node name of a tenant's worker (1-based)."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.commands import script_command
+from components.docker_host import DockerHost
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
 from components.kube_proxy import KubeProxy, KubeProxyArgs
 from components.settings import GpuQuota, LabSettings, TenantSettings
@@ -27,8 +27,8 @@ class TenantArgs:
     tenants_namespace: pulumi.Input[str]
     platform: pulumi.Resource
     """Tenants are created only once Kamaji and MetalLB are ready (and destroyed before them)."""
-    node_image: docker.RemoteImage
-    docker_provider: docker.Provider
+    docker: DockerHost
+    """Where its kindest/node workers run."""
 
 
 class Tenant(pulumi.ComponentResource):
@@ -71,7 +71,7 @@ class Tenant(pulumi.ComponentResource):
                 "POD_CIDR": tenant.pod_cidr,
                 "NODE_IMAGE": lab.node_image,
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.node_image]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.docker.node_image]),
         )
 
         kube_proxy = KubeProxy(
@@ -93,8 +93,7 @@ class Tenant(pulumi.ComponentResource):
                     node_name=node_name,
                     tenant=tenant.name,
                     cluster_name=lab.management_cluster_name,
-                    image=args.node_image,
-                    docker_provider=args.docker_provider,
+                    docker=args.docker,
                     platform=args.platform,
                     tenant_kubeconfig=control_plane.kubeconfig,
                     gpus=tenant.gpus,

@@ -95,7 +95,10 @@ class TenantControlPlane(pulumi.ComponentResource):
 
 def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
     """The TenantControlPlane spec for a tenant whose workers are kindest/node containers."""
+    # Named only when it is not Kamaji's default: a provided Kamaji's default need not be the configured one.
+    data_store = {"dataStore": tenant.data_store} if tenant.data_store else {}
     return {
+        **data_store,
         "dataStoreSchema": tenant.data_store_schema,
         "controlPlane": {
             "deployment": {"replicas": tenant.control_plane_replicas},

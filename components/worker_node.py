@@ -8,8 +8,8 @@ import pulumi
 import pulumi_docker as docker
 
 from components.commands import script_command
+from components.docker_host import DockerHost
 from components.gpus import GpuSpec, node_gpu_count, register_annotation
-from components.management_cluster import KIND_NETWORK
 from components.tenant_control_plane import kubeconfig_ca_fingerprint
 
 LABEL_PREFIX = "kamaji-hami-lab.io"
@@ -21,10 +21,9 @@ class WorkerNodeArgs:
     """Container name, hostname and Kubernetes node name."""
     tenant: str
     cluster_name: str
-    image: docker.RemoteImage
-    docker_provider: docker.Provider
+    docker: DockerHost
     platform: pulumi.Resource
-    """Created after and destroyed before it; its kind cluster also made the `kind` docker network."""
+    """Created after and destroyed before it; a kind cluster also made the `kind` docker network."""
     tenant_kubeconfig: pulumi.Input[str]
     """Secret; used on the host to mint a short-lived bootstrap token and to remove the node."""
     gpus: tuple[GpuSpec, ...]
@@ -45,7 +44,7 @@ class WorkerNode(pulumi.ComponentResource):
             f"{name}-container",
             name=args.node_name,
             hostname=args.node_name,
-            image=args.image.image_id,
+            image=args.docker.node_image.image_id,
             # systemd, containerd and kubelet inside a container need all of these (as kind sets them).
             privileged=True,
             # label=disable is what Docker adds to privileged containers anyway; stating
@@ -64,8 +63,8 @@ class WorkerNode(pulumi.ComponentResource):
                 docker.ContainerVolumeArgs(container_path="/var"),
                 docker.ContainerVolumeArgs(host_path="/lib/modules", container_path="/lib/modules", read_only=True),
             ],
-            # The kind network reaches the MetalLB addresses of the tenant API servers.
-            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=KIND_NETWORK)],
+            # The network reaches the LoadBalancer addresses of the tenant API servers.
+            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.docker.network)],
             # Come back after a host reboot, like kind's nodes.
             restart="on-failure",
             max_retry_count=1,
@@ -78,7 +77,7 @@ class WorkerNode(pulumi.ComponentResource):
             remove_volumes=True,
             opts=pulumi.ResourceOptions(
                 parent=self,
-                provider=args.docker_provider,
+                provider=args.docker.provider,
                 depends_on=[args.platform],
                 # The fixed name can only exist once: remove the old container before the new one.
                 delete_before_replace=True,

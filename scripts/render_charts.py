@@ -70,22 +70,34 @@ def charts(lab: LabSettings) -> list[Chart]:
     """Every chart the program installs, with the values it passes (as Platform and GpuSharing do)."""
     versions = lab.versions
     kamaji_values = platform.kamaji_values(versions.kamaji_image_tag)
+    # Pieces the cluster already runs (lab.provided) are checked, not installed.
+    installed = []
+    if not lab.provided.cert_manager:
+        installed.append(
+            Chart(
+                "cert-manager",
+                platform.CERT_MANAGER_REPO,
+                versions.cert_manager,
+                "cert-manager",
+                (yaml.safe_dump(platform.CERT_MANAGER_VALUES),),
+            )
+        )
+    if not lab.provided.load_balancer:
+        installed.append(
+            Chart("metallb", platform.METALLB_REPO, platform.metallb_chart_version(versions.metallb), "metallb-system")
+        )
+    if not lab.provided.kamaji:
+        installed.append(
+            Chart(
+                platform.KAMAJI_RELEASE,
+                platform.KAMAJI_REPO,
+                versions.kamaji_chart,
+                platform.KAMAJI_NAMESPACE,
+                (platform.KAMAJI_VALUES_YAML, *([yaml.safe_dump(kamaji_values)] if kamaji_values else [])),
+            )
+        )
     return [
-        Chart(
-            "cert-manager",
-            platform.CERT_MANAGER_REPO,
-            versions.cert_manager,
-            "cert-manager",
-            (yaml.safe_dump(platform.CERT_MANAGER_VALUES),),
-        ),
-        Chart("metallb", platform.METALLB_REPO, platform.metallb_chart_version(versions.metallb), "metallb-system"),
-        Chart(
-            platform.KAMAJI_RELEASE,
-            platform.KAMAJI_REPO,
-            versions.kamaji_chart,
-            platform.KAMAJI_NAMESPACE,
-            (platform.KAMAJI_VALUES_YAML, *([yaml.safe_dump(kamaji_values)] if kamaji_values else [])),
-        ),
+        *installed,
         # HAMi's values depend on the tenant (its GPU slots).
         *(
             Chart(

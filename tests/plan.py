@@ -304,17 +304,26 @@ def tenants(count: int, **tenant_fields: Any) -> list[dict[str, Any]]:
     return [{"name": f"t{index}", **tenant_fields} for index in range(count)]
 
 
-def plan(config: dict[str, Any], preview: bool, previous: Plan | None = None) -> Plan:
+def plan(
+    config: dict[str, Any], preview: bool, previous: Plan | None = None, secrets: dict[str, Any] | None = None
+) -> Plan:
     """Runs __main__.py with this project config (key without namespace → value).
 
     `previous` is the plan of an earlier `up` of the same stack (see the module docstring).
+    `secrets` are more keys, set as `pulumi config set --secret` would: the CLI hands them
+    over decrypted and names them as secret.
     """
     lab_mocks = _LabMocks(preview)
     monitor = _RecordingMonitor(lab_mocks, previous)
     pulumi.runtime.set_mocks(lab_mocks, project=PROJECT, stack="dev", preview=preview, monitor=monitor)
+    secrets = secrets or {}
     # The CLI hands every value to the program as a string; objects as JSON.
     pulumi.runtime.set_all_config(
-        {f"{PROJECT}:{key}": value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
+        {
+            f"{PROJECT}:{key}": value if isinstance(value, str) else json.dumps(value)
+            for key, value in {**config, **secrets}.items()
+        },
+        secret_keys=[f"{PROJECT}:{key}" for key in secrets],
     )
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.plan import dev_config
+from tests.plan import dev_config, fake_kubeconfig
 from tests.render_charts_module import render_charts
 
 
@@ -94,3 +94,12 @@ data:
         "clastix/kubectl:v1.36",
         "quay.io/coreos/etcd:v3.6.12",
     }
+
+
+def test_provided_pieces_are_not_rendered(tmp_path):
+    kubeconfig = fake_kubeconfig("https://10.20.0.1:6443", "platform-admin")
+    modes = {"certManager": "provided", "loadBalancer": "provided", "kamaji": "provided"}
+    charts = written(
+        tmp_path, managementCluster="existing", managementKubeconfig=kubeconfig, dockerNetwork="n", **modes
+    )
+    assert set(charts) == {"hami-tenant-a", "hami-tenant-b"}

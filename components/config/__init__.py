@@ -24,17 +24,27 @@ class ConfigError(pulumi.RunError):
 
 def load_settings() -> LabSettings:
     """Reads this project's stack config (as the CLI hands it to the program)."""
-    from pulumi.runtime.config import CONFIG, get_config_env
+    from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
 
     prefix = f"{PROJECT}:"
     raw = {**get_config_env(), **CONFIG.get()}
-    return parse_settings({key[len(prefix) :]: value for key, value in raw.items() if key.startswith(prefix)})
+    ours = {key[len(prefix) :]: value for key, value in raw.items() if key.startswith(prefix)}
+    # The language host names secret keys in the environment
+    # (pulumi/pulumi sdk/python/cmd/pulumi-language-python/main.go@1b5949891b); mocks set them in the runtime.
+    secret = set(get_config_secret_keys_env())
+    return parse_settings(
+        ours, secret_keys={key for key in ours if prefix + key in secret or is_config_secret(prefix + key)}
+    )
 
 
-def parse_settings(raw: Mapping[str, Any]) -> LabSettings:
-    """Validates config values (strings from the CLI, or YAML values) into LabSettings."""
+def parse_settings(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> LabSettings:
+    """Validates config values (strings from the CLI, or YAML values) into LabSettings.
+
+    `secret_keys`, when known, are the keys the stack stores as secrets: a
+    credential stored in plain text is refused.
+    """
     try:
-        config = StackConfig.model_validate(dict(raw))
+        config = StackConfig.model_validate(dict(raw), context={"secret_keys": secret_keys})
     except ValidationError as invalid:
         raise ConfigError("invalid stack configuration:\n  " + "\n  ".join(problem_lines(invalid))) from None
     return config.settings()

@@ -4,6 +4,8 @@ Field types (``values``) carry the per-value constraints and their messages; eac
 ``problems`` yields the rules that need several values. ``StackConfig.settings()`` hands the
 components plain frozen dataclasses. A key that selects a mode is a discriminated union: one
 model per mode, each with a ``Literal`` field for that key (``messages`` keeps the tags out of key paths).
+The stack's own scalar modes (managementCluster and each platform piece) are flat keys, so
+they are enums, and which keys each allows is a rule of ``StackConfig``.
 """
 
 from __future__ import annotations
@@ -36,27 +38,45 @@ from components.config.values import (
     CertManagerVersion,
     Cidr,
     CliPositiveInt,
+    CliText,
     ClusterName,
     DnsLabel,
+    DockerNetwork,
     HamiChartVersion,
     ImageReference,
     ImageTag,
     KamajiChartVersion,
     KindSubnet,
     KubernetesVersion,
+    LoadBalancerMode,
+    ManagementClusterMode,
     MetallbVersion,
+    ObjectName,
+    PieceMode,
     PositiveInt,
+    SecretText,
     TenantName,
     invalid,
 )
 from components.gpus import GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, GpuSpec, node_gpu_memory_mib
-from components.settings import GpuQuota, LabSettings, TenantSettings, Versions, worker_name
+from components.kubeconfig import NoSuchContext, check_kubeconfig, with_current_context
+from components.settings import (
+    ExistingCluster,
+    GpuQuota,
+    LabSettings,
+    Provided,
+    TenantSettings,
+    Versions,
+    worker_name,
+)
 
 _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 # The management cluster's kubeconfig is written next to the tenants' as management.kubeconfig.
 _RESERVED_TENANT_NAMES = ("management",)
 _NODE_POD_SUBNET_SIZE = 256
 _SMALLEST_SERVICE_PREFIX = 28
+_SET_KUBECONFIG = "set it with: pulumi config set --secret managementKubeconfig < FILE"
+_KIND_RUNS_ONLY_OURS = "the kind cluster this program creates runs nothing it did not install"
 
 # A broken rule: the key path below the value that broke it, and what is wrong.
 Problem = tuple[tuple[str | int, ...], str]
@@ -223,7 +243,47 @@ class StackConfig(ConfigModel):
     """The `kamaji-hami-lab:` keys of a stack. Scalar defaults equal Pulumi.yaml's (a test checks)."""
 
     management_cluster_name: ClusterName = Field(
-        "kamaji", description="Name of the kind management cluster; also prefixes worker container names.")
+        "kamaji",
+        description="Name of the lab and of its kind management cluster; also prefixes worker container names.",
+    )
+    management_cluster: ManagementClusterMode = Field(
+        "kind",
+        description="kind: the program creates a kind cluster on this host; existing: it uses the cluster of "
+        "managementKubeconfig and creates no cluster.",
+    )
+    management_kubeconfig: SecretText = Field(
+        "",
+        description="With managementCluster existing: the cluster's kubeconfig (content, as a secret: "
+        "pulumi config set --secret managementKubeconfig < FILE).",
+    )
+    management_context: CliText = Field(
+        "",
+        description="With managementCluster existing: the context of managementKubeconfig to use; "
+        "empty: its current one.",
+    )
+    docker_network: DockerNetwork = Field(
+        "",
+        description="With managementCluster existing: network of this host's Docker that container workers join, "
+        "from which the LoadBalancer addresses are reachable; empty: no Docker is used.",
+    )
+    cert_manager: PieceMode = Field(
+        "install", description="install, or provided: the cluster runs cert-manager and the program checks its webhook."
+    )
+    load_balancer: LoadBalancerMode = Field(
+        "metallb",
+        description="metallb: the program installs MetalLB with metallbAddressRange; provided: the cluster's own "
+        "LoadBalancer gives the tenant API servers their addresses.",
+    )
+    kamaji: PieceMode = Field(
+        "install",
+        description="install, or provided: the cluster runs Kamaji and the program checks its webhooks and "
+        "kamajiDataStore.",
+    )
+    kamaji_data_store: ObjectName = Field(
+        "default",
+        description="DataStore of the tenant control planes: the installed chart's default, or with kamaji provided "
+        "one that must exist and report ready.",
+    )
     kubernetes_version: KubernetesVersion = Field(
         "v1.36.4",
         description="Kubernetes version of every tenant control plane, worker kubelet and HAMi's kube-scheduler "
@@ -272,6 +332,15 @@ class StackConfig(ConfigModel):
         description="The tenants: isolated clusters, each with its own control plane, workers and mock GPUs.",
     )
 
+    @field_validator("management_kubeconfig")
+    @classmethod
+    def _kept_secret(cls, kubeconfig: str, info: ValidationInfo) -> str:
+        # Secret keys are known only when the CLI runs the program (context from load_settings).
+        secret_keys = (info.context or {}).get("secret_keys")
+        if kubeconfig and secret_keys is not None and "managementKubeconfig" not in secret_keys:
+            raise invalid(f"must be a secret (the value is not shown); {_SET_KUBECONFIG}")
+        return kubeconfig
+
     @field_validator("node_image")
     @classmethod
     def _runs_the_tenants_kubernetes(cls, image: str, info: ValidationInfo) -> str:
@@ -292,6 +361,7 @@ class StackConfig(ConfigModel):
         return tenants
 
     def problems(self) -> Iterator[Problem]:
+        yield from self._mode_problems()
         pool, subnet = self.metallb_address_range, self.kind_subnet
         if pool is not None and subnet is not None and not pool.within(subnet):
             yield ("metallbAddressRange",), f"{pool} lies outside the kind network {subnet}"
@@ -303,9 +373,68 @@ class StackConfig(ConfigModel):
         if pool is not None and len(self.tenants) > pool.size:
             yield ("metallbAddressRange",), f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants each " \
                 "need one"
-        if pool is None and len(self.tenants) > CARVED_POOL_SIZE:
+        if pool is None and self.carves_a_pool and len(self.tenants) > CARVED_POOL_SIZE:
             yield ("tenants",), (f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved "
                                  "from the kind network by default; set kamaji-hami-lab:metallbAddressRange")
+
+    @property
+    def carves_a_pool(self) -> bool:
+        return self.management_cluster == "kind" and self.load_balancer == "metallb"
+
+    def _mode_problems(self) -> Iterator[Problem]:
+        """Combinations of managementCluster and the platform pieces that cannot work."""
+        if self.management_cluster == "kind":
+            existing_only = {
+                "managementKubeconfig": self.management_kubeconfig,
+                "managementContext": self.management_context,
+                "dockerNetwork": self.docker_network,
+            }
+            for key in (key for key, value in existing_only.items() if value):
+                yield (key,), "only used with managementCluster existing; kind's cluster and network are its own"
+            pieces = {"certManager": self.cert_manager, "loadBalancer": self.load_balancer, "kamaji": self.kamaji}
+            for key in (key for key, mode in pieces.items() if mode == "provided"):
+                yield (key,), f"'provided' needs managementCluster existing: {_KIND_RUNS_ONLY_OURS}"
+        else:
+            yield from self._existing_cluster_problems()
+        if self.load_balancer == "provided" and self.metallb_address_range is not None:
+            yield ("metallbAddressRange",), "unused with loadBalancer provided (its addresses are the cluster's)"
+        if self.kamaji == "provided" and self.cert_manager == "install":
+            yield ("certManager",), "set it to provided: a provided Kamaji already runs on a cert-manager"
+        if self.kamaji == "provided" and self.kamaji_image_tag:
+            yield ("kamajiImageTag",), "unused with kamaji provided (the program installs no Kamaji); leave it empty"
+        if self.kamaji == "install" and self.kamaji_data_store != "default":
+            yield (
+                ("kamajiDataStore",),
+                f"{self.kamaji_data_store!r} with kamaji install: the installed chart creates only 'default'",
+            )
+
+    def _existing_cluster_problems(self) -> Iterator[Problem]:
+        if not self.management_kubeconfig:
+            yield ("managementKubeconfig",), f"required with managementCluster existing; {_SET_KUBECONFIG}"
+        else:
+            try:
+                check_kubeconfig(self.management_kubeconfig, self.management_context or None)
+            except NoSuchContext as problem:
+                yield ("managementContext",), str(problem)
+            except ValueError as problem:
+                yield ("managementKubeconfig",), str(problem)
+        if self.kind_subnet is not None:
+            yield ("kindSubnet",), "describes kind's network; an existing management cluster has none"
+        if self.load_balancer == "metallb" and self.metallb_address_range is None:
+            yield (
+                ("metallbAddressRange",),
+                "required with managementCluster existing and loadBalancer metallb: there is no kind network to "
+                "carve a pool from; give free addresses the cluster's nodes can announce",
+            )
+        if not self.docker_network:
+            yield (
+                ("dockerNetwork",),
+                "required with managementCluster existing: tenant workers are kindest/node containers on this "
+                "host's Docker; name the docker network from which the cluster's LoadBalancer addresses are reachable",
+            )
+
+    def workers_of(self, tenant: Tenant) -> int:
+        return tenant.workers or self.workers_per_tenant
 
     def settings(self) -> LabSettings:
         versions = Versions(
@@ -322,6 +451,18 @@ class StackConfig(ConfigModel):
             node_image=self.node_image or f"kindest/node:{self.kubernetes_version}",
             metallb_address_range=self.metallb_address_range,
             kind_subnet=self.kind_subnet,
+            existing_cluster=None
+            if self.management_cluster == "kind"
+            else ExistingCluster(
+                kubeconfig=with_current_context(self.management_kubeconfig, self.management_context),
+                docker_network=self.docker_network or None,
+            ),
+            provided=Provided(
+                cert_manager=self.cert_manager == "provided",
+                load_balancer=self.load_balancer == "provided",
+                kamaji=self.kamaji == "provided",
+            ),
+            kamaji_data_store=self.kamaji_data_store,
             tenants=tuple(
                 TenantSettings(
                     name=tenant.name,
@@ -332,6 +473,7 @@ class StackConfig(ConfigModel):
                     pod_cidr=tenant.pod_cidr,
                     service_cidr=tenant.service_cidr,
                     quotas=tuple(GpuQuota(q.namespace, q.gpumem_mib, q.gpucores, q.gpus) for q in tenant.quotas),
+                    data_store=self.kamaji_data_store if self.kamaji == "provided" else None,
                 )
                 for tenant in self.tenants
             ),

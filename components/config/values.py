@@ -31,6 +31,10 @@ def invalid(message: str) -> PydanticCustomError:
     return PydanticCustomError(VALUE_ERROR, message)
 
 
+# Scalar keys come from the CLI as text, stripped; values inside the tenants' JSON are taken as written.
+CliText = Annotated[StrictStr, StringConstraints(strip_whitespace=True)]
+
+
 def _count(text_too: bool) -> PlainValidator:
     """A positive integer; the CLI hands scalar keys over as text, the tenants' JSON keeps integers."""
 
@@ -70,6 +74,24 @@ def _matching(pattern: str, expected: str, strip: bool = True) -> Any:
     return Annotated[StrictStr, StringConstraints(strip_whitespace=strip), AfterValidator(check), schema]
 
 
+def _choice(*choices: str) -> Any:
+    """CLI text naming one of `choices` (an enum in the JSON Schema)."""
+
+    def check(text: str) -> str:
+        if text not in choices:
+            raise invalid(f"{text!r} is not one of {', '.join(map(repr, choices))}")
+        return text
+
+    return Annotated[CliText, AfterValidator(check), WithJsonSchema({"type": "string", "enum": list(choices)})]
+
+
+def _secret_text(value: Any) -> str:
+    # Never echoed: the value is a credential.
+    if not isinstance(value, str):
+        raise invalid("expected a string (not shown: the value is a secret)")
+    return value.strip()
+
+
 def _ipv4_network(text: str) -> ipaddress.IPv4Network:
     network = ipaddress.ip_network(text, strict=True)
     if network.version != 4:
@@ -77,13 +99,15 @@ def _ipv4_network(text: str) -> ipaddress.IPv4Network:
     return network
 
 
-# Scalar keys come from the CLI as text, stripped; values inside the tenants' JSON are taken as written.
-CliText = Annotated[StrictStr, StringConstraints(strip_whitespace=True)]
 PositiveInt = Annotated[int, _count(text_too=False)]
 CliPositiveInt = Annotated[int, _count(text_too=True)]
 Cidr = Annotated[StrictStr, _parsed(lambda text: str(_ipv4_network(text)), "an IPv4 CIDR")]
 AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")]
 KindSubnet = Annotated[CliText, _parsed(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16")]
+SecretText = Annotated[str, PlainValidator(_secret_text, json_schema_input_type=str)]
+ManagementClusterMode = _choice("kind", "existing")
+PieceMode = _choice("install", "provided")
+LoadBalancerMode = _choice("metallb", "provided")
 DnsLabel = _matching(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS label", strip=False)
 TenantName = _matching(
     r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
@@ -92,6 +116,9 @@ TenantName = _matching(
 )
 ClusterName = _matching(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")
 KubernetesVersion = _matching(r"v\d+\.\d+\.\d+", "v<major>.<minor>.<patch>, e.g. v1.36.4")
+# Kubernetes object names (DataStores) and Docker network names, as each accepts them.
+ObjectName = _matching(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain name")
+DockerNetwork = _matching(r"([a-zA-Z0-9][a-zA-Z0-9_.-]*)?", "a docker network name")
 ImageReference = _matching(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")
 # opencontainers/distribution-spec spec.md@v1.1.0: a tag is [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
 ImageTag = _matching(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", "an image tag")

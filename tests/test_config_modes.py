@@ -1,0 +1,155 @@
+"""Config of the management cluster and platform modes: nonsense combinations stop before any resource."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from components.config import ConfigError, parse_settings
+from tests.plan import ROOT, dev_config, fake_kubeconfig, plan
+from tests.render_charts_module import project_defaults, stack_config
+
+KUBECONFIG = fake_kubeconfig("https://10.20.0.1:6443", "platform-admin")
+SECRET_MARKER = "secret-key-of-platform-admin"  # the client key inside KUBECONFIG
+EXISTING = {
+    "managementCluster": "existing",
+    "managementKubeconfig": KUBECONFIG,
+    "dockerNetwork": "lab-net",
+    "metallbAddressRange": "192.168.50.240-192.168.50.250",
+}
+
+
+def error(secret_keys=None, **overrides) -> str:
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(**overrides), secret_keys=secret_keys)
+    return str(raised.value)
+
+
+def existing(**overrides):
+    return {**EXISTING, **overrides}
+
+
+def test_an_existing_cluster_is_taken_with_its_kubeconfig_and_network():
+    lab = parse_settings(dev_config(**EXISTING), secret_keys={"managementKubeconfig"})
+    assert yaml.safe_load(lab.existing_cluster.kubeconfig) == yaml.safe_load(KUBECONFIG)
+    assert lab.existing_cluster.docker_network == "lab-net"
+    assert not any((lab.provided.cert_manager, lab.provided.load_balancer, lab.provided.kamaji))
+
+
+def test_the_default_lab_is_kind_with_everything_installed():
+    lab = parse_settings(dev_config())
+    assert lab.existing_cluster is None
+    assert not any((lab.provided.cert_manager, lab.provided.load_balancer, lab.provided.kamaji))
+    assert all(tenant.data_store is None for tenant in lab.tenants), "Kamaji's own default DataStore"
+
+
+def test_a_configured_context_becomes_the_current_one_for_every_reader():
+    two = yaml.safe_load(KUBECONFIG)
+    two["contexts"].append({"name": "platform", "context": {"cluster": "c", "user": "platform-admin"}})
+    lab = parse_settings(dev_config(**existing(managementKubeconfig=yaml.safe_dump(two), managementContext="platform")))
+    assert yaml.safe_load(lab.existing_cluster.kubeconfig)["current-context"] == "platform"
+
+
+def test_an_unknown_context_is_refused_naming_the_contexts_there_are():
+    message = error(**existing(managementContext="prod"))
+    assert "kamaji-hami-lab:managementContext: has no context 'prod' (its contexts: 'ctx')" in message
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "problem"),
+    [
+        ("clusters: [", "is not valid YAML"),
+        ("just text", "is not a kubeconfig"),
+        (KUBECONFIG.replace("current-context: ctx", "current-context: ''"), "names no current context"),
+        (KUBECONFIG.replace("server: https://10.20.0.1:6443", "server: ''"), "names no cluster with a server"),
+    ],
+)
+def test_a_broken_kubeconfig_is_refused_without_showing_it(kubeconfig, problem):
+    message = error(**existing(managementKubeconfig=kubeconfig))
+    assert "kamaji-hami-lab:managementKubeconfig: " in message and problem in message
+    assert kubeconfig not in message and SECRET_MARKER not in message
+
+
+def test_a_kubeconfig_stored_in_plain_text_is_refused_without_showing_it():
+    message = error(secret_keys=set(), **EXISTING)
+    assert "kamaji-hami-lab:managementKubeconfig: must be a secret" in message
+    assert "pulumi config set --secret managementKubeconfig" in message
+    assert SECRET_MARKER not in message
+
+
+def test_a_plain_text_kubeconfig_stops_the_program_before_any_resource():
+    with pytest.raises(ConfigError, match="must be a secret") as raised:
+        plan(dev_config(**EXISTING), preview=True)
+    assert raised.value.plan.registrations == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "problem"),
+    [
+        ({"managementCluster": "cloud"}, "managementCluster", "'cloud' is not one of 'kind', 'existing'"),
+        ({"kamaji": "maybe"}, "kamaji", "'maybe' is not one of 'install', 'provided'"),
+        ({"managementKubeconfig": KUBECONFIG}, "managementKubeconfig", "only used with managementCluster existing"),
+        ({"managementContext": "ctx"}, "managementContext", "only used with managementCluster existing"),
+        ({"dockerNetwork": "lab-net"}, "dockerNetwork", "only used with managementCluster existing"),
+        ({"certManager": "provided"}, "certManager", "'provided' needs managementCluster existing"),
+        ({"loadBalancer": "provided"}, "loadBalancer", "'provided' needs managementCluster existing"),
+        ({"kamaji": "provided", "certManager": "provided"}, "kamaji", "'provided' needs managementCluster existing"),
+        ({"kamajiDataStore": "shared"}, "kamajiDataStore", "the installed chart creates only 'default'"),
+        (existing(managementKubeconfig=""), "managementKubeconfig", "required with managementCluster existing"),
+        (existing(kindSubnet="172.18.0.0/16"), "kindSubnet", "an existing management cluster has none"),
+        (existing(metallbAddressRange=""), "metallbAddressRange", "no kind network to carve a pool from"),
+        (existing(dockerNetwork=""), "dockerNetwork", "required with managementCluster existing"),
+        (
+            existing(loadBalancer="provided"),
+            "metallbAddressRange",
+            "unused with loadBalancer provided",
+        ),
+        (existing(kamaji="provided"), "certManager", "a provided Kamaji already runs on a cert-manager"),
+        (
+            existing(kamaji="provided", certManager="provided", kamajiImageTag="26.8.2-edge"),
+            "kamajiImageTag",
+            "unused with kamaji provided",
+        ),
+    ],
+)
+def test_nonsense_combinations_are_refused_naming_the_key(overrides, key, problem):
+    message = error(**overrides)
+    assert f"kamaji-hami-lab:{key}: " in message
+    assert problem in message.split(f"kamaji-hami-lab:{key}: ", 1)[1].splitlines()[0]
+
+
+def test_every_problem_of_an_existing_cluster_is_reported_at_once():
+    message = error(managementCluster="existing", loadBalancer="provided", metallbAddressRange="10.0.0.0/30")
+    keys = {"managementKubeconfig", "dockerNetwork", "metallbAddressRange"}
+    assert all(f"kamaji-hami-lab:{key}:" in message for key in keys), message
+
+
+def test_a_provided_kamaji_names_its_datastore_in_every_tenant():
+    lab = parse_settings(
+        dev_config(
+            **existing(
+                metallbAddressRange="",
+                loadBalancer="provided",
+                certManager="provided",
+                kamaji="provided",
+                kamajiDataStore="shared-etcd",
+            )
+        )
+    )
+    assert {tenant.data_store for tenant in lab.tenants} == {"shared-etcd"}
+    assert lab.kamaji_data_store == "shared-etcd"
+
+
+def test_many_tenants_on_a_provided_load_balancer_need_no_pool():
+    many = [{"name": f"t{index}"} for index in range(60)]
+    lab = parse_settings(dev_config(**existing(metallbAddressRange="", loadBalancer="provided"), tenants=many))
+    assert len(lab.tenants) == 60
+
+
+def test_the_beyond_one_host_example_is_a_valid_stack_once_its_secret_is_set():
+    example = stack_config("beyond-one-host", root=ROOT / "examples")
+    assert "managementKubeconfig" not in example, "an example holds no credential"
+    lab = parse_settings(
+        {**project_defaults(), **example, "managementKubeconfig": KUBECONFIG}, secret_keys={"managementKubeconfig"}
+    )
+    assert lab.existing_cluster and lab.provided.kamaji

@@ -32,6 +32,10 @@ class TenantSettings:
     pod_cidr: str
     service_cidr: str
     quotas: tuple[GpuQuota, ...]
+    kubernetes_version: str
+    """Its control plane, kubelets, kube-proxy and HAMi's kube-scheduler all run this."""
+    node_image: str
+    """kindest/node image of its workers; its tag is `kubernetes_version`."""
 
     @property
     def data_store_schema(self) -> str:

@@ -61,6 +61,10 @@ _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 _RESERVED_TENANT_NAMES = ("management",)
 _NODE_POD_SUBNET_SIZE = 256
 _SMALLEST_SERVICE_PREFIX = 28
+# The newest Kubernetes minor Kamaji admits: upgrade.KubeadmVersion "v1.36.0", compared without its
+# patch (clastix/kamaji internal/upgrade/kubeadm_version.go and internal/webhook/handlers/tcp_version.go
+# @ddbabd8, master, which chart 0.0.0+latest installs by default).
+KAMAJI_NEWEST_KUBERNETES = (1, 36)
 
 # A broken rule: the key path below the model that broke it, and what is wrong.
 Problem = tuple[tuple[str | int, ...], str]
@@ -203,6 +207,16 @@ class Tenant(ConfigModel):
     quotas: Annotated[tuple[Quota, ...], duplicates_beside_errors("namespace", "quota namespace")] = Field(
         (), description="ResourceQuotas in the tenant, enforced by HAMi"
     )
+    kubernetes_version: KubernetesVersion | None = Field(
+        None,
+        description="Kubernetes version of this tenant's control plane, kubelets, kube-proxy and HAMi's "
+        "kube-scheduler; default kubernetesVersion. Raise it one minor at a time to upgrade the tenant",
+    )
+    node_image: ImageReference | None = Field(
+        None,
+        description="node image of this tenant's workers; its tag must equal the tenant's version. Default "
+        "nodeImage when the tenant runs kubernetesVersion, else kindest/node:<version>",
+    )
 
     @field_validator("name")
     @classmethod
@@ -238,6 +252,39 @@ class Tenant(ConfigModel):
     @property
     def gpu_specs(self) -> tuple[GpuSpec, ...]:
         return tuple(GpuSpec(model=gpu.model, count=gpu.count, memory_mib=gpu.memory) for gpu in self.gpus)
+
+
+def _image_runs_another_version(image: str, version: str) -> str | None:
+    """Why a kindest/node image cannot run `version` (its tag names another), or None."""
+    tag = re.search(r":(v\d+\.\d+\.\d+)(@|$)", image)
+    if tag and tag.group(1) != version:
+        return f"{image!r} runs Kubernetes {tag.group(1)}, but the tenant runs {version}; change both together"
+    return None
+
+
+def _newer_than_kamaji(version: str, kamaji_image_tag: str | None) -> str | None:
+    """Why Kamaji's admission webhook would refuse `version`, or None.
+
+    Only known for the chart's default image; a pinned kamajiImageTag may admit newer versions.
+    """
+    major, minor = (int(part) for part in version.lstrip("v").split(".")[:2])
+    if kamaji_image_tag or (major, minor) <= KAMAJI_NEWEST_KUBERNETES:
+        return None
+    newest = "v{}.{}".format(*KAMAJI_NEWEST_KUBERNETES)
+    return (
+        f"{version} is newer than Kamaji supports ({newest}.x with the chart's default image; its webhook "
+        f"would refuse the control plane); choose a {newest} release or pin a newer Kamaji with kamajiImageTag"
+    )
+
+
+def _tenant_versions(tenants: tuple[Tenant, ...], lab: dict[str, Any]) -> Iterator[Problem]:
+    """A tenant's own kubernetesVersion and nodeImage against Kamaji and each other."""
+    for index, tenant in enumerate(tenants):
+        version = tenant.kubernetes_version or lab.get("kubernetes_version")
+        if tenant.kubernetes_version and (problem := _newer_than_kamaji(version, lab.get("kamaji_image_tag"))):
+            yield (index, "kubernetesVersion"), problem
+        if version and tenant.node_image and (problem := _image_runs_another_version(tenant.node_image, version)):
+            yield (index, "nodeImage"), problem
 
 
 def _tenant_list(value: Any) -> Any:
@@ -332,11 +379,8 @@ class StackConfig(ConfigModel):
     def _runs_the_tenants_kubernetes(cls, image: str, info: ValidationInfo) -> str:
         # Worker kubelets must match the tenants' API servers (and HAMi's kube-scheduler).
         version = info.data.get("kubernetes_version")
-        tag = re.search(r":(v\d+\.\d+\.\d+)(@|$)", image)
-        if version and tag and tag.group(1) != version:
-            raise invalid(
-                f"{image!r} runs Kubernetes {tag.group(1)}, but kubernetesVersion is {version}; change both together"
-            )
+        if version and (problem := _image_runs_another_version(image, version)):
+            raise invalid(problem.replace("the tenant runs", "kubernetesVersion is"))
         return image
 
     @field_validator("tenants")
@@ -345,10 +389,13 @@ class StackConfig(ConfigModel):
         # A field validator, unlike `problems`, runs even when another key is wrong: it sees the valid
         # keys declared above it.
         cluster, default_workers = info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")
-        report(_tenant_problems(tenants, cluster, default_workers))
+        report([*_tenant_problems(tenants, cluster, default_workers), *_tenant_versions(tenants, info.data)])
         return tenants
 
     def problems(self) -> Iterator[Problem]:
+        inherited = any(tenant.kubernetes_version is None for tenant in self.tenants)
+        if inherited and (problem := _newer_than_kamaji(self.kubernetes_version, self.kamaji_image_tag)):
+            yield ("kubernetesVersion",), problem
         pool, subnet = self.metallb_address_range, self.kind_subnet
         if pool is not None and subnet is not None and not pool.within(subnet):
             yield ("metallbAddressRange",), f"{pool} lies outside the kind network {subnet}"
@@ -374,6 +421,17 @@ class StackConfig(ConfigModel):
     def workers_of(self, tenant: Tenant) -> int:
         return tenant.workers or self.workers_per_tenant
 
+    @property
+    def lab_node_image(self) -> str:
+        return self.node_image or f"kindest/node:{self.kubernetes_version}"
+
+    def node_image_of(self, tenant: Tenant) -> str:
+        # A tenant on the lab's version shares the lab's (digest-pinned) image.
+        version = tenant.kubernetes_version or self.kubernetes_version
+        if tenant.node_image:
+            return tenant.node_image
+        return self.lab_node_image if version == self.kubernetes_version else f"kindest/node:{version}"
+
     def settings(self) -> LabSettings:
         versions = Versions(
             kubernetes=self.kubernetes_version,
@@ -386,7 +444,7 @@ class StackConfig(ConfigModel):
         return LabSettings(
             management_cluster_name=self.management_cluster_name,
             versions=versions,
-            node_image=self.node_image or f"kindest/node:{self.kubernetes_version}",
+            node_image=self.lab_node_image,
             metallb_address_range=self.metallb_address_range,
             kind_subnet=self.kind_subnet,
             tenants=tuple(
@@ -399,6 +457,8 @@ class StackConfig(ConfigModel):
                     pod_cidr=tenant.pod_cidr,
                     service_cidr=tenant.service_cidr,
                     quotas=tuple(GpuQuota(q.namespace, q.gpumem_mib, q.gpucores, q.gpus) for q in tenant.quotas),
+                    kubernetes_version=tenant.kubernetes_version or self.kubernetes_version,
+                    node_image=self.node_image_of(tenant),
                 )
                 for tenant in self.tenants
             ),

@@ -325,14 +325,14 @@ class StackConfig(ConfigModel):
     )
     kubernetes_version: KubernetesVersion = Field(
         "v1.36.4",
-        description="Kubernetes version of every tenant control plane, worker kubelet and HAMi's kube-scheduler "
-        "(keep the leading v).",
+        description="Kubernetes version of the kind cluster, and of every tenant that sets none (its control plane, "
+        "worker kubelets, kube-proxy and HAMi's kube-scheduler); keep the leading v.",
     )
     node_image: ImageReference = Field(
         # kubernetes-sigs/kind release notes of v0.33.0 ("Images pre-built for this release").
         "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",
-        description="Node image for the kind cluster and tenant workers, pinned by digest; its tag must equal "
-        "kubernetesVersion. Empty means kindest/node:<kubernetesVersion>, whatever that tag points at.",
+        description="Node image for the kind cluster and the workers of tenants on kubernetesVersion, pinned by "
+        "digest; its tag must equal kubernetesVersion. Empty means kindest/node:<kubernetesVersion>, whatever that tag points at.",
     )
     cert_manager_version: CertManagerVersion = Field(
         "v1.21.2", description="cert-manager chart version (jetstack repository)."

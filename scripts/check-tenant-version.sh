@@ -7,7 +7,8 @@
 # Kamaji supports are refused earlier, by the config validation.
 #
 # Both the spec (what the webhook compares against) and the version Kamaji reports
-# running (status; behind the spec while an earlier upgrade is unfinished) count.
+# running count: the status lags the spec while an earlier upgrade is unfinished, and
+# Kamaji's upgrade step compares against it (internal/resources/kubeadm_upgrade.go@ddbabd8).
 # A tenant without a TenantControlPlane yet is new: any version will do.
 #
 # env:    KUBECONFIG_DATA     management cluster kubeconfig

@@ -254,11 +254,11 @@ class Tenant(ConfigModel):
         return tuple(GpuSpec(model=gpu.model, count=gpu.count, memory_mib=gpu.memory) for gpu in self.gpus)
 
 
-def _image_runs_another_version(image: str, version: str) -> str | None:
+def _image_runs_another_version(image: str, version: str, wanted_by: str) -> str | None:
     """Why a kindest/node image cannot run `version` (its tag names another), or None."""
     tag = re.search(r":(v\d+\.\d+\.\d+)(@|$)", image)
     if tag and tag.group(1) != version:
-        return f"{image!r} runs Kubernetes {tag.group(1)}, but the tenant runs {version}; change both together"
+        return f"{image!r} runs Kubernetes {tag.group(1)}, but {wanted_by} {version}; change both together"
     return None
 
 
@@ -283,7 +283,8 @@ def _tenant_versions(tenants: tuple[Tenant, ...], lab: dict[str, Any]) -> Iterat
         version = tenant.kubernetes_version or lab.get("kubernetes_version")
         if tenant.kubernetes_version and (problem := _newer_than_kamaji(version, lab.get("kamaji_image_tag"))):
             yield (index, "kubernetesVersion"), problem
-        if version and tenant.node_image and (problem := _image_runs_another_version(tenant.node_image, version)):
+        image = tenant.node_image
+        if version and image and (problem := _image_runs_another_version(image, version, "the tenant runs")):
             yield (index, "nodeImage"), problem
 
 
@@ -332,7 +333,8 @@ class StackConfig(ConfigModel):
         # kubernetes-sigs/kind release notes of v0.33.0 ("Images pre-built for this release").
         "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",
         description="Node image for the kind cluster and the workers of tenants on kubernetesVersion, pinned by "
-        "digest; its tag must equal kubernetesVersion. Empty means kindest/node:<kubernetesVersion>, whatever that tag points at.",
+        "digest; its tag must equal kubernetesVersion. Empty means kindest/node:<kubernetesVersion>, whatever that "
+        "tag points at.",
     )
     cert_manager_version: CertManagerVersion = Field(
         "v1.21.2", description="cert-manager chart version (jetstack repository)."
@@ -379,8 +381,8 @@ class StackConfig(ConfigModel):
     def _runs_the_tenants_kubernetes(cls, image: str, info: ValidationInfo) -> str:
         # Worker kubelets must match the tenants' API servers (and HAMi's kube-scheduler).
         version = info.data.get("kubernetes_version")
-        if version and (problem := _image_runs_another_version(image, version)):
-            raise invalid(problem.replace("the tenant runs", "kubernetesVersion is"))
+        if version and (problem := _image_runs_another_version(image, version, "kubernetesVersion is")):
+            raise invalid(problem)
         return image
 
     @field_validator("tenants")

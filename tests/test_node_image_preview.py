@@ -30,8 +30,9 @@ def test_a_node_image_bump_leaves_the_management_kubeconfig_and_everything_on_th
 def test_a_node_image_bump_changes_only_what_runs_the_image(up_plan):
     bump = plan(dev_config(nodeImage=NEW_IMAGE), preview=True, previous=up_plan)
     by_name = {r.name: r for r in bump.registrations}
-    # install-cni.sh reads kindnet's manifest from the node image; the rest re-run for new containers.
-    runs_the_image = {"kind-up.sh", "install-cni.sh", "join-worker.sh", "register-gpus.sh"}
+    # install-cni.sh reads kindnet's manifest from the node image; the rest re-run for new containers
+    # (wait-gpus.sh checks that the new workers advertise their GPUs again).
+    runs_the_image = {"kind-up.sh", "install-cni.sh", "join-worker.sh", "register-gpus.sh", "wait-gpus.sh"}
 
     for name in changed(bump, up_plan):
         resource = by_name[name]

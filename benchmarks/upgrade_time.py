@@ -20,7 +20,7 @@ import argparse
 import sys
 
 from benchmarks.plan_scaling import STEP_SECONDS, longest_chain, step_seconds
-from tests.plan import Plan, dev_config, plan, same_inputs
+from tests.plan import changed, dev_config, plan
 
 OLD, NEW = "v1.35.9", "v1.36.1"
 GPUS = [{"model": "NVIDIA L4 24GB"}]
@@ -32,13 +32,6 @@ def lab(workers: int, others: int, version: str) -> dict:
     tenants = [{"name": "up", "workers": workers, "kubernetesVersion": version, "gpus": GPUS}]
     tenants += [{"name": f"other{index}", "kubernetesVersion": OLD, "gpus": GPUS} for index in range(others)]
     return dev_config(tenants=tenants)
-
-
-def changed(preview: Plan, previous: Plan) -> set[str]:
-    before = previous.by_urn
-    return {
-        r.urn for r in preview.registrations if r.custom and (r.urn not in before or not same_inputs(before[r.urn], r))
-    }
 
 
 def upgrade_seconds(workers: int, others: int) -> tuple[int, list[str]]:

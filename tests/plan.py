@@ -252,6 +252,14 @@ def same_inputs(before: Registration, after: Registration) -> bool:
     return _comparable(before.inputs) == _comparable(after.inputs)
 
 
+def changed(preview: Plan, previous: Plan) -> set[str]:
+    """URNs of the resources `preview` creates or whose inputs differ from the `previous` up's."""
+    before = previous.by_urn
+    return {
+        r.urn for r in preview.registrations if r.custom and (r.urn not in before or not same_inputs(before[r.urn], r))
+    }
+
+
 def _comparable(value: Any) -> Any:
     if isinstance(value, pulumi.asset.StringAsset):
         return ("StringAsset", value.text)

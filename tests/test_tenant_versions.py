@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components.config import ConfigError, parse_settings
-from tests.plan import NODE_IMAGE, Plan, dev_config, plan, same_inputs
+from tests.plan import NODE_IMAGE, Plan, changed, dev_config, plan, same_inputs
 
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 CONTAINER = "docker:index/container:Container"
@@ -147,14 +147,6 @@ def running():
 @pytest.fixture(scope="module")
 def upgrade(running):
     return plan(two_tenants(NEW), preview=True, previous=running)
-
-
-def changed(preview: Plan, previous: Plan) -> set[str]:
-    """URNs whose inputs differ from the previous up (new resources included)."""
-    before = previous.by_urn
-    return {
-        r.urn for r in preview.registrations if r.custom and (r.urn not in before or not same_inputs(before[r.urn], r))
-    }
 
 
 def test_an_upgrade_changes_nothing_of_the_other_tenant_or_the_platform(running, upgrade):

@@ -72,6 +72,10 @@ def test_a_tenant_on_the_labs_version_shares_the_labs_pinned_image():
 
     assert version_facts(lab, "a")["workers"] == {NODE_IMAGE}
     assert sorted(r.inputs["name"] for r in lab.of_type(IMAGE)) == sorted([NODE_IMAGE, f"kindest/node:{OLD}"])
+    # b pulls its own, from the lab's Docker daemon, and leaves it on the host like the lab's.
+    (shared,) = [r for r in lab.of_type(IMAGE) if r.inputs["name"] == NODE_IMAGE]
+    (own,) = [r for r in of_tenant(lab, "b") if r.type == IMAGE]
+    assert own.provider == shared.provider and own.inputs["keepLocally"] is True
 
 
 def test_a_tenant_naming_the_labs_version_and_image_gets_exactly_the_plan_of_one_that_inherits_them():

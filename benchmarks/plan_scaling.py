@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from functools import cache
 
 from tests.plan import Plan, dev_config, plan, tenants
@@ -30,7 +31,10 @@ STEP_SECONDS = {
     "wait-metallb.sh": 30,
     "wait-kamaji.sh": 30,
     "tenant-kubeconfig.sh": 15,
+    "check-tenant-version.sh": 2,
     "join-worker.sh": 45,
+    # Draining a worker with a few pods that evict without delay, and removing its node.
+    "leave-worker.sh": 30,
     "install-cni.sh": 10,
     "register-gpus.sh": 10,
     "wait-gpus.sh": 60,
@@ -59,16 +63,20 @@ def step_seconds(plan_: Plan, urn: str) -> int:
     return STEP_SECONDS.get(resource.type.removeprefix("kubernetes:"), DEFAULT_STEP_SECONDS)
 
 
-def longest_chain(plan_: Plan) -> tuple[int, list[str]]:
-    """The most expensive path through the plan's dependencies (seconds, resource names)."""
+def longest_chain(plan_: Plan, cost: Callable[[str], int] | None = None) -> tuple[int, list[str]]:
+    """The most expensive path through the plan's dependencies (seconds, resource names).
+
+    `cost` gives a resource's seconds by URN; by default `step_seconds`.
+    """
     by_urn = plan_.by_urn
+    cost = cost or (lambda urn: step_seconds(plan_, urn))
 
     @cache
     def finish(urn: str) -> tuple[int, tuple[str, ...]]:
         resource = by_urn[urn]
         waits_for = (resource.all_dependencies | {resource.provider_urn}) & by_urn.keys()
         before = max((finish(dep) for dep in waits_for), default=(0, ()))
-        return before[0] + step_seconds(plan_, urn), (*before[1], resource.name)
+        return before[0] + cost(urn), (*before[1], resource.name)
 
     seconds, names = max(finish(urn) for urn in by_urn)
     return seconds, list(names)

@@ -45,7 +45,8 @@ class GpuSharingArgs:
     node_names: Sequence[str]
     nodes_ready: Sequence[pulumi.Resource]
     """Joined workers and the CNI: HAMi's pods need schedulable nodes."""
-    gpus_registered: Sequence[pulumi.Resource]
+    gpus_registered: Sequence[pulumi.CustomResource]
+    """Each worker's GPU registration; a new one (a replaced worker) checks the GPUs again."""
 
 
 class GpuSharing(pulumi.ComponentResource):
@@ -83,6 +84,7 @@ class GpuSharing(pulumi.ComponentResource):
                 "NODES": gpu_nodes,
                 "EXPECTED_GPUMEM": str(node_gpu_memory_mib(args.tenant.gpus)),
             },
+            triggers=[registration.id for registration in args.gpus_registered],
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[hami, *args.gpus_registered],

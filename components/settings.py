@@ -34,6 +34,10 @@ class TenantSettings:
     quotas: tuple[GpuQuota, ...]
     data_store: str | None
     """DataStore its control plane names; None leaves it to Kamaji's default (the installed chart's)."""
+    kubernetes_version: str
+    """Its control plane, kubelets, kube-proxy and HAMi's kube-scheduler all run this."""
+    node_image: str
+    """kindest/node image of its workers; its tag is `kubernetes_version`."""
 
     @property
     def data_store_schema(self) -> str:

@@ -51,7 +51,7 @@ class Tenant(pulumi.ComponentResource):
             f"{name}",
             TenantControlPlaneArgs(
                 tenant=tenant,
-                kubernetes_version=lab.versions.kubernetes,
+                kubernetes_version=tenant.kubernetes_version,
                 cluster_name=lab.management_cluster_name,
                 namespace=args.tenants_namespace,
                 management_provider=args.management_provider,
@@ -62,6 +62,10 @@ class Tenant(pulumi.ComponentResource):
         )
         self.kubeconfig = control_plane.kubeconfig
 
+        docker_host = args.docker
+        if tenant.node_image != lab.node_image:
+            docker_host = args.docker.with_node_image(name, tenant.node_image, self, control_plane.version_checked)
+
         # kindnet, the CNI kindest/node is built for; its manifest ships in the node image.
         network = script_command(
             f"{name}-cni",
@@ -69,15 +73,15 @@ class Tenant(pulumi.ComponentResource):
             {
                 "KUBECONFIG_DATA": control_plane.kubeconfig,
                 "POD_CIDR": tenant.pod_cidr,
-                "NODE_IMAGE": lab.node_image,
+                "NODE_IMAGE": tenant.node_image,
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.docker.node_image]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[docker_host.node_image]),
         )
 
         kube_proxy = KubeProxy(
             f"{name}",
             KubeProxyArgs(
-                kubernetes_version=lab.versions.kubernetes,
+                kubernetes_version=tenant.kubernetes_version,
                 pod_cidr=tenant.pod_cidr,
                 endpoint=control_plane.endpoint,
                 provider=control_plane.provider,
@@ -85,30 +89,35 @@ class Tenant(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
+        # One after another, each once the control plane runs the tenant's version: an
+        # upgrade drains and replaces a single worker at a time.
         node_names = [lab.worker_name(tenant, index) for index in range(1, tenant.workers + 1)]
-        workers = [
-            WorkerNode(
-                node_name,
-                WorkerNodeArgs(
-                    node_name=node_name,
-                    tenant=tenant.name,
-                    cluster_name=lab.management_cluster_name,
-                    docker=args.docker,
-                    platform=args.platform,
-                    tenant_kubeconfig=control_plane.kubeconfig,
-                    gpus=tenant.gpus,
-                    gpu_slots=tenant.gpu_slots,
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
+        workers: list[WorkerNode] = []
+        for node_name in node_names:
+            workers.append(
+                WorkerNode(
+                    node_name,
+                    WorkerNodeArgs(
+                        node_name=node_name,
+                        tenant=tenant.name,
+                        cluster_name=lab.management_cluster_name,
+                        docker=docker_host,
+                        platform=args.platform,
+                        control_plane_ready=control_plane.ready,
+                        previous_worker=workers[-1].done if workers else None,
+                        tenant_kubeconfig=control_plane.kubeconfig,
+                        gpus=tenant.gpus,
+                        gpu_slots=tenant.gpu_slots,
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
             )
-            for node_name in node_names
-        ]
 
         gpu_sharing = GpuSharing(
             f"{name}",
             GpuSharingArgs(
                 tenant=tenant,
-                kubernetes_version=lab.versions.kubernetes,
+                kubernetes_version=tenant.kubernetes_version,
                 chart_version=lab.versions.hami_chart,
                 provider=control_plane.provider,
                 kubeconfig=control_plane.kubeconfig,
@@ -123,7 +132,7 @@ class Tenant(pulumi.ComponentResource):
         self.facts = {
             "endpoint": control_plane.endpoint,
             "namespace": args.tenants_namespace,
-            "kubernetesVersion": lab.versions.kubernetes,
+            "kubernetesVersion": tenant.kubernetes_version,
             "dataStoreSchema": tenant.data_store_schema,
             "workers": node_names,
             "gpusPerWorker": [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 import pulumi
@@ -15,6 +16,9 @@ from components.settings import TenantSettings
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
 READY_STATUS_PATH = "{.status.kubernetesResources.version.status}"
+# Kamaji copies the spec's version here only once that version's control plane is Ready
+# (clastix/kamaji internal/resources/k8s_deployment_resource.go@ddbabd8, UpdateTenantControlPlaneStatus).
+RUNNING_VERSION_PATH = "{.status.kubernetesResources.version.version}"
 DISK_EVICTION_OFF = {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}
 
 
@@ -37,7 +41,9 @@ class TenantControlPlane(pulumi.ComponentResource):
     """Kamaji runs this tenant's API server, controller manager and scheduler as pods.
 
     Outputs: `kubeconfig` (secret, admin, pointing at the MetalLB address),
-    `endpoint` (https URL, not secret) and `provider` for the tenant cluster.
+    `endpoint` (https URL, not secret) and `provider` for the tenant cluster;
+    `version_checked` completes once the running version may move to the configured
+    one, `ready` once Kamaji reports the configured version Ready.
     """
 
     kubeconfig: pulumi.Output[str]
@@ -47,6 +53,20 @@ class TenantControlPlane(pulumi.ComponentResource):
         super().__init__("kamaji-hami-lab:index:TenantControlPlane", name, None, opts)
         tenant = args.tenant
 
+        # Kamaji's webhook refuses a downgrade or a skipped minor only once the spec is
+        # sent; this says so first, naming the tenant, and before anything of it changes.
+        self.version_checked = script_command(
+            f"{name}-version-check",
+            "check-tenant-version.sh",
+            {
+                "KUBECONFIG_DATA": args.management_kubeconfig,
+                "TENANT": tenant.name,
+                "NAMESPACE": args.namespace,
+                "KUBERNETES_VERSION": args.kubernetes_version,
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.platform]),
+        )
+
         control_plane = k8s.apiextensions.CustomResource(
             f"{name}-control-plane",
             api_version="kamaji.clastix.io/v1alpha1",
@@ -55,17 +75,19 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "name": tenant.name,
                 "namespace": args.namespace,
                 "labels": {"tenant.clastix.io": tenant.name},
-                # Kamaji's CRD has no conditions; this is its readiness signal.
-                "annotations": {"pulumi.com/waitFor": f"jsonpath={READY_STATUS_PATH}=Ready"},
+                # Kamaji's CRD has no conditions. Ready alone would pass at once after an
+                # update (the status still describes the old version), so also wait for the version.
+                "annotations": {"pulumi.com/waitFor": wait_for(args.kubernetes_version)},
             },
             spec=control_plane_spec(tenant, args.kubernetes_version),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.management_provider,
-                depends_on=[args.platform],
+                depends_on=[args.platform, self.version_checked],
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", update="15m", delete="10m"),
             ),
         )
+        self.ready = control_plane
 
         # Read on the host by a command rather than Secret.get, so a first preview
         # (or one that adds a tenant) never reads a secret that does not exist yet.
@@ -91,6 +113,12 @@ class TenantControlPlane(pulumi.ComponentResource):
         )
 
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
+
+
+def wait_for(kubernetes_version: str) -> str:
+    """pulumi-kubernetes' waitFor: a JSON list of conditions that must all hold, on create and
+    update (pulumi/pulumi-kubernetes provider/pkg/metadata/overrides.go@94977969, ReadyCondition)."""
+    return json.dumps([f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}", f"jsonpath={READY_STATUS_PATH}=Ready"])
 
 
 def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:

@@ -24,6 +24,10 @@ class WorkerNodeArgs:
     docker: DockerHost
     platform: pulumi.Resource
     """Created after and destroyed before it; a kind cluster also made the `kind` docker network."""
+    control_plane_ready: pulumi.Resource
+    """Kamaji reports the tenant's version Ready: a kubelet never runs newer than its API server."""
+    previous_worker: pulumi.Resource | None
+    """The previous worker's last step: an upgrade replaces one worker at a time."""
     tenant_kubeconfig: pulumi.Input[str]
     """Secret; used on the host to mint a short-lived bootstrap token and to remove the node."""
     gpus: tuple[GpuSpec, ...]
@@ -34,7 +38,9 @@ class WorkerNode(pulumi.ComponentResource):
     """Runs a node container the way kind runs its own, joins it and registers its mock GPUs.
 
     `joined` completes once the kubelet is registered with the tenant; `gpus_registered`
-    (None for a worker without GPUs) once HAMi's node registration is in place.
+    (None for a worker without GPUs) once HAMi's node registration is in place; `done`
+    once both are. A replaced container is first drained and leaves the tenant (the
+    join's delete step, scripts/leave-worker.sh).
     """
 
     def __init__(self, name: str, args: WorkerNodeArgs, opts: pulumi.ResourceOptions | None = None):
@@ -78,7 +84,8 @@ class WorkerNode(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,
-                depends_on=[args.platform],
+                depends_on=[args.platform, args.control_plane_ready]
+                + ([args.previous_worker] if args.previous_worker else []),
                 # The fixed name can only exist once: remove the old container before the new one.
                 delete_before_replace=True,
             ),
@@ -86,8 +93,8 @@ class WorkerNode(pulumi.ComponentResource):
 
         # Re-runs when the container is replaced or the tenant gets a new CA (a
         # replaced control plane); the script resets a node bound to another CA or
-        # endpoint and leaves one joined to this tenant alone. On destroy the node
-        # object leaves the tenant.
+        # endpoint and leaves one joined to this tenant alone. On destroy or before a
+        # replacement the node is drained and its object leaves the tenant.
         tenant_ca = pulumi.Output.unsecret(
             pulumi.Output.from_input(args.tenant_kubeconfig).apply(kubeconfig_ca_fingerprint)
         )
@@ -103,8 +110,9 @@ class WorkerNode(pulumi.ComponentResource):
                 # The node keeps its name: the old node object must leave before the new one joins.
                 delete_before_replace=True,
                 # Above the script's own bound: boot wait (90 s) plus the bootstrap token's
-                # lifetime, which covers the three bounded kubeadm attempts (15 min).
-                custom_timeouts=pulumi.CustomTimeouts(create="20m"),
+                # lifetime, which covers the three bounded kubeadm attempts (15 min); the
+                # drain is bounded by its own timeout (leave-worker.sh).
+                custom_timeouts=pulumi.CustomTimeouts(create="20m", delete="5m"),
             ),
         )
 
@@ -123,5 +131,7 @@ class WorkerNode(pulumi.ComponentResource):
                 triggers=[container.id],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.joined]),
             )
+
+        self.done = self.gpus_registered or self.joined
 
         self.register_outputs({"nodeName": args.node_name})

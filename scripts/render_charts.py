@@ -46,6 +46,8 @@ class Chart:
     """YAML texts in the order the release applies them (later ones win)."""
     tenant: str = ""
     """The tenant whose release this is, for charts installed once per tenant."""
+    kube_version: str = ""
+    """The cluster's Kubernetes version, when it is a tenant's rather than the lab's."""
 
     @property
     def label(self) -> str:
@@ -105,8 +107,9 @@ def charts(lab: LabSettings) -> list[Chart]:
                 HAMI_REPO,
                 versions.hami_chart,
                 HAMI_NAMESPACE,
-                (yaml.safe_dump(hami_values(versions.kubernetes, tenant.gpu_slots)),),
+                (yaml.safe_dump(hami_values(tenant.kubernetes_version, tenant.gpu_slots)),),
                 tenant=tenant.name,
+                kube_version=tenant.kubernetes_version,
             )
             for tenant in lab.tenants
         ),
@@ -154,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     failures: list[str] = []
-    found = {lab.node_image}
+    found = {lab.node_image, *(tenant.node_image for tenant in lab.tenants)}
     for chart in charts(lab):
         source = [chart.name, "--repo", chart.repo, "--version", chart.version]
         shown = run(["helm", "show", "chart", *source])
@@ -162,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"chart {chart.name} {chart.version} not found in {chart.repo}: {shown.stderr.strip()}")
             continue
         values = [arg for path in write_values(chart, args.out) for arg in ("-f", str(path))]
-        # The management cluster and every tenant run kubernetesVersion (nodeImage's tag).
+        # The management cluster runs kubernetesVersion (nodeImage's tag); a tenant its own.
         rendered = run(
             ["helm", "template", chart.name, *source, "--namespace", chart.namespace]
-            + ["--kube-version", lab.versions.kubernetes, *values]
+            + ["--kube-version", chart.kube_version or lab.versions.kubernetes, *values]
         )
         if rendered.returncode != 0:
             failures.append(f"chart {chart.name} {chart.version} rejects its values: {rendered.stderr.strip()}")

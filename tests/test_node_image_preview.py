@@ -1,6 +1,7 @@
 """A nodeImage bump on a running lab previews as what it is: new image, new workers, same clusters."""
 
-from tests.plan import dev_config, plan, same_inputs
+from tests.plan import changed as changed_urns
+from tests.plan import dev_config, plan
 
 # The default pins kind's v0.33.0 digest; the same tag by another reference is a new node image.
 NEW_IMAGE = "kindest/node:v1.36.4@sha256:" + "1" * 64
@@ -8,7 +9,7 @@ NEW_IMAGE = "kindest/node:v1.36.4@sha256:" + "1" * 64
 
 def changed(preview, previous):
     """Names of the resources whose inputs differ from what the previous up recorded."""
-    return {r.name for r in preview.registrations if r.custom and not same_inputs(previous.by_urn[r.urn], r)}
+    return {preview.by_urn[urn].name for urn in changed_urns(preview, previous)}
 
 
 def test_a_node_image_bump_leaves_the_management_kubeconfig_and_everything_on_the_clusters_untouched(up_plan):
@@ -30,8 +31,9 @@ def test_a_node_image_bump_leaves_the_management_kubeconfig_and_everything_on_th
 def test_a_node_image_bump_changes_only_what_runs_the_image(up_plan):
     bump = plan(dev_config(nodeImage=NEW_IMAGE), preview=True, previous=up_plan)
     by_name = {r.name: r for r in bump.registrations}
-    # install-cni.sh reads kindnet's manifest from the node image; the rest re-run for new containers.
-    runs_the_image = {"kind-up.sh", "install-cni.sh", "join-worker.sh", "register-gpus.sh"}
+    # install-cni.sh reads kindnet's manifest from the node image; the rest re-run for new containers
+    # (wait-gpus.sh checks that the new workers advertise their GPUs again).
+    runs_the_image = {"kind-up.sh", "install-cni.sh", "join-worker.sh", "register-gpus.sh", "wait-gpus.sh"}
 
     for name in changed(bump, up_plan):
         resource = by_name[name]

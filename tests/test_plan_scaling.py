@@ -1,6 +1,8 @@
 """The benchmark's chain arithmetic, and the property it measures: tenants add no waiting."""
 
 from benchmarks.plan_scaling import longest_chain, main
+from benchmarks.upgrade_time import main as upgrade_main
+from benchmarks.upgrade_time import per_worker_seconds, upgrade_seconds
 from tests.plan import Plan, Registration, dev_config, plan, tenants
 
 
@@ -46,3 +48,26 @@ def test_the_table_gives_resources_per_added_tenant_and_none_for_the_first_row(c
     assert first.split()[2] == "-"  # one row alone says nothing about what a tenant adds
     one, two = int(first.split()[1]), int(second.split()[1])
     assert float(second.split()[2]) == two - one > 0
+
+
+def test_an_upgrade_takes_one_worker_replacement_more_per_worker_and_nothing_per_other_tenant():
+    one, _ = upgrade_seconds(workers=1, others=0)
+    one_among_three, _ = upgrade_seconds(workers=1, others=3)
+    two, chain = upgrade_seconds(workers=2, others=0)
+
+    assert one_among_three == one
+    assert two - one == per_worker_seconds()
+    # The control plane first, then the workers one after the other, HAMi last.
+    assert chain.index("up-control-plane") < chain.index("kamaji-up-w1-join") < chain.index("kamaji-up-w2-join")
+    assert chain[0] == "up-version-check"
+
+
+def test_the_upgrade_table_has_a_row_per_worker_count_and_a_column_per_other_tenant_count(capsys):
+    assert upgrade_main(["--workers", "1", "2", "--others", "0", "--check"]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["workers", "0", "others"]
+    one, two = (line.split() for line in lines[2:4])
+    assert (one[0], two[0]) == ("1", "2")
+    assert int(two[1]) - int(one[1]) == per_worker_seconds()
+    assert "MISSED" not in "\n".join(lines)

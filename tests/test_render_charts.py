@@ -103,3 +103,13 @@ def test_provided_pieces_are_not_rendered(tmp_path):
         tmp_path, managementCluster="existing", managementKubeconfig=kubeconfig, dockerNetwork="n", **modes
     )
     assert set(charts) == {"hami-tenant-a", "hami-tenant-b"}
+
+
+def test_each_tenant_s_hami_runs_the_kube_scheduler_of_its_own_version(tmp_path):
+    charts = written(tmp_path, tenants=[{"name": "old", "kubernetesVersion": "v1.35.9"}, {"name": "new"}])
+    tags = {
+        label: values[0]["scheduler"]["kubeScheduler"]["image"]["tag"]
+        for label, (_, _, values) in charts.items()
+        if label.startswith("hami-")
+    }
+    assert tags == {"hami-old": "v1.35.9", "hami-new": "v1.36.4"}

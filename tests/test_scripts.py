@@ -633,24 +633,150 @@ def test_join_worker_fails_naming_the_node_when_systemd_never_boots(fakes):
     assert logs["argv"] == ["logs", "--since", "2026-01-01T10:00:00.123456789Z", "w1"]
 
 
-def test_leave_worker_deletes_the_node(fakes):
-    result = fakes.run("leave-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+def leave(fakes: Fakes, **env: str) -> subprocess.CompletedProcess[str]:
+    return fakes.run("leave-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1", **env)
+
+
+def node_present(fakes: Fakes, present: bool = True) -> Fakes:
+    return fakes.on("kubectl", r"get node w1 --ignore-not-found -o name$", "node/w1\n" if present else "")
+
+
+def test_leave_worker_drains_the_node_by_eviction_then_deletes_it(fakes):
+    node_present(fakes).on("kubectl", r" drain w1 ", "node/w1 drained\n").on("kubectl", r" delete node w1 ", "")
+
+    result = leave(fakes)
 
     assert result.returncode == 0, result.stderr
-    (delete,) = fakes.calls("kubectl", "delete node")
-    assert "delete node w1 --ignore-not-found" in " ".join(delete["argv"])
-    assert "--request-timeout=10s" in delete["argv"]
+    steps = [call["argv"] for call in fakes.calls("kubectl")]
+    assert [argv[1] for argv in steps] == ["get", "drain", "delete"]
+    drain = steps[1]
+    # Evictions honour PodDisruptionBudgets; DaemonSet pods (kube-proxy, kindnet, HAMi's plugin) stay.
+    assert "--disable-eviction" not in drain and "--ignore-daemonsets" in drain
+    assert "--timeout=120s" in drain
+    assert "--ignore-not-found" in steps[2]
+    assert all("--request-timeout=10s" in argv for argv in steps)
+
+
+def test_leave_worker_removes_a_node_that_did_not_drain_in_time(fakes):
+    node_present(fakes).on("kubectl", r" delete node w1 ", "")
+    fakes.on(
+        "kubectl",
+        r" drain w1 ",
+        reply(exit=1, stderr='error: unable to drain node "w1" due to error: global timeout reached: 5s\n'),
+    )
+
+    result = leave(fakes, DRAIN_TIMEOUT="5")
+
+    assert result.returncode == 0, result.stderr
+    assert "--timeout=5s" in fakes.calls("kubectl", " drain ")[0]["argv"]
+    assert "WARNING: node w1 did not drain within 5s" in result.stderr
+    assert len(fakes.calls("kubectl", " delete node w1 ")) == 1
+
+
+def test_leave_worker_leaves_a_node_that_is_already_gone_alone(fakes):
+    node_present(fakes, present=False)
+
+    result = leave(fakes)
+
+    assert result.returncode == 0, result.stderr
+    assert "already gone" in result.stderr
+    assert [call["argv"][1] for call in fakes.calls("kubectl")] == ["get"]
 
 
 def test_leave_worker_succeeds_when_the_tenant_api_is_unreachable(fakes):
-    fakes.on(
-        "kubectl", r"delete node", reply(exit=1, stderr="Unable to connect to the server: dial tcp: i/o timeout\n")
-    )
+    unreachable = reply(exit=1, stderr="Unable to connect to the server: dial tcp: i/o timeout\n")
+    fakes.on("kubectl", r"get node w1", unreachable)
 
-    result = fakes.run("leave-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+    result = leave(fakes)
+
+    assert result.returncode == 0
+    assert "WARNING: could not read node w1" in result.stderr
+    assert fakes.calls("kubectl", " drain ") == []
+
+
+def test_leave_worker_succeeds_when_the_node_cannot_be_deleted(fakes):
+    node_present(fakes).on("kubectl", r" drain w1 ", "")
+    fakes.on("kubectl", r" delete node w1 ", reply(exit=1, stderr="Error from server (Forbidden)\n"))
+
+    result = leave(fakes)
 
     assert result.returncode == 0
     assert "WARNING: could not delete node w1" in result.stderr
+
+
+# --- check-tenant-version ---------------------------------------------------------------------------
+
+TCP_VERSIONS = r"get tenantcontrolplanes\.kamaji\.clastix\.io tenant-a "
+
+
+def check_version(fakes: Fakes, running: str, wanted: str) -> subprocess.CompletedProcess[str]:
+    """`running` is what kubectl prints: '<spec version> <status version>', or nothing for a new tenant."""
+    fakes.on("kubectl", TCP_VERSIONS, running)
+    return fakes.run(
+        "check-tenant-version.sh",
+        KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG,
+        TENANT="tenant-a",
+        NAMESPACE="tenants",
+        KUBERNETES_VERSION=wanted,
+    )
+
+
+def test_version_check_reads_the_spec_and_the_running_version_of_its_own_tenant(fakes):
+    result = check_version(fakes, "v1.35.2 v1.35.2", "v1.36.4")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "tenant-a: v1.35.2 -> v1.36.4\n"
+    (read,) = fakes.calls("kubectl")
+    assert read["argv"][read["argv"].index("-n") + 1] == "tenants"
+    jsonpath = next(arg for arg in read["argv"] if arg.startswith("jsonpath="))
+    assert "{.spec.kubernetes.version}" in jsonpath and "{.status.kubernetesResources.version.version}" in jsonpath
+    assert read["kubeconfig"]["content"] == MANAGEMENT_KUBECONFIG
+
+
+@pytest.mark.parametrize(
+    ("running", "wanted"),
+    [
+        ("", "v1.36.4"),  # a new tenant
+        ("v1.36.4 v1.36.4", "v1.36.4"),
+        ("v1.36.1 v1.36.1", "v1.36.4"),
+        ("v1.36.4 v1.36.4", "v1.36.1"),  # Kamaji compares minors: a patch may go back
+        ("v1.36.0 ", "v1.37.0"),  # not Ready yet: only the spec is known
+    ],
+)
+def test_version_check_allows_what_kamaji_allows(fakes, running, wanted):
+    result = check_version(fakes, running, wanted)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("running", "wanted", "why"),
+    [
+        ("v1.36.4 v1.36.4", "v1.35.9", "v1.35.9 would be a downgrade"),
+        ("v1.34.2 v1.34.2", "v1.36.4", "v1.36.4 would skip a minor"),
+        # An earlier upgrade's spec is in place but not yet running: the running version counts too.
+        ("v1.36.0 v1.35.4", "v1.37.0", "v1.37.0 would skip a minor"),
+        ("v1.36.0 v1.35.4", "v1.35.9", "v1.35.9 would be a downgrade"),
+    ],
+)
+def test_version_check_refuses_what_kamaji_would_refuse_naming_tenant_and_key(fakes, running, wanted, why):
+    result = check_version(fakes, running, wanted)
+
+    assert result.returncode == 1
+    assert why in result.stderr
+    assert "tenant tenant-a" in result.stderr and "kubernetesVersion" in result.stderr
+
+
+def test_version_check_fails_when_the_management_cluster_cannot_say(fakes):
+    fakes.on("kubectl", TCP_VERSIONS, reply(exit=1, stderr="Unable to connect to the server\n"))
+    result = fakes.run(
+        "check-tenant-version.sh",
+        KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG,
+        TENANT="tenant-a",
+        NAMESPACE="tenants",
+        KUBERNETES_VERSION="v1.36.4",
+    )
+    assert result.returncode == 1
+    assert "cannot read its TenantControlPlane" in result.stderr
 
 
 # --- install-cni ------------------------------------------------------------------------------------

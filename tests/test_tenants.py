@@ -1,5 +1,7 @@
 """Tenants: a ready-gated Kamaji control plane each, secret kubeconfigs, isolation and parallelism."""
 
+import json
+
 import pytest
 import yaml
 
@@ -85,10 +87,20 @@ def test_each_tenant_has_its_own_datastore_schema(dev_plan):
     assert schemas == {"tenant-a": "tenants_tenant_a", "tenant-b": "tenants_tenant_b"}
 
 
-def test_pulumi_waits_until_kamaji_reports_the_control_plane_ready(dev_plan):
+# Kamaji's status: the phase, and the version it copies from the spec once that version is Ready
+# (clastix/kamaji api/v1alpha1/tenantcontrolplane_status.go, internal/resources/k8s_deployment_resource.go@ddbabd8).
+KAMAJI_PHASE_PATH = "{.status.kubernetesResources.version.status}"
+KAMAJI_RUNNING_VERSION_PATH = "{.status.kubernetesResources.version.version}"
+
+
+def test_pulumi_waits_until_kamaji_reports_the_configured_version_ready(dev_plan):
     for tcp in control_planes(dev_plan).values():
-        wait_for = tcp.inputs["metadata"]["annotations"]["pulumi.com/waitFor"]
-        assert wait_for == "jsonpath={.status.kubernetesResources.version.status}=Ready"
+        # pulumi-kubernetes reads a JSON list as conditions that must all hold, on create and update.
+        wait_for = json.loads(tcp.inputs["metadata"]["annotations"]["pulumi.com/waitFor"])
+        version = tcp.inputs["spec"]["kubernetes"]["version"]
+        assert sorted(wait_for) == sorted(
+            [f"jsonpath={KAMAJI_PHASE_PATH}=Ready", f"jsonpath={KAMAJI_RUNNING_VERSION_PATH}={version}"]
+        )
 
 
 def test_kubeconfig_is_read_after_the_control_plane_is_ready_and_kept_secret(dev_plan):

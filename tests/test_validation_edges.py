@@ -298,12 +298,25 @@ def test_a_schema_output_that_disagrees_with_the_cluster_fails_isolation():
 
 
 def test_every_missing_or_unready_worker_is_named():
-    unready = {"metadata": {"name": "w2"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
-    assert node_problems([unready], ("w1", "w2", "w3")) == [
+    unready = {
+        "metadata": {"name": "w2"},
+        "status": {"conditions": [{"type": "Ready", "status": "Unknown"}], "nodeInfo": {"kubeletVersion": "v1.36.4"}},
+    }
+    assert node_problems([unready], ("w1", "w2", "w3"), "v1.36.4") == [
         "node w1 has not joined",
         "node w2 NotReady (Ready=Unknown)",
         "node w3 has not joined",
     ]
+
+
+def test_a_worker_left_on_another_kubelet_version_is_named():
+    ready = [{"type": "Ready", "status": "True"}]
+    nodes = [
+        {"metadata": {"name": name}, "status": {"conditions": ready, "nodeInfo": {"kubeletVersion": version}}}
+        for name, version in (("w1", "v1.36.1"), ("w2", "v1.35.9"))
+    ]
+    (problem,) = node_problems(nodes, ("w1", "w2"), "v1.36.1")
+    assert problem.startswith("node w2 runs kubelet v1.35.9, not the tenant's v1.36.1")
 
 
 def test_a_pending_coredns_pod_says_why_the_scheduler_left_it():

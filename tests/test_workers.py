@@ -5,6 +5,7 @@ import hashlib
 from tests.plan import NODE_IMAGE, dev_config, plan, reveal, tenant_server
 
 CONTAINER = "docker:index/container:Container"
+TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 
 
 def containers(plan_):
@@ -121,11 +122,35 @@ def test_two_workers_give_two_containers_and_two_joins():
     assert sorted(by_node(two.commands("join-worker.sh"))) == ["kamaji-a-w1", "kamaji-a-w2", "kamaji-b-w1"]
 
 
-def test_workers_do_not_wait_on_each_other():
-    two = plan(dev_config(tenants=[{"name": "a", "workers": 2}]), preview=True)
+def test_a_tenants_workers_follow_one_another_so_an_upgrade_replaces_one_at_a_time():
+    three = plan(dev_config(tenants=[{"name": "a", "workers": 3, "gpus": [{"model": "NVIDIA L4 24GB"}]}]), preview=True)
+    workers = containers(three)
+    joins, registrations = by_node(three.commands("join-worker.sh")), by_node(three.commands("register-gpus.sh"))
+    for earlier, later in (("kamaji-a-w1", "kamaji-a-w2"), ("kamaji-a-w2", "kamaji-a-w3")):
+        # The next container is (re)created only once the previous worker joined and has its GPUs.
+        assert {joins[earlier].urn, registrations[earlier].urn} <= three.upstream(workers[later].urn)
+        assert workers[later].urn not in three.upstream(registrations[earlier].urn)
+
+
+def test_workers_of_different_tenants_do_not_wait_on_each_other():
+    two = plan(dev_config(tenants=[{"name": "a"}, {"name": "b"}]), preview=True)
     joins = by_node(two.commands("join-worker.sh"))
-    first, second = joins["kamaji-a-w1"], joins["kamaji-a-w2"]
+    first, second = joins["kamaji-a-w1"], joins["kamaji-b-w1"]
     assert first.urn not in two.upstream(second.urn) and second.urn not in two.upstream(first.urn)
+
+
+def test_a_container_starts_only_once_its_control_plane_runs_the_tenants_version(dev_plan):
+    # A kubelet never runs newer than its API server: the TenantControlPlane waits for its version (test_tenants.py).
+    planes = {r.inputs["metadata"]["name"]: r for r in dev_plan.of_type(TCP)}
+    for node, worker in containers(dev_plan).items():
+        tenant = "tenant-a" if "tenant-a" in node else "tenant-b"
+        assert planes[tenant].urn in worker.dependencies
+
+
+def test_a_worker_is_drained_within_a_pulumi_timeout_before_its_container_goes(up_plan):
+    for join in up_plan.commands("join-worker.sh"):
+        assert join.inputs["delete"].endswith("/leave-worker.sh")
+        assert "delete" in join.custom_timeouts  # tests/test_guards.py checks it outlasts the drain
 
 
 def test_workers_wait_for_the_platform_so_they_go_before_kamaji(dev_plan):

@@ -77,6 +77,10 @@ _NODE_POD_SUBNET_SIZE = 256
 _SMALLEST_SERVICE_PREFIX = 28
 _SET_KUBECONFIG = "set it with: pulumi config set --secret managementKubeconfig < FILE"
 _KIND_RUNS_ONLY_OURS = "the kind cluster this program creates runs nothing it did not install"
+# The newest Kubernetes minor Kamaji admits: upgrade.KubeadmVersion "v1.36.0", compared without its
+# patch (clastix/kamaji internal/upgrade/kubeadm_version.go and internal/webhook/handlers/tcp_version.go
+# @ddbabd8, master, which chart 0.0.0+latest installs by default).
+KAMAJI_NEWEST_KUBERNETES = (1, 36)
 
 # A broken rule: the key path below the value that broke it, and what is wrong.
 Problem = tuple[tuple[str | int, ...], str]
@@ -188,6 +192,16 @@ class Tenant(ConfigModel):
     service_cidr: Cidr = Field("10.96.0.0/16", description="service network; the cluster DNS gets its .10 address")
     quotas: Annotated[tuple[Quota, ...], repeats_beside_errors("namespace", "quota namespace")] = Field(
         (), description="ResourceQuotas in the tenant, enforced by HAMi")
+    kubernetes_version: KubernetesVersion | None = Field(
+        None,
+        description="Kubernetes version of this tenant's control plane, kubelets, kube-proxy and HAMi's "
+        "kube-scheduler; default kubernetesVersion. Raise it one minor at a time to upgrade the tenant",
+    )
+    node_image: ImageReference | None = Field(
+        None,
+        description="node image of this tenant's workers; its tag must equal the tenant's version. Default "
+        "nodeImage when the tenant runs kubernetesVersion, else kindest/node:<version>",
+    )
 
     @field_validator("name")
     @classmethod
@@ -212,6 +226,40 @@ class Tenant(ConfigModel):
     @property
     def gpu_specs(self) -> tuple[GpuSpec, ...]:
         return tuple(GpuSpec(model=gpu.model, count=gpu.count, memory_mib=gpu.memory) for gpu in self.gpus)
+
+
+def _image_runs_another_version(image: str, version: str, wanted_by: str) -> str | None:
+    """Why a kindest/node image cannot run `version` (its tag names another), or None."""
+    tag = re.search(r":(v\d+\.\d+\.\d+)(@|$)", image)
+    if tag and tag.group(1) != version:
+        return f"{image!r} runs Kubernetes {tag.group(1)}, but {wanted_by} {version}; change both together"
+    return None
+
+
+def _newer_than_kamaji(version: str, lab: dict[str, Any]) -> str | None:
+    """Why Kamaji's admission webhook would refuse `version`, or None.
+
+    Known only for the chart's default image: a pinned kamajiImageTag or a provided Kamaji may admit newer ones.
+    """
+    major, minor = (int(part) for part in version.lstrip("v").split(".")[:2])
+    if lab.get("kamaji_image_tag") or lab.get("kamaji") == "provided" or (major, minor) <= KAMAJI_NEWEST_KUBERNETES:
+        return None
+    newest = "v{}.{}".format(*KAMAJI_NEWEST_KUBERNETES)
+    return (
+        f"{version} is newer than Kamaji supports ({newest}.x with the chart's default image; its webhook "
+        f"would refuse the control plane); choose a {newest} release or pin a newer Kamaji with kamajiImageTag"
+    )
+
+
+def _tenant_versions(tenants: tuple[Tenant, ...], lab: dict[str, Any]) -> Iterator[Problem]:
+    """A tenant's own kubernetesVersion and nodeImage against Kamaji and each other."""
+    for index, tenant in enumerate(tenants):
+        version = tenant.kubernetes_version or lab.get("kubernetes_version")
+        if tenant.kubernetes_version and (problem := _newer_than_kamaji(version, lab)):
+            yield (index, "kubernetesVersion"), problem
+        image = tenant.node_image
+        if version and image and (problem := _image_runs_another_version(image, version, "the tenant runs")):
+            yield (index, "nodeImage"), problem
 
 
 def _tenant_list(value: Any) -> Any:
@@ -286,14 +334,15 @@ class StackConfig(ConfigModel):
     )
     kubernetes_version: KubernetesVersion = Field(
         "v1.36.4",
-        description="Kubernetes version of every tenant control plane, worker kubelet and HAMi's kube-scheduler "
-        "(keep the leading v).",
+        description="Kubernetes version of the kind cluster, and of every tenant that sets none (its control plane, "
+        "worker kubelets, kube-proxy and HAMi's kube-scheduler); keep the leading v.",
     )
     node_image: ImageReference = Field(
         # kubernetes-sigs/kind release notes of v0.33.0 ("Images pre-built for this release").
         "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",
-        description="Node image for the kind cluster and tenant workers, pinned by digest; its tag must equal "
-        "kubernetesVersion. Empty means kindest/node:<kubernetesVersion>, whatever that tag points at.",
+        description="Node image for the kind cluster and the workers of tenants on kubernetesVersion, pinned by "
+        "digest; its tag must equal kubernetesVersion. Empty means kindest/node:<kubernetesVersion>, whatever that "
+        "tag points at.",
     )
     cert_manager_version: CertManagerVersion = Field(
         "v1.21.2", description="cert-manager chart version (jetstack repository).")
@@ -346,22 +395,23 @@ class StackConfig(ConfigModel):
     def _runs_the_tenants_kubernetes(cls, image: str, info: ValidationInfo) -> str:
         # Worker kubelets must match the tenants' API servers (and HAMi's kube-scheduler).
         version = info.data.get("kubernetes_version")
-        tag = re.search(r":(v\d+\.\d+\.\d+)(@|$)", image)
-        if version and tag and tag.group(1) != version:
-            raise invalid(
-                f"{image!r} runs Kubernetes {tag.group(1)}, but kubernetesVersion is {version}; change both together"
-            )
+        if version and (problem := _image_runs_another_version(image, version, "kubernetesVersion is")):
+            raise invalid(problem)
         return image
 
     @field_validator("tenants")
     @classmethod
     def _fit_the_stack(cls, tenants: tuple[Tenant, ...], info: ValidationInfo) -> tuple[Tenant, ...]:
         # Unlike `problems`, a field validator runs even when another key is wrong: it sees the valid keys above it.
-        report(_tenant_problems(tenants, info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")))
+        cluster, default_workers = info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")
+        report([*_tenant_problems(tenants, cluster, default_workers), *_tenant_versions(tenants, info.data)])
         return tenants
 
     def problems(self) -> Iterator[Problem]:
         yield from self._mode_problems()
+        inherited = any(tenant.kubernetes_version is None for tenant in self.tenants)
+        if inherited and (problem := _newer_than_kamaji(self.kubernetes_version, dict(self))):
+            yield ("kubernetesVersion",), problem
         pool, subnet = self.metallb_address_range, self.kind_subnet
         if pool is not None and subnet is not None and not pool.within(subnet):
             yield ("metallbAddressRange",), f"{pool} lies outside the kind network {subnet}"
@@ -436,6 +486,17 @@ class StackConfig(ConfigModel):
     def workers_of(self, tenant: Tenant) -> int:
         return tenant.workers or self.workers_per_tenant
 
+    @property
+    def lab_node_image(self) -> str:
+        return self.node_image or f"kindest/node:{self.kubernetes_version}"
+
+    def node_image_of(self, tenant: Tenant) -> str:
+        # A tenant on the lab's version shares the lab's (digest-pinned) image.
+        version = tenant.kubernetes_version or self.kubernetes_version
+        if tenant.node_image:
+            return tenant.node_image
+        return self.lab_node_image if version == self.kubernetes_version else f"kindest/node:{version}"
+
     def settings(self) -> LabSettings:
         versions = Versions(
             kubernetes=self.kubernetes_version,
@@ -448,7 +509,7 @@ class StackConfig(ConfigModel):
         return LabSettings(
             management_cluster_name=self.management_cluster_name,
             versions=versions,
-            node_image=self.node_image or f"kindest/node:{self.kubernetes_version}",
+            node_image=self.lab_node_image,
             metallb_address_range=self.metallb_address_range,
             kind_subnet=self.kind_subnet,
             existing_cluster=None
@@ -474,6 +535,8 @@ class StackConfig(ConfigModel):
                     service_cidr=tenant.service_cidr,
                     quotas=tuple(GpuQuota(q.namespace, q.gpumem_mib, q.gpucores, q.gpus) for q in tenant.quotas),
                     data_store=self.kamaji_data_store if self.kamaji == "provided" else None,
+                    kubernetes_version=tenant.kubernetes_version or self.kubernetes_version,
+                    node_image=self.node_image_of(tenant),
                 )
                 for tenant in self.tenants
             ),

@@ -188,7 +188,7 @@ def isolation(lab: Lab) -> str:
     return "; ".join([*evidence, distinct])
 
 
-def node_problems(nodes: list[dict[str, Any]], workers: tuple[str, ...]) -> list[str]:
+def node_problems(nodes: list[dict[str, Any]], workers: tuple[str, ...], kubernetes_version: str) -> list[str]:
     by_name = {name_of(node): node for node in nodes}
     problems = []
     for worker in workers:
@@ -200,6 +200,13 @@ def node_problems(nodes: list[dict[str, Any]], workers: tuple[str, ...]) -> list
         if ready.get("status") != "True":
             why = explain(ready) or (f"Ready={ready.get('status')}" if ready else "no Ready condition")
             problems.append(f"node {worker} NotReady ({why})")
+        # Every worker of an upgraded tenant is replaced by one of the new version.
+        kubelet = node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", "")
+        if not same_version(kubelet, kubernetes_version):
+            problems.append(
+                f"node {worker} runs kubelet {kubelet or 'of unknown version'}, not the tenant's "
+                f"{kubernetes_version} (an unfinished upgrade? run pulumi up again)"
+            )
     return problems
 
 
@@ -244,12 +251,12 @@ def coredns_problems(pods: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-@per_tenant("nodes", "all workers Ready, CoreDNS pods Ready")
+@per_tenant("nodes", "all workers Ready at the tenant's version, CoreDNS pods Ready")
 def nodes(lab: Lab, tenant: Tenant) -> str:
     kubectl = lab.kubectl(tenant)
     node_list = kubectl.get("nodes")["items"]
     coredns = kubectl.get("pods", "-n", "kube-system", "-l", "k8s-app=kube-dns")["items"]
-    problems = node_problems(node_list, tenant.workers) + coredns_problems(coredns)
+    problems = node_problems(node_list, tenant.workers, tenant.kubernetes_version) + coredns_problems(coredns)
     if problems:
         raise CheckFailed("; ".join(problems))
     return f"Ready: {', '.join(tenant.workers)}; CoreDNS {len(coredns)}/{len(coredns)} Ready"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Refuses a tenant Kubernetes version that Kamaji's admission webhook would refuse
+# for the running control plane, before anything of the tenant changes: a lower
+# minor (a downgrade) or more than one minor up (a skipped minor). Patch releases
+# may move either way, as the webhook compares minors only (clastix/kamaji
+# internal/webhook/handlers/tcp_version.go@ddbabd8, OnUpdate). Versions newer than
+# Kamaji supports are refused earlier, by the config validation.
+#
+# Both the spec (what the webhook compares against) and the version Kamaji reports
+# running count: the status lags the spec while an earlier upgrade is unfinished, and
+# Kamaji's upgrade step compares against it (internal/resources/kubeadm_upgrade.go@ddbabd8).
+# A tenant without a TenantControlPlane yet is new: any version will do.
+#
+# env:    KUBECONFIG_DATA     management cluster kubeconfig
+#         TENANT              TenantControlPlane name
+#         NAMESPACE           TenantControlPlane namespace
+#         KUBERNETES_VERSION  the version the stack config asks for (vMAJOR.MINOR.PATCH)
+# stdout: one line, e.g. "tenant-a: v1.35.2 -> v1.36.4"
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+require_env KUBECONFIG_DATA TENANT NAMESPACE KUBERNETES_VERSION
+kubeconfig_file KUBECONFIG_DATA
+key="the kubernetesVersion of tenant $TENANT (kamaji-hami-lab:tenants[].kubernetesVersion, default kamaji-hami-lab:kubernetesVersion)"
+
+# minor VERSION: the minor of vMAJOR.MINOR.PATCH (a major other than 1 is not a Kubernetes release).
+minor() {
+	[[ $1 =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || die "tenant $TENANT: cannot read the Kubernetes version '$1'"
+	printf '%s\n' "${BASH_REMATCH[1]}"
+}
+
+# "<spec version> <running version>"; nothing at all when the tenant has no control plane yet.
+versions=$(kube -n "$NAMESPACE" get tenantcontrolplanes.kamaji.clastix.io "$TENANT" --ignore-not-found \
+	-o 'jsonpath={.spec.kubernetes.version} {.status.kubernetesResources.version.version}') ||
+	die "tenant $TENANT: cannot read its TenantControlPlane from the management cluster"
+read -r spec_version running_version <<<"$versions" || true
+if [[ -z ${spec_version:-} ]]; then
+	log "tenant $TENANT has no control plane yet; it is created at $KUBERNETES_VERSION"
+	printf '%s: new at %s\n' "$TENANT" "$KUBERNETES_VERSION"
+	exit 0
+fi
+
+wanted=$(minor "$KUBERNETES_VERSION")
+for current in "$spec_version" ${running_version:+"$running_version"}; do
+	have=$(minor "$current")
+	((wanted >= have)) ||
+		die "tenant $TENANT runs $current; $KUBERNETES_VERSION would be a downgrade, which Kamaji refuses." \
+			"Set $key back to v1.$have.x or later"
+	((wanted - have <= 1)) ||
+		die "tenant $TENANT runs $current; $KUBERNETES_VERSION would skip a minor, which Kamaji refuses." \
+			"Upgrade one minor per pulumi up: set $key to a v1.$((have + 1)) release first"
+done
+
+log "tenant $TENANT: ${running_version:-$spec_version} -> $KUBERNETES_VERSION is allowed"
+printf '%s: %s -> %s\n' "$TENANT" "${running_version:-$spec_version}" "$KUBERNETES_VERSION"

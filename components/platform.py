@@ -56,8 +56,9 @@ class Platform(pulumi.ComponentResource):
     """cert-manager, a LoadBalancer and Kamaji on the management cluster, each installed or provided.
 
     Depending on this component means "Kamaji accepts TenantControlPlanes and
-    the LoadBalancer hands out their addresses": its last child waits for
-    Kamaji's DataStore, whose absence makes Kamaji's webhook reject tenants.
+    the LoadBalancer hands out their addresses": its children end with the wait
+    for Kamaji's DataStore, whose absence makes Kamaji's webhook reject tenants,
+    and, for a provided LoadBalancer, a probe Service that must get an address.
     A provided piece is checked by a bounded script that fails naming what is missing.
     """
 
@@ -80,13 +81,15 @@ class Platform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[kamaji_ready])),
         )
         self.tenants_namespace = tenants.metadata.name
+        if args.provided.load_balancer:
+            self._load_balancer_check(name, tenants)
 
         self.register_outputs({"addressRange": self.address_range, "tenantsNamespace": self.tenants_namespace})
 
     def _address_range(self, name: str, args: PlatformArgs) -> list[pulumi.Resource]:
         """Sets `address_range` (empty for a provided LoadBalancer); returns the check that it is free."""
         if args.provided.load_balancer:
-            # The cluster's own LoadBalancer picks the addresses; a control plane without one never gets Ready.
+            # The cluster's own LoadBalancer picks the addresses (checked by _load_balancer_check).
             self.address_range = pulumi.Output.from_input("")
             return []
         self.address_range = (
@@ -169,6 +172,21 @@ class Platform(pulumi.ComponentResource):
             metadata={"name": ADDRESS_POOL, "namespace": METALLB_NAMESPACE},
             spec={"ipAddressPools": [ADDRESS_POOL]},
             opts=pulumi.ResourceOptions.merge(after_metallb, pulumi.ResourceOptions(depends_on=[pool])),
+        )
+
+    def _load_balancer_check(self, name: str, tenants: k8s.core.v1.Namespace) -> pulumi.Resource:
+        """Proves a provided LoadBalancer hands out addresses: a probe Service in the tenants namespace.
+
+        It takes MetalLB's place for the tenants, which wait for every child of
+        this component; without it a control plane would only time out.
+        """
+        return script_command(
+            f"{name}-load-balancer-check",
+            "check-load-balancer.sh",
+            {**self._kubeconfig, "NAMESPACE": tenants.metadata.name},
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[tenants], custom_timeouts=pulumi.CustomTimeouts(create="6m")
+            ),
         )
 
     def _kamaji(

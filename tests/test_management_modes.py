@@ -159,6 +159,21 @@ def test_tenants_wait_for_the_provided_kamaji_and_name_its_datastore(provided):
         assert control_plane.inputs["spec"]["dataStore"] == "shared-etcd"
 
 
+def test_tenants_wait_until_a_provided_load_balancer_has_handed_out_an_address(provided):
+    (check,) = provided.commands("check-load-balancer.sh")
+    namespace = provided.named("platform-tenants-namespace")
+    assert namespace.urn in check.dependencies, "the probe Service goes into the tenants namespace"
+    control_planes = provided.of_type(CONTROL_PLANE)
+    assert control_planes
+    for control_plane in control_planes:
+        assert check.urn in provided.upstream(control_plane.urn)
+
+
+def test_only_a_provided_load_balancer_is_probed(installed, up_plan):
+    assert not installed.commands("check-load-balancer.sh") and not up_plan.commands("check-load-balancer.sh")
+    assert installed.of_type("kubernetes:metallb.io/v1beta1:L2Advertisement"), "MetalLB is what gives addresses there"
+
+
 def test_a_provided_load_balancer_leaves_the_address_range_output_empty(provided):
     assert resolve(provided.outputs["metallbAddressRange"]) in ("", None)
 
@@ -208,7 +223,7 @@ def test_without_container_workers_an_existing_cluster_touches_no_docker(monkeyp
 
 
 def test_the_checks_of_provided_pieces_outlast_their_scripts(provided):
-    pieces = {"check-cert-manager.sh", "check-kamaji.sh"}
+    pieces = {"check-cert-manager.sh", "check-kamaji.sh", "check-load-balancer.sh"}
     checks = [c for c in provided.of_type("command:local:Command") if script_of(c, "create").name in pieces]
     assert {script_of(c, "create").name for c in checks} == pieces
     for check in checks:

@@ -120,3 +120,73 @@ def test_check_cert_manager_names_the_key_when_cert_manager_is_absent(fakes):
     assert (
         "kamaji-hami-lab:certManager is provided" in result.stderr and 'no matches for kind "Issuer"' in result.stderr
     )
+
+
+PROBE_NAMESPACE = "tenants"
+ADDRESS_READ = r"-n tenants get service kamaji-hami-lab-lb-probe -o jsonpath="
+PROBE_DELETE = r"-n tenants delete service kamaji-hami-lab-lb-probe"
+
+
+def check_load_balancer(fakes, **env):
+    return fakes.run("check-load-balancer.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, NAMESPACE=PROBE_NAMESPACE, **env)
+
+
+def load_balancer_parts(fakes, *addresses, created="service/kamaji-hami-lab-lb-probe created\n"):
+    fakes.on("kubectl", r"apply -f -", created)
+    fakes.on("kubectl", ADDRESS_READ, *addresses)
+    return fakes.on("kubectl", PROBE_DELETE, 'service "kamaji-hami-lab-lb-probe" deleted\n')
+
+
+def test_check_load_balancer_waits_for_an_address_then_removes_its_probe(fakes):
+    load_balancer_parts(fakes, "", "", "203.0.113.7 ")
+
+    result = check_load_balancer(fakes)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert "203.0.113.7" in result.stderr, "says which address the cluster handed out"
+    (applied,) = fakes.calls("kubectl", r"apply -f -")
+    service = yaml.safe_load(applied["stdin"])
+    assert (service["kind"], service["spec"]["type"]) == ("Service", "LoadBalancer")
+    assert service["metadata"]["namespace"] == PROBE_NAMESPACE
+    assert "selector" not in service["spec"], "an address, not traffic, is what is checked"
+    assert len(fakes.calls("kubectl", ADDRESS_READ)) == 3
+    assert len(fakes.calls("kubectl", PROBE_DELETE)) == 1
+
+
+def test_check_load_balancer_accepts_a_hostname_as_the_address(fakes):
+    # Cloud LoadBalancers may answer with a DNS name instead of an ip; the jsonpath prints either.
+    load_balancer_parts(fakes, "probe-1234.elb.example.com ")
+    result = check_load_balancer(fakes)
+    assert result.returncode == 0, result.stderr
+    assert "probe-1234.elb.example.com" in result.stderr
+
+
+def test_check_load_balancer_names_the_key_and_deletes_the_probe_when_no_address_comes(fakes):
+    load_balancer_parts(fakes, "")
+
+    result = check_load_balancer(fakes, WAIT_TIMEOUT="0")
+
+    assert result.returncode != 0
+    assert "kamaji-hami-lab:loadBalancer is provided" in result.stderr
+    assert "no address" in result.stderr and "set loadBalancer to metallb" in result.stderr
+    assert len(fakes.calls("kubectl", PROBE_DELETE)) == 1, "the probe never outlives the check"
+
+
+def test_check_load_balancer_reports_a_refused_probe_and_still_cleans_up(fakes):
+    forbidden = reply(exit=1, stderr='Error from server (Forbidden): services is forbidden: User "platform-admin"\n')
+    load_balancer_parts(fakes, "", created=forbidden)
+
+    result = check_load_balancer(fakes)
+
+    assert result.returncode != 0
+    assert "kamaji-hami-lab:loadBalancer" in result.stderr and "Forbidden" in result.stderr
+    assert not fakes.calls("kubectl", ADDRESS_READ)
+    assert len(fakes.calls("kubectl", PROBE_DELETE)) == 1, "a create that timed out may still have stored it"
+
+
+def test_check_load_balancer_keeps_the_kubeconfig_private(fakes):
+    load_balancer_parts(fakes, "203.0.113.7 ")
+    assert check_load_balancer(fakes).returncode == 0
+    assert {call["kubeconfig"]["content"] for call in fakes.calls("kubectl")} == {MANAGEMENT_KUBECONFIG}
+    assert {call["kubeconfig"]["mode"] for call in fakes.calls("kubectl")} == {0o600}

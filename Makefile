@@ -62,8 +62,8 @@ mutants: $(DEV_INSTALLED) ## mutation testing, slow, not in CI: mutmut over comp
 	$(VENV)/bin/mutmut results
 	$(PY) tests/mutants.py
 
-preflight: ## check the host (tools, Docker, sysctls, swap, cgroups) and print a fix for each problem
-	$(PREFLIGHT)
+preflight: ## check the host (tools, Docker, sysctls, swap, cgroups) for what stack STACK uses; a fix for each problem
+	$(PREFLIGHT) --stack $(STACK)
 
 passphrase:
 	@if [ -z "$${PULUMI_CONFIG_PASSPHRASE+set}" ] && [ -z "$${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then \
@@ -86,7 +86,8 @@ existing-stack: passphrase
 	@$(PREFLIGHT) --tools pulumi
 	pulumi stack select $(STACK)
 
-up: passphrase preflight venv stack ## create or update the lab, write its kubeconfigs, then validate it
+# The stack comes first: the preflight reads its config to check only what its mode uses.
+up: passphrase stack preflight venv ## create or update the lab, write its kubeconfigs, then validate it
 	pulumi up --yes --stack $(STACK)
 	$(WRITE_KUBECONFIGS)
 	$(VALIDATE)
@@ -105,8 +106,8 @@ kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<nam
 preview: venv stack ## pulumi preview; PREVIEW_ARGS=--expect-no-changes checks for drift
 	pulumi preview --stack $(STACK) $(PREVIEW_ARGS)
 
-down: venv existing-stack ## destroy the lab (pulumi destroy --yes; needs kind, docker, kubectl) and remove the written kubeconfigs
-	@$(PREFLIGHT) --tools kind docker kubectl
+down: venv existing-stack ## destroy the lab (pulumi destroy --yes; needs kubectl, and kind and docker where the stack uses them) and remove the written kubeconfigs
+	@$(PREFLIGHT) --tools kind docker kubectl --stack $(STACK)
 	pulumi destroy --yes --stack $(STACK)
 	rm -rf $(KUBECONFIG_DIR)
 

@@ -3,8 +3,11 @@
 
 Prints every problem with the command that fixes it. Exit status 1 if any
 error was found; warnings alone exit 0. With --tools, only checks that the
-named programs are on PATH and new enough, and prints nothing if they are. Needs only the
-Python standard library, and runs on Pythons older than the 3.11 it asks for.
+named programs are on PATH and new enough, and prints nothing if they are. With
+--stack, reads that stack's config and checks only what its mode uses: a lab on
+an existing management cluster needs no kind, and Docker only for container
+workers (dockerNetwork). Needs only the Python standard library, and runs on
+Pythons older than the 3.11 it asks for.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ INSTALL_HINTS = {
     # scripts/join-worker.sh hashes the tenant CA on the host for `kubeadm join`.
     "openssl": "OpenSSL's command-line tool (e.g. sudo apt-get install openssl)",
 }
+# What only the kind lab and container workers use; an existing cluster needs neither by itself.
+KIND_TOOLS = ("kind",)
+DOCKER_TOOLS = ("docker",)
+PROJECT = "kamaji-hami-lab"
 MIN_PYTHON = (3, 11)
 INOTIFY_MINIMUMS = {"fs.inotify.max_user_watches": 524288, "fs.inotify.max_user_instances": 512}
 SYSCTL_FILE = "/etc/sysctl.d/99-kamaji-hami-lab.conf"
@@ -326,11 +333,54 @@ def check_kernel(host: Host) -> list[Finding]:
     return findings
 
 
-def preflight(host: Host) -> list[Finding]:
+@dataclass(frozen=True)
+class Mode:
+    """What the stack runs on this host: the kind cluster, and Docker for worker containers."""
+
+    kind: bool = True
+    docker: bool = True
+
+    def tools(self, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list[str]:
+        unused = (() if self.kind else KIND_TOOLS) + (() if self.docker else DOCKER_TOOLS)
+        return [tool for tool in tools if tool not in unused]
+
+
+def stack_mode(host: Host, stack: str) -> tuple[Mode, list[Finding]]:
+    """The mode of `stack` from `pulumi config --json`, which prints no secret's value without
+    --show-secrets, so it needs no passphrase for them (pulumi/pulumi
+    pkg/cmd/pulumi/config/config.go: configValueJSON, `value` omitted for secrets)."""
+    if host.which("pulumi") is None:
+        return Mode(), []  # reported as a missing tool
+    status, answer = host.run(["pulumi", "config", "--json", "--stack", stack])
+    try:
+        config = json.loads(answer) if status == 0 else None
+    except json.JSONDecodeError:
+        config = None
+    if not isinstance(config, dict):
+        said = answer.splitlines()[0] if status != 0 and answer else "no JSON object"
+        return Mode(), [
+            Finding(
+                "warning",
+                f"cannot read the config of stack {stack} ({said}); checked this host for the kind lab",
+                f"create the stack first (pulumi stack select --create {stack}), or ignore this for a kind lab",
+            )
+        ]
+
+    def value(key: str) -> str:
+        entry = config.get(f"{PROJECT}:{key}")
+        return (entry.get("value") or "") if isinstance(entry, dict) else ""
+
+    if value("managementCluster") != "existing":
+        return Mode(), []
+    return Mode(kind=False, docker=bool(value("dockerNetwork"))), []
+
+
+def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:
+    findings = check_python(host) + check_tools(host, mode.tools()) + check_versions(host, mode.tools())
+    if not mode.docker:
+        return findings  # the rest is about the Docker host and the node containers it runs
     return (
-        check_python(host)
-        + check_tools(host)
-        + check_versions(host)
+        findings
         + check_docker_daemon(host)
         + check_docker_host(host)
         + check_sysctls(host)
@@ -355,12 +405,15 @@ def report(findings: Sequence[Finding]) -> int:
 def main(argv: Sequence[str] | None = None, host: Host | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tools", nargs="+", choices=list(INSTALL_HINTS), help="only check these programs")
+    parser.add_argument("--stack", help="check only what this stack's config uses (default: the kind lab)")
     args = parser.parse_args(argv)
     host = host or Host()
+    mode, notes = stack_mode(host, args.stack) if args.stack else (Mode(), [])
     if args.tools:
-        problems = check_tools(host, args.tools) + check_versions(host, args.tools)
+        tools = mode.tools(args.tools)
+        problems = check_tools(host, tools) + check_versions(host, tools)
         return report(problems) if problems else 0  # silent when all is well: make runs this often
-    return report(preflight(host))
+    return report(notes + preflight(host, mode))
 
 
 if __name__ == "__main__":

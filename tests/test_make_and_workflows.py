@@ -40,9 +40,9 @@ def test_dry_run_of_up_shows_every_step_in_order(tmp_path):
     lines = dry.stdout.splitlines()
     steps = [
         "PULUMI_CONFIG_PASSPHRASE+set",
-        "scripts/preflight.py",  # before the venv: it checks the Python that builds it
+        "pulumi stack select --create dev",  # first: the preflight reads the stack's mode
+        "scripts/preflight.py --stack dev",  # before the venv: it checks the Python that builds it
         "-m venv",
-        "pulumi stack select --create dev",
         "pulumi up --yes",
         "scripts/write_kubeconfigs.py",
         "-m validation",

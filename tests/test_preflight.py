@@ -48,6 +48,7 @@ def make_host(
     info=None,
     context=LOCAL_SOCKET,
     env=None,
+    stack_config=(0, "{}"),
 ):
     files = {**TUNED, **(overrides or {})}
     for relative, content in files.items():
@@ -63,6 +64,8 @@ def make_host(
         if list(argv[1:]) == ["version"] and argv[0] in versions:
             return versions[argv[0]]
         docker_calls.append(list(argv))
+        if list(argv[:3]) == ["pulumi", "config", "--json"]:
+            return stack_config
         if docker[0] != 0:
             return docker
         if argv[:3] == ["docker", "info", "--format"] and argv[3] == "{{json .}}":

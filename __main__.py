@@ -57,5 +57,6 @@ tenants = {
 # 5. Outputs: credentials stay secret; the rest describes each tenant.
 pulumi.export("managementKubeconfig", management.kubeconfig)
 pulumi.export("metallbAddressRange", platform.address_range)
+pulumi.export("platform", platform.facts)
 pulumi.export("kubeconfigs", pulumi.Output.secret({name: tenant.kubeconfig for name, tenant in tenants.items()}))
 pulumi.export("tenants", {name: tenant.facts for name, tenant in tenants.items()})

@@ -64,10 +64,18 @@ class Platform(pulumi.ComponentResource):
 
     address_range: pulumi.Output[str]
     tenants_namespace: pulumi.Output[str]
+    facts: dict[str, object]
+    """Non-secret: the pieces provided (by config key) and the DataStore, for the validation suite."""
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("kamaji-hami-lab:index:Platform", name, None, opts)
         self._kubeconfig = {"KUBECONFIG_DATA": args.kubeconfig}
+        pieces = {
+            "certManager": args.provided.cert_manager,
+            "loadBalancer": args.provided.load_balancer,
+            "kamaji": args.provided.kamaji,
+        }
+        self.facts = {"provided": [key for key, provided in pieces.items() if provided], "dataStore": args.data_store}
 
         pool_checked = self._address_range(name, args)
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=pool_checked)
@@ -84,7 +92,9 @@ class Platform(pulumi.ComponentResource):
         if args.provided.load_balancer:
             self._load_balancer_check(name, tenants)
 
-        self.register_outputs({"addressRange": self.address_range, "tenantsNamespace": self.tenants_namespace})
+        self.register_outputs(
+            {"addressRange": self.address_range, "tenantsNamespace": self.tenants_namespace, "facts": self.facts}
+        )
 
     def _address_range(self, name: str, args: PlatformArgs) -> list[pulumi.Resource]:
         """Sets `address_range` (empty for a provided LoadBalancer); returns the check that it is free."""

@@ -2,8 +2,9 @@
 
 import json
 
-from tests.plan import dev_config, plan, resolve
-from validation.stack_outputs import parse_outputs, write_kubeconfig_files
+from tests.plan import dev_config, is_secret, plan, resolve
+from tests.test_management_modes import existing_plan
+from validation.stack_outputs import Platform, parse_outputs, write_kubeconfig_files
 
 LAYOUT = [
     {"name": "tenant-a", "gpus": [{"model": "NVIDIA A100 80GB"}]},
@@ -49,3 +50,17 @@ def test_kubeconfig_writer_gets_one_private_file_per_cluster(tmp_path):
         "tenant-b.kubeconfig",
     ]
     assert all(path.stat().st_mode & 0o777 == 0o600 for path in written.values())
+
+
+def test_validation_learns_which_platform_pieces_were_provided():
+    outputs = existing_plan("provided", preview=False).outputs
+    assert not is_secret(outputs["platform"]), "it names modes and a DataStore, nothing secret"
+    platform = parse_outputs(json.loads(json.dumps(resolve(outputs)))).platform
+    assert platform.provided == {"certManager", "loadBalancer", "kamaji"}
+    assert platform.data_store == "shared-etcd"
+
+
+def test_a_lab_that_installs_its_platform_says_so():
+    platform = parse_outputs(exported_document()).platform
+    assert not platform.provided
+    assert platform.data_store == Platform().data_store, "the installed chart's DataStore"

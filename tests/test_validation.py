@@ -218,7 +218,7 @@ def test_healthy_lab_passes_every_check_for_every_tenant():
     code, report = validate(healthy_lab())
 
     assert code == 0 and report["ok"]
-    expected = {("platform", "management"), ("isolation", "all tenants")}
+    expected = {("platform", "management"), ("load-balancer", "management"), ("isolation", "all tenants")}
     expected |= {(check, tenant) for check in PER_TENANT_CHECKS for tenant in TENANTS}
     assert {(r["check"], r["target"]) for r in report["results"]} == expected
     assert {r["status"] for r in report["results"]} == {"pass"}
@@ -317,16 +317,16 @@ def test_failing_pulumi_means_exit_2_with_its_error(capsys):
 # --- check 1: platform -----------------------------------------------------------------------
 
 
-def test_missing_metallb_speaker_fails_platform():
+def test_missing_metallb_speaker_fails_load_balancer():
     lab = healthy_lab()
     workloads = recorded("platform-workloads.json")
     workloads["items"] = [w for w in workloads["items"] if w["metadata"]["name"] != "metallb-speaker"]
     lab.on("management", r"^get deployments,daemonsets ", ok(workloads))
 
-    code, report = validate(lab, "--only", "platform")
+    code, report = validate(lab, "--only", "load-balancer")
 
     assert code == 1
-    assert "MetalLB speaker" in result(report, "platform", "management")["reason"]
+    assert "MetalLB speaker" in result(report, "load-balancer", "management")["reason"]
 
 
 def test_unready_datastore_and_kamaji_both_reported():
@@ -401,9 +401,7 @@ def test_unreachable_api_fails_control_plane_with_kubectls_words_not_its_log_noi
     _, report = validate(lab, "--only", "control-plane", "nodes")
 
     reason = result(report, "control-plane", "tenant-a")["reason"]
-    assert reason == (
-        f"cannot reach the tenant-a API server: {refused.strip()}"
-    )
+    assert reason == (f"cannot reach the tenant-a API server: {refused.strip()}")
     assert result(report, "nodes", "tenant-a")["status"] == "skip"
     assert result(report, "nodes", "tenant-b")["status"] == "pass"
 

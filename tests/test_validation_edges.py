@@ -182,22 +182,22 @@ def platform_with_speaker(**status: int) -> FakeLab:
     return lab
 
 
-def test_a_daemonset_with_no_desired_pods_fails_platform():
+def test_a_daemonset_with_no_desired_pods_fails_load_balancer():
     lab = platform_with_speaker(desiredNumberScheduled=0, numberReady=0, updatedNumberScheduled=0)
 
-    code, report = validate(lab, "--only", "platform")
+    code, report = validate(lab, "--only", "load-balancer")
 
     assert code == 1
-    assert "MetalLB speaker 0/0 ready" in result(report, "platform", "management")["reason"]
+    assert "MetalLB speaker 0/0 ready" in result(report, "load-balancer", "management")["reason"]
 
 
-def test_a_daemonset_still_rolling_out_fails_platform():
+def test_a_daemonset_still_rolling_out_fails_load_balancer():
     lab = platform_with_speaker(desiredNumberScheduled=1, numberReady=1, updatedNumberScheduled=0)
 
-    code, report = validate(lab, "--only", "platform")
+    code, report = validate(lab, "--only", "load-balancer")
 
     assert code == 1
-    assert "MetalLB speaker" in result(report, "platform", "management")["reason"]
+    assert "MetalLB speaker" in result(report, "load-balancer", "management")["reason"]
 
 
 def test_the_fakes_refuse_what_they_do_not_model():
@@ -216,20 +216,20 @@ def platform_with(name: str, change) -> FakeLab:
     return lab
 
 
-def platform_reason(lab: FakeLab) -> str:
-    code, report = validate(lab, "--only", "platform")
+def platform_reason(lab: FakeLab, check: str = "platform") -> str:
+    code, report = validate(lab, "--only", check)
     assert code == 1
-    return result(report, "platform", "management")["reason"]
+    return result(report, check, "management")["reason"]
 
 
 def test_the_healthy_platform_reports_each_component_with_its_counts():
-    code, report = validate(healthy_lab(), "--only", "platform")
+    code, report = validate(healthy_lab(), "--only", "platform", "load-balancer")
 
     assert code == 0
     assert result(report, "platform", "management")["evidence"] == (
-        "cert-manager 1/1, cert-manager webhook 1/1, cert-manager cainjector 1/1, MetalLB controller 1/1, "
-        "MetalLB speaker 1/1, Kamaji 1/1, DataStore default ready"
+        "cert-manager 1/1, cert-manager webhook 1/1, cert-manager cainjector 1/1, Kamaji 1/1, DataStore default ready"
     )
+    assert result(report, "load-balancer", "management")["evidence"] == "MetalLB controller 1/1, MetalLB speaker 1/1"
 
 
 def test_a_deployment_with_no_ready_pods_fails_platform():
@@ -243,15 +243,15 @@ def test_a_deployment_short_of_its_replicas_fails_platform():
     assert "Kamaji 1/2 ready" in platform_reason(lab)
 
 
-def test_a_workload_without_status_yet_fails_platform():
+def test_a_workload_without_status_yet_fails_load_balancer():
     lab = platform_with("metallb-speaker", lambda w: w.pop("status"))
-    assert "MetalLB speaker 0/0 ready" in platform_reason(lab)
+    assert "MetalLB speaker 0/0 ready" in platform_reason(lab, "load-balancer")
 
 
-def test_a_daemonset_without_updated_pods_fails_platform():
+def test_a_daemonset_without_updated_pods_fails_load_balancer():
     # updatedNumberScheduled is omitted when zero (k8s.io/api apps/v1 DaemonSetStatus, omitempty).
     lab = platform_with("metallb-speaker", lambda w: w["status"].pop("updatedNumberScheduled"))
-    assert "MetalLB speaker 0/1 ready" in platform_reason(lab)
+    assert "MetalLB speaker 0/1 ready" in platform_reason(lab, "load-balancer")
 
 
 def test_every_missing_component_is_named():

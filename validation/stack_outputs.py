@@ -88,10 +88,28 @@ class Tenant:
         }
 
 
+# Config keys of the platform pieces a management cluster may provide (the `platform` output).
+PLATFORM_PIECES = ("certManager", "loadBalancer", "kamaji")
+# The DataStore of an installed Kamaji (clastix/kamaji charts/kamaji/values.yaml@26.8.2-edge: defaultDatastoreName).
+INSTALLED_DATASTORE = "default"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What the program installed and what it found provided; a stack without the output installed it all."""
+
+    provided: frozenset[str] = frozenset()  # keys of PLATFORM_PIECES
+    data_store: str = INSTALLED_DATASTORE
+
+    def is_provided(self, piece: str) -> bool:
+        return piece in self.provided
+
+
 @dataclass(frozen=True)
 class StackOutputs:
     tenants: dict[str, Tenant]
     kubeconfigs: dict[str, str]  # MANAGEMENT and each tenant name -> kubeconfig YAML
+    platform: Platform = Platform()
 
 
 def pulumi_environment() -> dict[str, str]:
@@ -179,7 +197,18 @@ def parse_outputs(document: Mapping[str, Any]) -> StackOutputs:
     missing = [name for name in (MANAGEMENT, *tenants) if name not in kubeconfigs]
     if missing:
         raise OutputsError(f"no kubeconfig in the outputs for: {', '.join(missing)}")
-    return StackOutputs(tenants=tenants, kubeconfigs=kubeconfigs)
+    return StackOutputs(tenants=tenants, kubeconfigs=kubeconfigs, platform=_parse_platform(document))
+
+
+def _parse_platform(document: Mapping[str, Any]) -> Platform:
+    if document.get("platform") is None:
+        return Platform()  # exported since the platform pieces may be provided; older labs installed them all
+    spec = _field(document, "platform", dict, "outputs")
+    provided = _field(spec, "provided", list, "platform")
+    unknown = [piece for piece in provided if piece not in PLATFORM_PIECES]
+    if unknown:
+        raise OutputsError(f"platform.provided: unknown piece {unknown[0]!r} (expected one of {PLATFORM_PIECES})")
+    return Platform(provided=frozenset(provided), data_store=_field(spec, "dataStore", str, "platform"))
 
 
 def write_private_file(path: Path, text: str) -> None:

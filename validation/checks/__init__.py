@@ -5,11 +5,12 @@ from validation.checks.datastore import datastore
 from validation.checks.gpu_scheduling import fractional, quota, sharing
 from validation.checks.hami import gpu_capacity, webhook
 from validation.checks.konnectivity import konnectivity
-from validation.checks.platform import platform
+from validation.checks.platform import load_balancer, platform
 from validation.checks.tenancy import control_plane, isolation, nodes
 
 CHECKS: tuple[Check, ...] = (
     platform,
+    load_balancer,
     control_plane,
     isolation,
     datastore,

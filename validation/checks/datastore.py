@@ -24,9 +24,6 @@ from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import Tenant
 
 DATASTORE_RESOURCE = "datastores.kamaji.clastix.io"
-# Kamaji's webhook fills spec.dataStore with this when a tenant names none
-# (clastix/kamaji charts/kamaji/values.yaml@26.8.2-edge: defaultDatastoreName).
-DEFAULT_DATASTORE = "default"
 # The etcd behind DataStore default: Kamaji's kamaji-etcd subchart with fullnameOverride kamaji-etcd
 # (clastix/kamaji charts/kamaji/values.yaml@26.8.2-edge), a StatefulSet whose container is "etcd"
 # (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_sts.yaml@92f31f0).
@@ -134,8 +131,15 @@ def etcd_endpoints(store: dict[str, Any]) -> str:
     return ",".join(endpoint if "://" in endpoint else f"https://{endpoint}" for endpoint in endpoints)
 
 
-def etcd_image(management: Kubectl) -> str:
+def etcd_image(management: Kubectl, store: str, kamaji_provided: bool) -> str:
     """The DataStore's own etcd image, so etcdctl speaks its version."""
+    if kamaji_provided:
+        found = management.run("get", "statefulset", ETCD_STATEFULSET, "-n", ETCD_NAMESPACE, "--ignore-not-found")
+        if not management.checked(found).stdout.strip():
+            raise CheckSkipped(
+                f"kamaji is provided, and its DataStore {store} is not the Kamaji chart's etcd: there is no "
+                f"StatefulSet {ETCD_NAMESPACE}/{ETCD_STATEFULSET} whose etcd image could read it"
+            )
     statefulset = management.get("statefulset", ETCD_STATEFULSET, "-n", ETCD_NAMESPACE)
     for container in statefulset.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []:
         if container.get("name") == ETCD_CONTAINER and container.get("image"):
@@ -204,13 +208,15 @@ def prefix_of(tenant: Tenant) -> str:
 def datastore(lab: Lab, tenant: Tenant) -> str:
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
     storage = tcp.get("status", {}).get("storage", {})
-    store_ref = storage.get("dataStoreName") or tcp.get("spec", {}).get("dataStore") or DEFAULT_DATASTORE
+    # Kamaji's webhook fills in spec.dataStore when a tenant names none; the output says which that is.
+    store_ref = storage.get("dataStoreName") or tcp.get("spec", {}).get("dataStore") or lab.outputs.platform.data_store
     store = lab.management.get(DATASTORE_RESOURCE, store_ref)
     driver = store.get("spec", {}).get("driver", "")
     if driver != "etcd":
         raise CheckSkipped(f"DataStore {store_ref} uses driver {driver or 'unknown'}; this check reads etcd")
     certificate = storage.get("certificate", {}).get("secretName") or f"{tenant.name}-datastore-certificate"
-    endpoints, image = etcd_endpoints(store), etcd_image(lab.management)
+    kamaji_provided = lab.outputs.platform.is_provided("kamaji")
+    endpoints, image = etcd_endpoints(store), etcd_image(lab.management, store_ref, kamaji_provided)
     others = [other for other in lab.tenants if other.name != tenant.name]
     kubectl = lab.kubectl(tenant)
 

@@ -1,15 +1,22 @@
-"""Check 1: the management cluster runs cert-manager, MetalLB and Kamaji."""
+"""Checks 1 and 1b: the management cluster runs cert-manager, Kamaji and its DataStore, and a LoadBalancer.
+
+Each piece is checked as the program left it (the `platform` stack output): an
+installed one by its workloads, a provided one the way `pulumi up` checked it
+(scripts/check-cert-manager.sh, check-kamaji.sh), since its workloads may have any name.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from validation.checks.base import once
-from validation.kube import name_of
+from validation.checks.datastore import DATASTORE_RESOURCE
+from validation.kube import Kubectl, name_of
 from validation.lab import Lab
-from validation.results import CheckFailed
+from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import MANAGEMENT
 
 
@@ -23,13 +30,32 @@ class Component:
 
 # cert-manager's namespace is the installer's choice; MetalLB names its workloads
 # differently in its manifest and its chart; Kamaji's CRDs hard-wire kamaji-system/kamaji.
-COMPONENTS = (
+CERT_MANAGER = (
     Component("cert-manager", "Deployment", "*", "cert-manager"),
     Component("cert-manager webhook", "Deployment", "*", "cert-manager-webhook"),
     Component("cert-manager cainjector", "Deployment", "*", "cert-manager-cainjector"),
+)
+METALLB = (
     Component("MetalLB controller", "Deployment", "metallb-system", "*controller"),
     Component("MetalLB speaker", "DaemonSet", "metallb-system", "*speaker"),
-    Component("Kamaji", "Deployment", "kamaji-system", "kamaji"),
+)
+KAMAJI = (Component("Kamaji", "Deployment", "kamaji-system", "kamaji"),)
+
+# A self-signed Issuer that cert-manager's webhook must admit in a server-side dry run (it
+# fails closed and has no side effects: cert-manager/cert-manager
+# deploy/charts/cert-manager/templates/webhook-validating-webhook.yaml@v1.21.1).
+PROBE_ISSUER = {
+    "apiVersion": "cert-manager.io/v1",
+    "kind": "Issuer",
+    "metadata": {"name": "kamaji-hami-lab-validation-probe"},
+    "spec": {"selfSigned": {}},
+}
+# Kamaji's TenantControlPlane webhooks, which fail closed (clastix/kamaji
+# charts/kamaji/templates/{mutating,validating}webhookconfiguration.yaml and
+# charts/kamaji/controller-gen/*-webhook.yaml@26.8.2-edge).
+KAMAJI_WEBHOOKS = (
+    ("mutatingwebhookconfiguration", "kamaji-mutating-webhook-configuration", "mtenantcontrolplane.kb.io"),
+    ("validatingwebhookconfiguration", "kamaji-validating-webhook-configuration", "vtenantcontrolplane.kb.io"),
 )
 
 
@@ -55,10 +81,10 @@ def ready_counts(workload: dict[str, Any]) -> tuple[int, int]:
     return status.get("readyReplicas", 0), workload.get("spec", {}).get("replicas", 1)
 
 
-def platform_report(workloads: list[dict[str, Any]], datastore: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(problems, evidence) for the platform components and the default DataStore."""
+def workloads_report(workloads: list[dict[str, Any]], components: tuple[Component, ...]) -> tuple[list[str], list[str]]:
+    """(problems, evidence) for installed components."""
     problems, evidence = [], []
-    for component in COMPONENTS:
+    for component in components:
         workload = find(workloads, component)
         if workload is None:
             problems.append(f"{component.label}: no {component.kind} found")
@@ -69,18 +95,92 @@ def platform_report(workloads: list[dict[str, Any]], datastore: dict[str, Any]) 
             problems.append(f"{counts} ready ({component.kind} {name_of(workload)})")
         else:
             evidence.append(counts)
-    if datastore.get("status", {}).get("ready") is True:
-        evidence.append("DataStore default ready")
-    else:
-        problems.append("DataStore default is not ready (status.ready is not true)")
     return problems, evidence
 
 
-@once("platform", "cert-manager, MetalLB, Kamaji and DataStore default are ready", MANAGEMENT)
-def platform(lab: Lab) -> str:
-    workloads = lab.management.get("deployments,daemonsets", "--all-namespaces")["items"]
-    datastore = lab.management.get("datastores.kamaji.clastix.io", "default")
-    problems, evidence = platform_report(workloads, datastore)
+def workloads_ready(management: Kubectl, components: tuple[Component, ...]) -> str:
+    problems, evidence = workloads_report(
+        management.get("deployments,daemonsets", "--all-namespaces")["items"], components
+    )
     if problems:
         raise CheckFailed("; ".join(problems))
     return ", ".join(evidence)
+
+
+def datastore_ready(management: Kubectl, name: str) -> str:
+    if management.get(DATASTORE_RESOURCE, name).get("status", {}).get("ready") is not True:
+        raise CheckFailed(f"DataStore {name} is not ready (status.ready is not true)")
+    return f"DataStore {name} ready"
+
+
+def cert_manager_admits(management: Kubectl) -> str:
+    try:
+        management.admit(PROBE_ISSUER, "default")
+    except CheckFailed as refused:
+        raise CheckFailed(f"the provided cert-manager does not admit an Issuer: {refused}") from None
+    return "cert-manager (provided) admits an Issuer"
+
+
+def webhook_served(management: Kubectl, kind: str, configuration: str, webhook: str) -> str:
+    """The webhook has a CA and a ready endpoint behind its service, as check-kamaji.sh waits for."""
+    entries = management.get(kind, configuration).get("webhooks") or []
+    entry = next((item for item in entries if item.get("name") == webhook), None)
+    if entry is None:
+        raise CheckFailed(f"{kind} {configuration} has no webhook {webhook}")
+    client = entry.get("clientConfig") or {}
+    if not client.get("caBundle"):
+        raise CheckFailed(f"webhook {webhook} has no CA injected (clientConfig.caBundle is empty)")
+    service = client.get("service") or {}
+    namespace, name = service.get("namespace", ""), service.get("name", "")
+    slices = management.get("endpointslices", "-n", namespace, "-l", f"kubernetes.io/service-name={name}")
+    endpoints = [endpoint for item in slices.get("items") or [] for endpoint in item.get("endpoints") or []]
+    if not any((endpoint.get("conditions") or {}).get("ready") is True for endpoint in endpoints):
+        raise CheckFailed(f"no ready endpoint of service {namespace}/{name}, which serves webhook {webhook}")
+    return f"webhook {webhook} served"
+
+
+def collect(management: Kubectl, parts: list[Callable[[], str]]) -> tuple[list[str], list[str]]:
+    """Run every part, so one report names every problem; an unreachable cluster ends the check."""
+    problems, evidence = [], []
+    for part in parts:
+        try:
+            evidence.append(part())
+        except CheckFailed as failed:
+            if management.unreachable:
+                raise
+            problems.append(str(failed))
+    return problems, evidence
+
+
+@once(
+    "platform",
+    "cert-manager and Kamaji are ready (installed: their workloads; provided: their webhooks), and so is the "
+    "tenants' DataStore",
+    MANAGEMENT,
+)
+def platform(lab: Lab) -> str:
+    facts, management = lab.outputs.platform, lab.management
+    installed = (() if facts.is_provided("certManager") else CERT_MANAGER) + (
+        () if facts.is_provided("kamaji") else KAMAJI
+    )
+    parts: list[Callable[[], str]] = [lambda: workloads_ready(management, installed)] if installed else []
+    if facts.is_provided("certManager"):
+        parts.append(lambda: cert_manager_admits(management))
+    if facts.is_provided("kamaji"):
+        parts += [lambda hook=hook: webhook_served(management, *hook) for hook in KAMAJI_WEBHOOKS]
+    parts.append(lambda: datastore_ready(management, facts.data_store))
+    problems, evidence = collect(management, parts)
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    return ", ".join(evidence)
+
+
+@once("load-balancer", "MetalLB's controller and speaker are ready (skipped when the cluster provides one)", MANAGEMENT)
+def load_balancer(lab: Lab) -> str:
+    if lab.outputs.platform.is_provided("loadBalancer"):
+        raise CheckSkipped(
+            "loadBalancer is provided: the cluster's own LoadBalancer, not MetalLB, gives the tenant API servers "
+            "their addresses; pulumi up proved it hands them out (check-load-balancer.sh), and control-plane "
+            "checks each tenant's endpoint"
+        )
+    return workloads_ready(lab.management, METALLB)

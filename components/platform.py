@@ -184,13 +184,13 @@ class Platform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(after_metallb, pulumi.ResourceOptions(depends_on=[pool])),
         )
 
-    def _load_balancer_check(self, name: str, tenants: k8s.core.v1.Namespace) -> pulumi.Resource:
+    def _load_balancer_check(self, name: str, tenants: k8s.core.v1.Namespace) -> None:
         """Proves a provided LoadBalancer hands out addresses: a probe Service in the tenants namespace.
 
         It takes MetalLB's place for the tenants, which wait for every child of
         this component; without it a control plane would only time out.
         """
-        return script_command(
+        script_command(
             f"{name}-load-balancer-check",
             "check-load-balancer.sh",
             {**self._kubeconfig, "NAMESPACE": tenants.metadata.name},

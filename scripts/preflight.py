@@ -346,9 +346,10 @@ class Mode:
 
 
 def stack_mode(host: Host, stack: str) -> tuple[Mode, list[Finding]]:
-    """The mode of `stack` from `pulumi config --json`, which prints no secret's value without
-    --show-secrets, so it needs no passphrase for them (pulumi/pulumi
-    pkg/cmd/pulumi/config/config.go: configValueJSON, `value` omitted for secrets)."""
+    """The mode of `stack` from `pulumi config --json`: fully qualified keys, Pulumi.yaml defaults
+    applied, and no secret's value without --show-secrets, so no passphrase is needed for them
+    (pulumi/pulumi pkg/cmd/pulumi/config/config.go: listConfig, configValueJSON; read on master,
+    not at the pinned CLI's tag)."""
     if host.which("pulumi") is None:
         return Mode(), []  # reported as a missing tool
     status, answer = host.run(["pulumi", "config", "--json", "--stack", stack])

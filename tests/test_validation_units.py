@@ -2,9 +2,11 @@
 
 import pytest
 
+from validation.checks.hami import allocatable_mismatches, require_gpus
 from validation.checks.konnectivity import expect_output
 from validation.host import CommandResult
-from validation.results import CheckFailed, CheckResult, Status
+from validation.results import CheckFailed, CheckResult, CheckSkipped, Status
+from validation.stack_outputs import Tenant
 
 
 def test_a_json_result_has_exactly_the_documented_fields():
@@ -25,3 +27,24 @@ def test_unexpected_output_is_quoted_in_the_reason_and_cut_to_100_characters():
     with pytest.raises(CheckFailed) as failed:
         expect_output(CommandResult(("kubectl", "logs"), 0, printed + "\n", ""), "probe-line", "kubectl logs")
     assert str(failed.value) == f"kubectl logs printed {'x' * 100!r} instead of 'probe-line'"
+
+
+def test_a_node_without_status_lacks_every_expected_gpu_resource():
+    node = {"metadata": {"name": "w1"}}
+    assert allocatable_mismatches(node, {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 4096}) == [
+        "w1: nvidia.com/gpu is missing, expected 2",
+        "w1: nvidia.com/gpumem is missing, expected 4096",
+    ]
+    assert allocatable_mismatches({"metadata": {"name": "w1"}, "status": {}}, {"nvidia.com/gpu": 2}) == [
+        "w1: nvidia.com/gpu is missing, expected 2"
+    ]
+
+
+def test_gpu_checks_skip_a_tenant_without_gpus_and_say_why():
+    # validation/README.md: GPU checks are skipped for a tenant without mock GPUs.
+    cpu_only = Tenant(
+        "tenant-c", "https://172.18.255.3:6443", "v1.36.4", "tenant-c", "tenants_tenant_c", ("w1",), (), 0, ()
+    )
+    with pytest.raises(CheckSkipped) as skipped:
+        require_gpus(cpu_only)
+    assert str(skipped.value) == "the tenant has no mock GPUs"

@@ -2,11 +2,12 @@
 
 import pytest
 
+from validation.checks.gpu_scheduling import find_slice, quota_mismatches
 from validation.checks.hami import allocatable_mismatches, require_gpus
 from validation.checks.konnectivity import expect_output
 from validation.host import CommandResult
 from validation.results import CheckFailed, CheckResult, CheckSkipped, Status
-from validation.stack_outputs import Tenant
+from validation.stack_outputs import Quota, Tenant
 
 
 def test_a_json_result_has_exactly_the_documented_fields():
@@ -48,3 +49,22 @@ def test_gpu_checks_skip_a_tenant_without_gpus_and_say_why():
     with pytest.raises(CheckSkipped) as skipped:
         require_gpus(cpu_only)
     assert str(skipped.value) == "the tenant has no mock GPUs"
+
+
+def test_a_running_pod_hami_did_not_annotate_is_reported_as_unplaced():
+    pod = {"metadata": {"name": "slice"}, "status": {"phase": "Running"}}
+    with pytest.raises(CheckFailed) as failed:
+        find_slice(pod, 4096, 25)
+    # hami-scheduler records its placement in hami.io/vgpu-devices-allocated (Project-HAMi/HAMi
+    # pkg/device/nvidia/device.go@v2.10.0); without it, HAMi never placed the pod.
+    assert str(failed.value) == (
+        "pod slice runs, but hami.io/vgpu-devices-allocated is missing (hami-scheduler did not place the pod); "
+        "expected a 4096 MiB / 25% slice"
+    )
+
+
+def test_a_resource_quota_without_hard_limits_leaves_each_limit_not_set():
+    # ResourceQuota's spec and spec.hard are optional in the Kubernetes API (core/v1 ResourceQuotaSpec).
+    quota = Quota("team-a", {"nvidia.com/gpumem": 8192})
+    objects = [{"metadata": {"name": "empty"}, "spec": {}}, {"metadata": {"name": "bare"}}]
+    assert quota_mismatches(quota, objects) == ["namespace team-a: nvidia.com/gpumem is not set, expected 8192"]

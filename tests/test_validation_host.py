@@ -3,7 +3,7 @@
 import os
 import sys
 
-from validation.host import TIMED_OUT, SubprocessRunner, poll
+from validation.host import TIMED_OUT, CommandResult, SubprocessRunner, poll
 
 PY = sys.executable
 
@@ -33,8 +33,16 @@ def test_env_adds_to_the_callers_environment_instead_of_replacing_it():
     assert result.stdout == "x True\n"
 
 
+def test_a_failing_command_is_a_result_not_an_exception():
+    result = SubprocessRunner().run([PY, "-c", "raise SystemExit(3)"])
+    assert result.returncode == 3 and not result.ok
+
+
 def test_a_missing_program_and_a_hung_one_get_shell_exit_codes():
-    assert SubprocessRunner().run(["no-such-program-kamaji-hami-lab"]).returncode == 127
+    missing = SubprocessRunner().run(["no-such-program-kamaji-hami-lab"])
+    assert missing == CommandResult(
+        ("no-such-program-kamaji-hami-lab",), 127, "", "no-such-program-kamaji-hami-lab: command not found on PATH"
+    )
     hung = SubprocessRunner().run([PY, "-c", "import time; time.sleep(30)"], timeout=0.5)
     assert hung.returncode == TIMED_OUT and hung.timed_out
 

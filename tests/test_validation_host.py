@@ -24,7 +24,7 @@ class StepClock:
 def test_stdin_reaches_the_command_and_both_streams_come_back_as_text():
     script = "import sys; data = sys.stdin.read(); print(data.upper()); print('note', file=sys.stderr)"
     result = SubprocessRunner().run([PY, "-c", script], stdin="hello")
-    assert (result.returncode, result.stdout, result.stderr) == (0, "HELLO\n", "note\n")
+    assert result == CommandResult((PY, "-c", script), 0, "HELLO\n", "note\n")
 
 
 def test_env_adds_to_the_callers_environment_instead_of_replacing_it():
@@ -43,8 +43,9 @@ def test_a_missing_program_and_a_hung_one_get_shell_exit_codes():
     assert missing == CommandResult(
         ("no-such-program-kamaji-hami-lab",), 127, "", "no-such-program-kamaji-hami-lab: command not found on PATH"
     )
-    hung = SubprocessRunner().run([PY, "-c", "import time; time.sleep(30)"], timeout=0.5)
-    assert hung.returncode == TIMED_OUT and hung.timed_out
+    sleeper = (PY, "-c", "import time; time.sleep(30)")
+    hung = SubprocessRunner().run(sleeper, timeout=1)
+    assert hung == CommandResult(sleeper, TIMED_OUT, "", f"{PY} timed out after 1s") and hung.timed_out
 
 
 def test_a_wait_asks_again_at_least_every_3_seconds_and_not_after_its_timeout():

@@ -1,11 +1,14 @@
 """Small contracts of the validation suite's building blocks, checked directly."""
 
+import io
+
 import pytest
 
 from validation.checks.gpu_scheduling import find_slice, quota_mismatches
 from validation.checks.hami import allocatable_mismatches, require_gpus
 from validation.checks.konnectivity import expect_output
 from validation.host import CommandResult
+from validation.report import TextReport
 from validation.results import CheckFailed, CheckResult, CheckSkipped, Status
 from validation.stack_outputs import Quota, Tenant
 
@@ -68,3 +71,32 @@ def test_a_resource_quota_without_hard_limits_leaves_each_limit_not_set():
     quota = Quota("team-a", {"nvidia.com/gpumem": 8192})
     objects = [{"metadata": {"name": "empty"}, "spec": {}}, {"metadata": {"name": "bare"}}]
     assert quota_mismatches(quota, objects) == ["namespace team-a: nvidia.com/gpumem is not set, expected 8192"]
+
+
+class RecordingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed_at: list[int] = []
+
+    def flush(self) -> None:
+        self.flushed_at.append(len(self.getvalue()))
+
+
+def test_the_table_shows_evidence_for_a_pass_and_the_reason_otherwise_each_line_at_once():
+    stream = RecordingStream()
+    table = TextReport(stream, ["nodes", "webhook"], ["management", "tenant-a"])
+    table.line(CheckResult("nodes", "tenant-a", Status.PASS, evidence="w1 Ready", reason="unused"))
+    table.line(CheckResult("webhook", "tenant-a", Status.FAIL, evidence="unused", reason="not mutated"))
+    lines = stream.getvalue().splitlines()
+    assert [line.split()[-2:] for line in lines] == [["w1", "Ready"], ["not", "mutated"]]
+    # Flushed after every line, so progress shows while a long check runs (also when piped).
+    assert stream.flushed_at == [len(lines[0]) + 1, len(stream.getvalue())]
+
+
+def test_cleanup_warnings_come_before_the_summary_on_the_same_stream():
+    stream = io.StringIO()
+    table = TextReport(stream, ["nodes"], ["tenant-a"])
+    table.finish([CheckResult("nodes", "tenant-a", Status.PASS)], ["tenant-a: namespace v-1 was not deleted"])
+    warning, summary_line = stream.getvalue().splitlines()
+    assert warning.startswith("WARN") and warning.endswith("tenant-a: namespace v-1 was not deleted")
+    assert summary_line.startswith("OK")

@@ -4,6 +4,7 @@ import io
 
 import pytest
 
+from validation.checks.base import conclude
 from validation.checks.gpu_scheduling import find_slice, quota_mismatches
 from validation.checks.hami import allocatable_mismatches, require_gpus
 from validation.checks.konnectivity import expect_output
@@ -100,3 +101,13 @@ def test_cleanup_warnings_come_before_the_summary_on_the_same_stream():
     warning, summary_line = stream.getvalue().splitlines()
     assert warning.startswith("WARN") and warning.endswith("tenant-a: namespace v-1 was not deleted")
     assert summary_line.startswith("OK")
+
+
+def test_a_check_that_crashes_fails_alone_naming_the_error():
+    # A bug or an odd API answer in one check must not hide the other results.
+    def crash() -> str:
+        raise KeyError("status")
+
+    assert conclude("nodes", "tenant-a", crash) == CheckResult(
+        "nodes", "tenant-a", Status.FAIL, reason="unexpected KeyError: 'status'"
+    )

@@ -57,3 +57,12 @@ def test_a_broken_kubeconfig_fails_the_check_with_the_readers_words():
 def test_an_object_without_status_has_no_conditions():
     # A TenantControlPlane has no status until Kamaji first reconciles it.
     assert condition({"kind": "TenantControlPlane", "metadata": {"name": "tenant-a"}}, "Ready") == {}
+
+
+def test_output_that_is_not_json_names_the_command_a_user_can_rerun():
+    client, _ = kubectl("error: unknown resource\n")
+    with pytest.raises(CheckFailed) as failed:
+        client.get("nodes")
+    assert str(failed.value) == (
+        "`kubectl --kubeconfig kubeconfigs/tenant-a.kubeconfig get nodes -o json` did not print JSON"
+    )

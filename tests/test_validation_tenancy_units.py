@@ -1,0 +1,40 @@
+"""Pieces of the isolation check: addresses, the verdict on foreign credentials, the etcd schema."""
+
+from validation.checks.tenancy import credential_verdict, datastore_schema, host_port
+from validation.host import CommandResult
+from validation.stack_outputs import Tenant
+
+
+def tenant(name: str) -> Tenant:
+    return Tenant(name, "https://172.18.255.3:6443", "v1.36.4", name, f"tenants_{name}", ("w1",), (), 0, ())
+
+
+A, B = tenant("tenant-a"), tenant("tenant-b")
+
+
+def answer(stderr: str) -> CommandResult:
+    return CommandResult(("kubectl",), 1, "", stderr)
+
+
+def test_addresses_compare_by_lowercase_host_and_port_with_https_default():
+    # Host names are case-insensitive (RFC 4343); https means port 443 when none is given.
+    assert host_port("https://Tenant-A.Lab:6443") == ("tenant-a.lab", 6443)
+    assert host_port("tenant-a.lab") == ("tenant-a.lab", 443)
+    assert host_port("https://:6443") == ("", 6443)
+
+
+def test_a_403_without_a_user_name_still_says_the_credentials_were_authenticated():
+    refused, said = credential_verdict(A, B, answer("Error from server (Forbidden): forbidden\n"))
+    assert not refused
+    assert said.startswith("tenant-b authenticated tenant-a's credentials as some user (403 Forbidden")
+
+
+def test_an_error_that_is_no_401_is_not_counted_as_a_refusal():
+    refused, said = credential_verdict(A, B, answer("error: the server has asked for the client to retry\n"))
+    assert not refused and said.startswith("tenant-a's credentials against tenant-b:")
+
+
+def test_the_schema_comes_from_status_else_spec_else_none_is_known():
+    # A TenantControlPlane Kamaji has not reconciled yet has no status.
+    assert datastore_schema({"spec": {"dataStoreSchema": "tenants_a"}}) == "tenants_a"
+    assert datastore_schema({"spec": {}}) == ""

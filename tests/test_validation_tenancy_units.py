@@ -1,6 +1,12 @@
 """Pieces of the isolation check: addresses, the verdict on foreign credentials, the etcd schema."""
 
-from validation.checks.tenancy import credential_verdict, datastore_schema, host_port
+from validation.checks.tenancy import (
+    coredns_problems,
+    credential_verdict,
+    datastore_schema,
+    host_port,
+    pod_readiness_problem,
+)
 from validation.host import CommandResult
 from validation.stack_outputs import Tenant
 
@@ -38,3 +44,41 @@ def test_the_schema_comes_from_status_else_spec_else_none_is_known():
     # A TenantControlPlane Kamaji has not reconciled yet has no status.
     assert datastore_schema({"spec": {"dataStoreSchema": "tenants_a"}}) == "tenants_a"
     assert datastore_schema({"spec": {}}) == ""
+
+
+def coredns(ready: str, *containers: dict, conditions: tuple[dict, ...] = ()) -> dict:
+    return {
+        "metadata": {"name": "coredns-1"},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": ready}, *conditions],
+            "containerStatuses": list(containers),
+        },
+    }
+
+
+def test_each_unready_container_is_explained_with_its_restarts():
+    crashing = {
+        "name": "coredns",
+        "ready": False,
+        "restartCount": 7,
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s"}},
+    }
+    probing = {"name": "sidecar", "ready": False, "restartCount": 1, "state": {"running": {}}}
+    fine = {"name": "other", "ready": True, "restartCount": 0, "state": {"running": {}}}
+    assert pod_readiness_problem(coredns("False", crashing, probing, fine)) == (
+        "Running but not Ready (coredns CrashLoopBackOff: back-off 5m0s, 7 restarts; "
+        "sidecar running but not ready (readiness probe failing), 1 restart)"
+    )
+
+
+def test_a_pod_whose_containers_are_ready_but_the_pod_is_not_names_the_condition():
+    ready = {"name": "coredns", "ready": True, "restartCount": 0, "state": {"running": {}}}
+    unknown = coredns("Unknown", ready)
+    assert pod_readiness_problem(unknown) == "Running but not Ready (no Ready condition)"
+    unknown["status"]["conditions"][0].update(reason="NodeLost", message="node w1 is unreachable")
+    assert pod_readiness_problem(unknown) == "Running but not Ready (NodeLost: node w1 is unreachable)"
+
+
+def test_no_coredns_pods_at_all_is_a_problem_naming_where_they_were_looked_for():
+    assert coredns_problems([]) == ["no CoreDNS pods (k8s-app=kube-dns) in kube-system"]

@@ -102,3 +102,9 @@ def test_a_pending_pod_without_the_reason_lists_what_the_schedulers_did_say():
     with pytest.raises(CheckFailed) as silent:
         wait_for_refusal(StepClock(), kubectl(Cluster([pod("Pending")])), "ns", "p", TOO_BIG, 9)
     assert str(silent.value).endswith("scheduler messages: none")
+
+
+def test_a_pod_still_pending_at_the_timeout_says_so():
+    with pytest.raises(CheckFailed) as failed:
+        wait_until_running(StepClock(), kubectl(Cluster([pod("Pending")])), "ns", "p", 6)
+    assert str(failed.value) == "pod p is not Running after 6s: Pending"

@@ -5,14 +5,14 @@ import io
 import pytest
 
 from validation.checks.base import conclude
-from validation.checks.gpu_scheduling import find_slice, quota_mismatches
+from validation.checks.gpu_scheduling import find_slice, quota_mismatches, slice_mib
 from validation.checks.hami import allocatable_mismatches, require_gpus
 from validation.checks.konnectivity import expect_output
 from validation.checks.platform import platform_report
 from validation.host import CommandResult
 from validation.report import TextReport
 from validation.results import CheckFailed, CheckResult, CheckSkipped, Status
-from validation.stack_outputs import Quota, Tenant
+from validation.stack_outputs import Gpu, Quota, Tenant
 
 
 def test_a_json_result_has_exactly_the_documented_fields():
@@ -119,3 +119,9 @@ def test_a_datastore_kamaji_has_not_reconciled_yet_is_not_ready():
     fresh = {"kind": "DataStore", "metadata": {"name": "default"}}
     problems, _ = platform_report([], fresh)
     assert problems[-1] == "DataStore default is not ready (status.ready is not true)"
+
+
+def test_slices_shrink_to_fit_the_smallest_gpu_down_to_1_mib():
+    # memoryMiB accepts any positive size for a custom model; three slices of a 3 MiB GPU are 1 MiB each.
+    tiny = Tenant("t", "https://h:6443", "v1.36.4", "t", "tenants_t", ("w1",), (Gpu("tiny", 3, 1),), 3, ())
+    assert slice_mib(tiny, pods=3) == 1

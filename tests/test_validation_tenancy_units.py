@@ -1,10 +1,12 @@
 """Pieces of the isolation check: addresses, the verdict on foreign credentials, the etcd schema."""
 
 from validation.checks.tenancy import (
+    container_trouble,
     coredns_problems,
     credential_verdict,
     datastore_schema,
     host_port,
+    node_problems,
     pod_readiness_problem,
 )
 from validation.host import CommandResult
@@ -82,3 +84,16 @@ def test_a_pod_whose_containers_are_ready_but_the_pod_is_not_names_the_condition
 
 def test_no_coredns_pods_at_all_is_a_problem_naming_where_they_were_looked_for():
     assert coredns_problems([]) == ["no CoreDNS pods (k8s-app=kube-dns) in kube-system"]
+
+
+def test_a_node_kubelet_never_reported_on_has_no_ready_condition():
+    # A node object exists before its kubelet posts status (e.g. registered, then the kubelet died).
+    assert node_problems([{"metadata": {"name": "w1"}, "status": {}}], ("w1",)) == [
+        "node w1 NotReady (no Ready condition)"
+    ]
+
+
+def test_a_container_stuck_without_reason_is_named_by_its_state():
+    assert container_trouble({"name": "coredns", "restartCount": 0, "state": {"waiting": {}}}) == (
+        "coredns waiting, 0 restarts"
+    )

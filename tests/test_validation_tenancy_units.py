@@ -94,6 +94,5 @@ def test_a_node_kubelet_never_reported_on_has_no_ready_condition():
 
 
 def test_a_container_stuck_without_reason_is_named_by_its_state():
-    assert container_trouble({"name": "coredns", "restartCount": 0, "state": {"waiting": {}}}) == (
-        "coredns waiting, 0 restarts"
-    )
+    stopped = {"name": "coredns", "restartCount": 0, "state": {"terminated": {"exitCode": 1}}}
+    assert container_trouble(stopped) == "coredns terminated, 0 restarts"

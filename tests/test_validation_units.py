@@ -8,7 +8,7 @@ from validation.checks.base import conclude
 from validation.checks.gpu_scheduling import find_slice, quota_mismatches, slice_mib
 from validation.checks.hami import allocatable_mismatches, require_gpus
 from validation.checks.konnectivity import expect_output
-from validation.checks.platform import platform_report
+from validation.checks.platform import datastore_ready
 from validation.host import CommandResult
 from validation.report import TextReport
 from validation.results import CheckFailed, CheckResult, CheckSkipped, Status
@@ -117,8 +117,14 @@ def test_a_check_that_crashes_fails_alone_naming_the_error():
 def test_a_datastore_kamaji_has_not_reconciled_yet_is_not_ready():
     # A freshly created DataStore has no status until Kamaji's controller writes status.ready.
     fresh = {"kind": "DataStore", "metadata": {"name": "default"}}
-    problems, _ = platform_report([], fresh)
-    assert problems[-1] == "DataStore default is not ready (status.ready is not true)"
+
+    class Management:
+        def get(self, *_args):
+            return fresh
+
+    with pytest.raises(CheckFailed) as failed:
+        datastore_ready(Management(), "default")
+    assert str(failed.value) == "DataStore default is not ready (status.ready is not true)"
 
 
 def test_slices_shrink_to_fit_the_smallest_gpu_down_to_1_mib():

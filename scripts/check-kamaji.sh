@@ -33,10 +33,11 @@ webhook_served() {
 		missing="webhook $webhook of $kind $configuration, with its CA injected"
 		return 1
 	fi
-	# One line per endpoint: its conditions.ready (true, false, or empty when unknown).
+	# One line per endpoint: "endpoint:" and its conditions.ready. An unset ready means unknown, which
+	# consumers read as ready (kubernetes staging/src/k8s.io/api/discovery/v1/types.go, EndpointConditions).
 	ready=$(kube -n "$namespace" get endpointslices -l "kubernetes.io/service-name=$service" \
-		-o 'jsonpath={range .items[*].endpoints[*]}{.conditions.ready}{"\n"}{end}') || return 1
-	if ! grep -qx true <<<"$ready"; then
+		-o 'jsonpath={range .items[*].endpoints[*]}endpoint:{.conditions.ready}{"\n"}{end}') || return 1
+	if ! grep -qxE 'endpoint:(true)?' <<<"$ready"; then
 		missing="a ready endpoint of service $namespace/$service, which serves webhook $webhook"
 		return 1
 	fi

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from tests.test_scripts import MANAGEMENT_KUBECONFIG, fakes, reply  # noqa: F401 (fixture)
@@ -22,7 +23,10 @@ def check_kamaji(fakes, **env):
     return fakes.run("check-kamaji.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, DATASTORE="shared-etcd", **env)
 
 
-def kamaji_parts(fakes, crds=CRDS, ca="Q0E=", endpoints="false\ntrue\n", datastore=("shared-etcd|true",)):
+SERVING = "endpoint:false\nendpoint:true\n"  # one endpoint still starting, one ready
+
+
+def kamaji_parts(fakes, crds=CRDS, ca="Q0E=", endpoints=SERVING, datastore=("shared-etcd|true",)):
     fakes.on("kubectl", r"get crd tenantcontrolplanes\.kamaji\.clastix\.io datastores\.kamaji\.clastix\.io", crds)
     for kind, name, _ in (MUTATING, VALIDATING):
         fakes.on("kubectl", rf"get {kind} {name} --ignore-not-found", f"{SERVICE} {ca}")
@@ -72,11 +76,18 @@ def test_check_kamaji_waits_for_the_webhook_ca(fakes):
     assert no_ca.returncode != 0 and "mtenantcontrolplane.kb.io" in no_ca.stderr and "CA injected" in no_ca.stderr
 
 
-def test_check_kamaji_waits_for_a_ready_webhook_endpoint(fakes):
-    kamaji_parts(fakes, endpoints="false\n\n")
+@pytest.mark.parametrize("endpoints", ["", "endpoint:false\n"])
+def test_check_kamaji_waits_for_a_ready_webhook_endpoint(fakes, endpoints):
+    kamaji_parts(fakes, endpoints=endpoints)
     result = check_kamaji(fakes, WAIT_TIMEOUT="0")
     assert result.returncode != 0
     assert "ready endpoint of service kamaji-system/kamaji-webhook-service" in result.stderr
+
+
+def test_check_kamaji_reads_an_endpoint_of_unknown_readiness_as_ready(fakes):
+    # discovery/v1 EndpointConditions: a nil ready is unknown, which consumers interpret as ready.
+    kamaji_parts(fakes, endpoints="endpoint:false\nendpoint:\n")
+    assert check_kamaji(fakes).returncode == 0
 
 
 def test_check_kamaji_keeps_the_kubeconfig_private(fakes):

@@ -176,3 +176,16 @@ def test_a_malformed_platform_output_is_refused_naming_the_field(platform, words
     document = recorded("outputs.json") | {"platform": platform}
     with pytest.raises(OutputsError, match=words):
         parse_outputs(document)
+
+
+def test_a_provided_kamaji_endpoint_of_unknown_readiness_counts_as_ready(tmp_path):
+    # discovery/v1 EndpointConditions: a nil ready is unknown, which consumers interpret as ready.
+    lab = provided_lab()
+    slices = recorded("endpointslices-kamaji-webhook.json")
+    for endpoint in slices["items"][0]["endpoints"]:
+        endpoint["conditions"].pop("ready", None)
+    lab.on("management", r"^get endpointslices ", ok(slices))
+
+    code, report = validate(lab, "--only", "platform", outputs=provided_outputs(tmp_path))
+
+    assert code == 0, result(report, "platform", "management")

@@ -134,7 +134,8 @@ def webhook_served(management: Kubectl, kind: str, configuration: str, webhook: 
     namespace, name = service.get("namespace", ""), service.get("name", "")
     slices = management.get("endpointslices", "-n", namespace, "-l", f"kubernetes.io/service-name={name}")
     endpoints = [endpoint for item in slices.get("items") or [] for endpoint in item.get("endpoints") or []]
-    if not any((endpoint.get("conditions") or {}).get("ready") is True for endpoint in endpoints):
+    # An unset ready is unknown, which consumers read as ready (k8s.io/api discovery/v1 EndpointConditions).
+    if not any((endpoint.get("conditions") or {}).get("ready") is not False for endpoint in endpoints):
         raise CheckFailed(f"no ready endpoint of service {namespace}/{name}, which serves webhook {webhook}")
     return f"webhook {webhook} served"
 

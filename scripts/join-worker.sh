@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Joins a kindest/node worker container to its Kamaji tenant with kubeadm.
-# The tenant admin kubeconfig stays on the host: it mints a short-lived
-# bootstrap token, and only that token (plus the public CA hash) enters the
-# worker, through stdin inside a kubeadm JoinConfiguration, so it appears in no
-# command line (processes in the container are visible in the host's `ps`).
+# Joins a worker, a kindest/node container or a machine reached over SSH, to its
+# Kamaji tenant with kubeadm. The tenant admin kubeconfig stays on this host: it
+# mints a short-lived bootstrap token, and only that token (plus the public CA
+# hash) reaches the worker, through stdin inside a kubeadm JoinConfiguration, so
+# it appears in no command line (processes in a container are visible in the
+# host's `ps`; on a machine, to its other users).
 #
 # A node already joined to this tenant (same CA and API endpoint) is left alone.
 # Any other state (joined to a replaced control plane, or half-joined because an
 # earlier run was killed) is reset with `kubeadm reset` and joined again. That
 # clean-up happens at the start of every run, not in an exit trap: a killed run
-# never reaches its traps, and a killed `docker exec` does not stop kubeadm in
-# the node (moby/moby#9098).
+# never reaches its traps, and a killed `docker exec` (or ssh) does not stop
+# kubeadm in the node (moby/moby#9098).
 #
 # env:    KUBECONFIG_DATA  tenant admin kubeconfig
-#         NODE             worker container name = hostname = Kubernetes node name
-#         BOOT_TIMEOUT     optional, seconds to wait for systemd in the container (default 90)
+#         NODE             worker container or machine name = Kubernetes node name
+#         NODE_TRANSPORT   optional, docker (default) or ssh, with the SSH_* variables (scripts/lib.sh)
+#         BOOT_TIMEOUT     optional, seconds to wait for systemd in a container, or for a machine to answer (default 90)
 #         JOIN_ATTEMPTS    optional, kubeadm join attempts (default 3)
 # bound:  1000 s (BOOT_TIMEOUT 90 + JOIN_ATTEMPTS 3 x kubeadm's 5 min discovery timeout, kubeadm v1beta4 defaults)
 # stdout: one summary line, e.g. "tenant-a-w1 joined 172.18.255.200:6443"
@@ -32,49 +34,33 @@ attempt_seconds=240
 token_ttl_minutes=$(((join_attempts * (attempt_seconds + 30) + 59) / 60 + 1))
 join_config_path=/run/kamaji-hami-lab-join.yaml
 
-wait_for_systemd "$NODE" "${BOOT_TIMEOUT:-90}"
+wait_for_node "${BOOT_TIMEOUT:-90}"
 
 kubeconfig_file KUBECONFIG_DATA
 endpoint=$(kubeconfig_endpoint)
+ca_hash=$(tenant_ca_hash)
 
-# spki_sha256: the SHA-256 of a PEM certificate's public key (SPKI) on stdin,
-# which is how kubeadm pins discovery to a CA.
-spki_sha256() {
-	openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -r | cut -d' ' -f1
-}
-ca_data=$(kube config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')
-[[ -n $ca_data ]] || die "the tenant kubeconfig has no certificate-authority-data"
-ca_hash=sha256:$(base64 -d <<<"$ca_data" | spki_sha256)
-
-# The node's own kubelet.conf says which CA and API server it is bound to (it
-# holds no key: the client certificate is a file reference).
-node_binding=$(docker exec "$NODE" kubectl --kubeconfig=/etc/kubernetes/kubelet.conf config view --raw \
-	-o 'jsonpath={.clusters[0].cluster.server} {.clusters[0].cluster.certificate-authority-data}' 2>/dev/null) ||
-	node_binding=
-read -r node_server node_ca_data <<<"$node_binding" || true
-if [[ -n ${node_ca_data:-} ]]; then
-	node_endpoint=${node_server#*://}
-	node_endpoint=${node_endpoint%%/*}
-	node_ca_hash=sha256:$(base64 -d <<<"$node_ca_data" | spki_sha256) || node_ca_hash=unreadable
-	if [[ $node_endpoint == "$endpoint" && $node_ca_hash == "$ca_hash" ]]; then
+node_binding=$(node_binding)
+if [[ -n $node_binding ]]; then
+	if [[ $node_binding == "$endpoint $ca_hash" ]]; then
 		log "$NODE already joined this tenant ($endpoint, CA $ca_hash); nothing to do"
 		printf '%s already joined %s\n' "$NODE" "$endpoint"
 		exit 0
 	fi
-	log "$NODE is bound to $node_endpoint (CA $node_ca_hash), not to this tenant ($endpoint, CA $ca_hash); resetting it"
+	log "$NODE is bound to ${node_binding% *} (CA ${node_binding#* }), not to this tenant ($endpoint, CA $ca_hash); resetting it"
 fi
 
 # Whatever a killed earlier run left behind: a kubeadm still running in the
 # node, its join config with a token, a half-written /etc/kubernetes.
 reset_node() {
-	docker exec "$NODE" sh -c "pkill -x kubeadm; rm -f $join_config_path; kubeadm reset --force" >&2 ||
+	node_exec sh -c "pkill -x kubeadm; rm -f $join_config_path; kubeadm reset --force" >&2 ||
 		warn "kubeadm reset in $NODE failed"
 }
 reset_node
 
 # kube-proxy and the CNI need bridged traffic to pass iptables; the module
 # lives in the host kernel, so a failure here is only worth a warning.
-docker exec "$NODE" modprobe br_netfilter >&2 ||
+node_exec modprobe br_netfilter >&2 ||
 	warn "modprobe br_netfilter failed in $NODE; make sure the host has it loaded"
 
 # Bootstrap tokens are [a-z0-9]{6}.[a-z0-9]{16}; hex digits are a valid subset.
@@ -135,7 +121,7 @@ timeouts:
 CONFIG
 )
 
-# Runs inside the node, bounded there (a killed docker exec would not stop it).
+# Runs inside the node, bounded there (a killed docker exec or ssh would not stop it).
 # The config sits on tmpfs (/run) only while kubeadm runs; reset_node removes a
 # copy a killed run left.
 # shellcheck disable=SC2016 # expanded by the node's shell
@@ -152,7 +138,7 @@ exit "$status"'
 # access) after the control plane is Ready, so the first attempts may be refused.
 # Every failure is reset, so no attempt starts on a half-joined node.
 attempt=1
-until docker exec -i "$NODE" sh -c "$in_node_join" join "$join_config_path" "$attempt_seconds" \
+until node_exec -i sh -c "$in_node_join" join "$join_config_path" "$attempt_seconds" \
 	<<<"$join_configuration" >&2; do
 	warn "kubeadm join of $NODE failed (attempt $attempt/$join_attempts); resetting the node"
 	reset_node

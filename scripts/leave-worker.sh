@@ -6,13 +6,18 @@
 # deleted (it would die with the container anyway). A drain still blocked after
 # DRAIN_TIMEOUT is given up with a warning and the node removed all the same, so
 # neither an upgrade nor a destroy waits on a budget that never allows an eviction.
-# Best effort: when the tenant API is unreachable (e.g. its control plane is
-# already gone) it warns and succeeds, so `pulumi destroy` never hangs.
+# A machine (NODE_TRANSPORT=ssh) outlives its worker: it is then reset with
+# `kubeadm reset`, but only while it is still bound to this tenant, so a machine
+# that has meanwhile joined another tenant is left alone.
+# Best effort: when the tenant API or the machine is unreachable (e.g. the control
+# plane is already gone) it warns and succeeds, so `pulumi destroy` never hangs.
 #
 # env:    KUBECONFIG_DATA  tenant admin kubeconfig
-#         NODE             Kubernetes node name
+#         NODE             Kubernetes node name (container or machine name)
+#         NODE_TRANSPORT   optional, docker (default) or ssh, with the SSH_* variables (scripts/lib.sh)
 #         DRAIN_TIMEOUT    optional, seconds the drain may take (default 120)
-# bound:  180 s (DRAIN_TIMEOUT 120 + up to five 10 s requests around it + slack)
+#         RESET_TIMEOUT    optional, seconds `kubeadm reset` may take on a machine (default 60)
+# bound:  360 s (DRAIN_TIMEOUT 120 + up to five 10 s requests + RESET_TIMEOUT 60 + three ssh calls of at most 70 s + slack)
 # stdout: nothing
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -20,27 +25,65 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require_env KUBECONFIG_DATA NODE
 drain_timeout=${DRAIN_TIMEOUT:-120}
+reset_timeout=${RESET_TIMEOUT:-60}
 kubeconfig_file KUBECONFIG_DATA
 export KUBECTL_REQUEST_TIMEOUT=10s
 
-if ! found=$(kube get node "$NODE" --ignore-not-found -o name); then
-	warn "could not read node $NODE (tenant API unreachable or refused); continuing so destroy is not blocked"
-	exit 0
-fi
-if [[ -z $found ]]; then
-	log "node $NODE is already gone from its tenant; nothing to drain"
-	exit 0
-fi
+remove_node() {
+	local found
+	if ! found=$(kube get node "$NODE" --ignore-not-found -o name); then
+		warn "could not read node $NODE (tenant API unreachable or refused); continuing so destroy is not blocked"
+		return 0
+	fi
+	if [[ -z $found ]]; then
+		log "node $NODE is already gone from its tenant; nothing to drain"
+		return 0
+	fi
 
-log "draining node $NODE (at most ${drain_timeout}s)"
-if kube drain "$NODE" --ignore-daemonsets --delete-emptydir-data --force --timeout="${drain_timeout}s" >&2; then
-	log "node $NODE drained"
-else
-	warn "node $NODE did not drain within ${drain_timeout}s (a PodDisruptionBudget or a slow pod?); removing it anyway"
-fi
+	log "draining node $NODE (at most ${drain_timeout}s)"
+	if kube drain "$NODE" --ignore-daemonsets --delete-emptydir-data --force --timeout="${drain_timeout}s" >&2; then
+		log "node $NODE drained"
+	else
+		warn "node $NODE did not drain within ${drain_timeout}s (a PodDisruptionBudget or a slow pod?); removing it anyway"
+	fi
 
-if kube delete node "$NODE" --ignore-not-found --wait=false >&2; then
-	log "node $NODE removed from its tenant"
-else
-	warn "could not delete node $NODE (tenant API unreachable or refused); continuing so destroy is not blocked"
+	if kube delete node "$NODE" --ignore-not-found --wait=false >&2; then
+		log "node $NODE removed from its tenant"
+	else
+		warn "could not delete node $NODE (tenant API unreachable or refused); continuing so destroy is not blocked"
+	fi
+}
+
+# kubeadm reset leaves the CNI behind: flannel's config (its chart writes
+# 10-flannel.conflist) and interfaces would follow the machine into its next tenant.
+# shellcheck disable=SC2016 # expanded by the machine's shell
+in_machine_reset='
+timeout --kill-after=10s "$1" kubeadm reset --force || exit 1
+rm -f /etc/cni/net.d/10-flannel.conflist
+ip link delete flannel.1 2>/dev/null
+ip link delete cni0 2>/dev/null
+exit 0'
+
+reset_machine() {
+	local binding wanted
+	if ! node_exec true; then
+		warn "machine $NODE is unreachable over ssh; it keeps its kubelet configuration (run 'kubeadm reset' on it)"
+		return 0
+	fi
+	wanted="$(kubeconfig_endpoint) $(tenant_ca_hash)"
+	binding=$(node_binding)
+	if [[ $binding != "$wanted" ]]; then
+		log "machine $NODE is not bound to this tenant (${binding:-not joined}); leaving it as it is"
+		return 0
+	fi
+	if node_exec sh -c "$in_machine_reset" reset "$reset_timeout" >&2; then
+		log "machine $NODE reset (kubeadm reset, flannel's CNI config removed)"
+	else
+		warn "kubeadm reset on machine $NODE failed; run 'kubeadm reset' on it before it joins elsewhere"
+	fi
+}
+
+remove_node
+if [[ ${NODE_TRANSPORT:-docker} == ssh ]]; then
+	reset_machine
 fi

@@ -75,10 +75,18 @@ remove_on_exit() { _scratch_files+=("$1"); }
 # killed script (Pulumi kills on timeout) leaves no credential on disk.
 kubeconfig_file() {
 	local path
-	path=$(mktemp -p "${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}")
-	remove_on_exit "$path"
+	scratch_file path
 	printf '%s' "${!1}" >"$path"
 	export KUBECONFIG=$path
+}
+
+# scratch_file VAR: create a private file on the runtime tmpfs (if any), removed
+# on exit, and store its path in variable VAR.
+scratch_file() {
+	local made
+	made=$(mktemp -p "${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}")
+	remove_on_exit "$made"
+	printf -v "$1" '%s' "$made"
 }
 
 # kube ARGS...: kubectl with a per-request timeout, so a hung API server cannot
@@ -112,4 +120,105 @@ wait_for_systemd() {
 		die "container $container not found"
 	retry "$timeout" "$RETRY_INTERVAL" _systemd_reached_multi_user "$container" "$started_at" ||
 		die "container $container: systemd did not reach the multi-user target within ${timeout}s (see: docker logs $container)"
+}
+
+# --- Reaching a worker node: `docker exec` into a kindest/node container (the
+# default) or `ssh` to a machine, chosen by NODE_TRANSPORT. Over ssh:
+#   SSH_ADDRESS, SSH_PORT (22), SSH_USER (root; another user needs passwordless sudo),
+#   SSH_PRIVATE_KEY (key text, written only to a scratch file), SSH_HOST_KEY
+#   ("<type> <base64>" the machine must present; empty accepts any, with a warning).
+
+_ssh_options=()
+_ssh_setup() {
+	require_env SSH_ADDRESS SSH_PRIVATE_KEY NODE
+	local key known_hosts
+	scratch_file key
+	printf '%s\n' "$SSH_PRIVATE_KEY" >"$key"
+	scratch_file known_hosts
+	# Checked against the configured key under the node's name, whatever the address and port.
+	_ssh_options=(-i "$key" -o IdentitiesOnly=yes -o BatchMode=yes -o ConnectTimeout=10
+		-o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR
+		-o UserKnownHostsFile="$known_hosts" -o GlobalKnownHostsFile=/dev/null -o HostKeyAlias="$NODE"
+		-p "${SSH_PORT:-22}" -l "${SSH_USER:-root}")
+	if [[ -n ${SSH_HOST_KEY:-} ]]; then
+		printf '%s %s\n' "$NODE" "$SSH_HOST_KEY" >"$known_hosts"
+		_ssh_options+=(-o StrictHostKeyChecking=yes)
+	else
+		warn "no hostKey configured for $NODE: accepting whatever host key $SSH_ADDRESS presents"
+		_ssh_options+=(-o StrictHostKeyChecking=no)
+	fi
+}
+
+# _sh_quote ARG: ARG quoted for any POSIX shell (the remote login shell may be dash).
+_sh_quote() { printf "'%s' " "${1//\'/\'\\\'\'}"; }
+
+# node_exec [-i] CMD...: run CMD on the node as root; only with -i does it get stdin.
+node_exec() {
+	local stdin=false
+	if [[ $1 == -i ]]; then
+		stdin=true
+		shift
+	fi
+	if [[ ${NODE_TRANSPORT:-docker} == docker ]]; then
+		if $stdin; then docker exec -i "$NODE" "$@"; else docker exec "$NODE" "$@"; fi
+		return
+	fi
+	local remote="" arg
+	[[ ${SSH_USER:-root} == root ]] || remote="sudo -n "
+	for arg in "$@"; do remote+=$(_sh_quote "$arg"); done
+	# shellcheck disable=SC2029 # expanded here on purpose: every argument is quoted for the remote shell
+	if $stdin; then
+		ssh "${_ssh_options[@]}" "$SSH_ADDRESS" "$remote"
+	else
+		ssh -n "${_ssh_options[@]}" "$SSH_ADDRESS" "$remote"
+	fi
+}
+
+# Set up when sourced, in the script's own shell: a scratch file made in a $(...)
+# subshell would miss the exit hook that removes it.
+case ${NODE_TRANSPORT:-docker} in
+docker) ;;
+ssh) _ssh_setup ;;
+*) die "NODE_TRANSPORT must be docker or ssh, got '$NODE_TRANSPORT'" ;;
+esac
+
+_node_answers() { node_exec true 2>/dev/null; }
+
+# wait_for_node TIMEOUT: wait until the node can run commands: systemd up in a
+# container, or the machine answering over ssh.
+wait_for_node() {
+	if [[ ${NODE_TRANSPORT:-docker} == docker ]]; then
+		wait_for_systemd "$NODE" "$1"
+		return
+	fi
+	retry "$1" "$RETRY_INTERVAL" _node_answers ||
+		die "machine $NODE ($SSH_ADDRESS port ${SSH_PORT:-22}, user ${SSH_USER:-root}) did not answer over ssh within ${1}s: $(node_exec true 2>&1 | tail -n 1)"
+}
+
+# spki_sha256: the SHA-256 of a PEM certificate's public key (SPKI) on stdin,
+# which is how kubeadm pins discovery to a CA.
+spki_sha256() {
+	openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -r | cut -d' ' -f1
+}
+
+# tenant_ca_hash: "sha256:<hex>" of the CA in the current KUBECONFIG.
+tenant_ca_hash() {
+	local ca_data
+	ca_data=$(kube config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')
+	[[ -n $ca_data ]] || die "the tenant kubeconfig has no certificate-authority-data"
+	printf 'sha256:%s\n' "$(base64 -d <<<"$ca_data" | spki_sha256)"
+}
+
+# node_binding: "<host:port> sha256:<hex>" of the API server and CA the node's
+# kubelet is bound to, from its kubelet.conf (which holds no key: the client
+# certificate is a file reference); nothing when it has not joined anything.
+node_binding() {
+	local binding server ca_data
+	binding=$(node_exec kubectl --kubeconfig=/etc/kubernetes/kubelet.conf config view --raw \
+		-o 'jsonpath={.clusters[0].cluster.server} {.clusters[0].cluster.certificate-authority-data}' 2>/dev/null) ||
+		return 0
+	read -r server ca_data <<<"$binding" || true
+	[[ -n ${ca_data:-} ]] || return 0
+	server=${server#*://}
+	printf '%s %s\n' "${server%%/*}" "sha256:$(base64 -d <<<"$ca_data" | spki_sha256 || echo unreadable)"
 }

@@ -8,10 +8,11 @@
 # lets a kubelet patch its own Node and Node status). hami.io/node-handshake is
 # left to the HAMi scheduler. Re-running overwrites the installed files.
 #
-# env:    NODE               worker container name = Kubernetes node name
+# env:    NODE               worker container or machine name = Kubernetes node name
+#         NODE_TRANSPORT     optional, docker (default) or ssh, with the SSH_* variables (scripts/lib.sh)
 #         GPU_REGISTER_JSON  value for annotation hami.io/node-nvidia-register (JSON array)
 #         GPU_CAPACITY       value for status.capacity["nvidia.com/gpu"] (positive integer)
-#         BOOT_TIMEOUT       optional, seconds to wait for systemd in the container (default 90)
+#         BOOT_TIMEOUT       optional, seconds to wait for systemd in a container, or for a machine to answer (default 90)
 #         REGISTER_TIMEOUT   optional, seconds to wait for the first successful run (default 120)
 # stdout: nothing
 set -euo pipefail
@@ -26,14 +27,15 @@ register_timeout=${REGISTER_TIMEOUT:-120}
 unit=hami-mock-gpu-register
 config_dir=/etc/hami-mock-gpu
 
-wait_for_systemd "$NODE" "${BOOT_TIMEOUT:-90}"
-docker exec "$NODE" test -e /etc/kubernetes/kubelet.conf ||
+wait_for_node "${BOOT_TIMEOUT:-90}"
+node_exec test -e /etc/kubernetes/kubelet.conf ||
 	die "$NODE has not joined its tenant (no /etc/kubernetes/kubelet.conf); run join-worker.sh first"
 
 # write_node_file PATH MODE: write stdin to PATH in the worker, replacing it
 # atomically so a timer run never sees a half-written file.
 write_node_file() {
-	docker exec -i "$NODE" sh -c 'mkdir -p "$(dirname "$1")" && cat >"$1.new" && chmod "$2" "$1.new" && mv -f "$1.new" "$1"' \
+	# shellcheck disable=SC2016 # expanded by the node's shell
+	node_exec -i sh -c 'mkdir -p "$(dirname "$1")" && cat >"$1.new" && chmod "$2" "$1.new" && mv -f "$1.new" "$1"' \
 		write_node_file "$1" "$2"
 }
 
@@ -80,11 +82,11 @@ AccuracySec=1s
 WantedBy=timers.target
 UNIT
 
-docker exec "$NODE" systemctl daemon-reload >&2
-docker exec "$NODE" systemctl enable --now "$unit.timer" >&2
+node_exec systemctl daemon-reload >&2
+node_exec systemctl enable --now "$unit.timer" >&2
 
 # A oneshot unit's `systemctl start` returns only when the run has finished, with its result.
-first_run() { docker exec "$NODE" systemctl start "$unit.service" >&2; }
+first_run() { node_exec systemctl start "$unit.service" >&2; }
 retry "$register_timeout" "$RETRY_INTERVAL" first_run ||
-	die "mock GPU registration on $NODE did not succeed within ${register_timeout}s (see: docker exec $NODE journalctl -u $unit.service)"
+	die "mock GPU registration on $NODE did not succeed within ${register_timeout}s (see: journalctl -u $unit.service on $NODE)"
 log "$NODE advertises nvidia.com/gpu=$GPU_CAPACITY and its hami.io/node-nvidia-register annotation"

@@ -6,7 +6,8 @@ every file named in argv (scratch files are gone by the time tests look), the
 path, mode and content of the kubeconfig that $KUBECONFIG points at (if any),
 and the KIND_* and DOCKER_* variables the tool was given.
 
-The reply comes from the first rule in $FAKE_RULES (a JSON list) whose `tool`
+The reply comes from the first rule in $FAKE_RULES (a JSON list; or the file
+$FAKE_RULES_FILE, for tools run where the environment cannot reach) whose `tool`
 matches and whose regex `match` is found in the space-joined argv. A rule's
 `replies` ({"stdout", "stderr", "exit"}) are used in call order, the last one
 repeating. A call no rule models fails loudly (exit 97, naming the call), so a
@@ -51,7 +52,8 @@ def kubeconfig_seen() -> dict | None:
 def main() -> int:
     tool, argv = sys.argv[1], sys.argv[2:]
     stdin = "" if sys.stdin is None or sys.stdin.isatty() or not takes_stdin(tool, argv) else sys.stdin.read()
-    rules = json.loads(os.environ.get("FAKE_RULES", "[]"))
+    rules_file = os.environ.get("FAKE_RULES_FILE")
+    rules = json.loads(Path(rules_file).read_text() if rules_file else os.environ.get("FAKE_RULES", "[]"))
     log_path = os.environ["FAKE_LOG"]
 
     rule = matching_rule(rules, tool, argv)

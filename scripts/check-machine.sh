@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Checks that a machine can become a worker of its tenant, before kubeadm touches
+# it, and reports every problem at once, each line naming the machine. One probe
+# runs on the machine over ssh and prints what it finds as key=value lines; the
+# judgement happens here.
+#
+# env:    NODE                machine name = Kubernetes node name
+#         KUBERNETES_VERSION  the tenant's, e.g. v1.36.4: kubeadm and kubelet must run its minor, never newer
+#         ENDPOINT            the tenant API server as host:port, which the machine must reach
+#         REAL_GPUS           optional, true: the NVIDIA driver and container toolkit must work (default false)
+#         NODE_TRANSPORT      ssh, with the SSH_* variables (scripts/lib.sh)
+#         BOOT_TIMEOUT        optional, seconds to wait for the machine to answer (default 90)
+# bound:  200 s (BOOT_TIMEOUT 90 + one probe of at most 70 s: ssh's keepalive limit + slack)
+# stdout: one summary line, e.g. "gpu-1 can join v1.36.4 at 10.0.0.5:6443"
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+require_env NODE KUBERNETES_VERSION ENDPOINT
+real_gpus=${REAL_GPUS:-false}
+[[ $KUBERNETES_VERSION =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] || die "KUBERNETES_VERSION must be vX.Y.Z, got '$KUBERNETES_VERSION'"
+wanted_minor="${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
+wait_for_node "${BOOT_TIMEOUT:-90}"
+
+# Runs on the machine (any POSIX sh; the endpoint probe needs bash). The CNI
+# plugins are the ones flannel's chain calls (bridge via flannel, portmap) plus
+# what kubelet and host-local IPAM need.
+# shellcheck disable=SC2016 # expanded by the machine's shell
+probe='
+echo "kubeadm=$(kubeadm version -o short 2>/dev/null)"
+echo "kubelet=$(kubelet --version 2>/dev/null)"
+echo "kubectl=$(command -v kubectl)"
+echo "containerd=$(systemctl is-active containerd 2>/dev/null)"
+for plugin in bridge host-local portmap loopback; do
+	[ -x "/opt/cni/bin/$plugin" ] || echo "cni_missing=$plugin"
+done
+[ -f /sys/fs/cgroup/cgroup.controllers ] && echo cgroup=v2 || echo cgroup=v1
+echo "swap_devices=$(tail -n +2 /proc/swaps | wc -l)"
+if timeout 5 bash -c ": </dev/tcp/$1/$2" 2>/dev/null; then echo endpoint=reachable; else echo endpoint=unreachable; fi
+if [ "$3" = true ]; then
+	echo "gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU ")"
+	echo "container_toolkit=$(nvidia-ctk --version 2>/dev/null | head -n 1)"
+fi'
+
+facts=$(node_exec sh -c "$probe" probe "${ENDPOINT%:*}" "${ENDPOINT##*:}" "$real_gpus") ||
+	die "$NODE: the machine check could not run over ssh"
+
+# fact KEY: the value of KEY= in the probe's answer (the first one).
+fact() { sed -n "s/^$1=//p" <<<"$facts" | head -n 1; }
+
+# minor_of TEXT: "X.Y" of the first vX.Y.Z in TEXT, or nothing.
+minor_of() { grep -oE 'v[0-9]+\.[0-9]+\.[0-9]+' <<<"$1" | head -n 1 | sed -E 's/^v([0-9]+\.[0-9]+)\..*/\1/'; }
+
+# newer_than_tenant TEXT: is the first vX.Y.Z in TEXT newer than the tenant's version?
+newer_than_tenant() {
+	local found
+	found=$(grep -oE 'v[0-9]+\.[0-9]+\.[0-9]+' <<<"$1" | head -n 1)
+	[[ -n $found && $(printf '%s\n%s\n' "${found#v}" "${KUBERNETES_VERSION#v}" | sort -V | tail -n 1) != "${KUBERNETES_VERSION#v}" ]]
+}
+
+problems=()
+for tool in kubeadm kubelet; do
+	version=$(fact "$tool")
+	if [[ -z $version ]]; then
+		problems+=("$tool is not installed (install $tool $KUBERNETES_VERSION)")
+	elif [[ $(minor_of "$version") != "$wanted_minor" ]]; then
+		problems+=("$tool is ${version##* }, but the tenant runs $KUBERNETES_VERSION (install the v$wanted_minor release)")
+	elif newer_than_tenant "$version"; then
+		problems+=("$tool is ${version##* }, newer than the tenant's API server $KUBERNETES_VERSION")
+	fi
+done
+[[ -n $(fact kubectl) ]] || problems+=("kubectl is not installed (the join reads the kubelet's binding with it)")
+[[ $(fact containerd) == active ]] || problems+=("containerd is not running (systemctl is-active containerd: $(fact containerd))")
+missing=$(sed -n 's/^cni_missing=//p' <<<"$facts" | paste -sd' ' -)
+[[ -z $missing ]] || problems+=("CNI plugins missing from /opt/cni/bin: $missing (install the containernetworking plugins)")
+[[ $(fact cgroup) == v2 ]] || problems+=("runs cgroup v1; boot it with cgroup v2 (systemd.unified_cgroup_hierarchy=1)")
+[[ $(fact swap_devices) == 0 ]] || problems+=("swap is on (kubelet refuses to start); run swapoff -a and remove it from /etc/fstab")
+[[ $(fact endpoint) == reachable ]] || problems+=("cannot reach the tenant API server at $ENDPOINT")
+if [[ $real_gpus == true ]]; then
+	[[ $(fact gpus) =~ ^[1-9] ]] || problems+=("nvidia-smi lists no GPU (is the NVIDIA driver installed and loaded?)")
+	[[ -n $(fact container_toolkit) ]] || problems+=("the NVIDIA container toolkit is not installed (nvidia-ctk not found)")
+fi
+
+if ((${#problems[@]})); then
+	for problem in "${problems[@]}"; do log "$NODE: $problem"; done
+	die "$NODE cannot join its tenant: ${#problems[@]} problem(s) above"
+fi
+log "$NODE can join: kubeadm and kubelet on v$wanted_minor, containerd, CNI plugins, cgroup v2, no swap, $ENDPOINT reachable"
+printf '%s can join %s at %s\n' "$NODE" "$KUBERNETES_VERSION" "$ENDPOINT"

@@ -1,0 +1,252 @@
+"""The worker scripts against a real OpenSSH server on loopback playing a machine (tests/sshd.py).
+
+Joining, re-running, moving between tenants, leaving and the machine check, as
+pulumi-command runs them for a machine worker: the same scripts as for containers,
+with NODE_TRANSPORT=ssh. What the machine runs is recorded by fake tools there.
+"""
+
+# The fixture `tenant_ca` is imported from test_scripts, so test arguments "redefine" it.
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sshd import machine_fakes
+from tests.test_join_worker import other_tenant_ca  # noqa: F401 (fixture)
+from tests.test_scripts import ENDPOINT, TENANT_KUBECONFIG, b64, reply, tenant_api, tenant_ca  # noqa: F401
+
+NODE = "m1"
+JOIN = r"(?s)^-c .*kubeadm join"
+RESET_BEFORE_JOIN = r"^-c pkill -x kubeadm"
+BINDING = r"^--kubeconfig=/etc/kubernetes/kubelet.conf config view"
+
+
+@pytest.fixture
+def machine(tmp_path):
+    fakes = machine_fakes(tmp_path, ("sh", "kubectl", "modprobe", "systemctl"))
+    yield fakes
+    fakes.stop()
+
+
+@pytest.fixture
+def probed(tmp_path):
+    """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
+    fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "nvidia-smi", "nvidia-ctk"))
+    yield fakes
+    fakes.stop()
+
+
+def bound_to(machine, server: str, ca_pem: str):
+    return machine.on("machine-kubectl", BINDING, f"{server} {b64(ca_pem)}")
+
+
+def joinable(machine, ca_pem: str):
+    tenant_api(machine, ca_pem)
+    machine.on("kubectl", r"create -f -", "secret/bootstrap-token created\n")
+    machine.on("kubectl", r"delete secret", "")
+    machine.on("machine-sh", RESET_BEFORE_JOIN, "").on("machine-modprobe", "br_netfilter", "")
+    return machine.on("machine-sh", JOIN, "")
+
+
+def join(machine, **env):
+    return machine.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, **machine.transport(**env))
+
+
+def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{NODE} joined {ENDPOINT}\n"
+    (joined,) = machine.calls("machine-sh", JOIN)
+    token = next(line.split('"')[1] for line in joined["stdin"].splitlines() if "token:" in line)
+    assert "JoinConfiguration" in joined["stdin"] and f'name: "{NODE}"' in joined["stdin"]
+    remote_argv = " ".join(" ".join(call["argv"]) for call in machine.calls())
+    assert token not in remote_argv and token not in machine.ssh_argv.read_text()
+    assert token not in result.stderr
+    assert "ADMIN-CLIENT-KEY" not in joined["stdin"] + remote_argv, "admin credentials stay on the host"
+    assert list(machine.runtime.iterdir()) == [], "the private key and kubeconfig are gone"
+    assert machine.private_key not in machine.ssh_argv.read_text()
+
+
+def test_re_running_the_join_leaves_a_machine_of_this_tenant_alone(machine, tenant_ca):
+    joinable(machine, tenant_ca)
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{NODE} already joined {ENDPOINT}\n"
+    assert machine.calls("machine-sh") == [] and machine.calls("kubectl", "create") == []
+
+
+def test_a_machine_of_another_tenant_is_reset_before_it_joins(machine, tenant_ca, other_tenant_ca):
+    joinable(machine, tenant_ca)
+    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert "not to this tenant" in result.stderr
+    order = [" ".join(call["argv"]) for call in machine.calls("machine-sh")]
+    assert order[0].startswith("-c pkill -x kubeadm") and "kubeadm reset --force" in order[0]
+    assert "kubeadm join" in order[-1]
+
+
+def test_a_wrong_host_key_stops_the_join_before_anything_runs_on_the_machine(machine, tenant_ca):
+    joinable(machine, tenant_ca)
+    other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherHostKeyOtherHostKeyOtherHostKey0000"
+
+    result = join(machine, SSH_HOST_KEY=other, BOOT_TIMEOUT="1")
+
+    assert result.returncode != 0
+    assert "did not answer over ssh" in result.stderr and "127.0.0.1" in result.stderr
+    assert machine.calls("machine-sh") == [] and machine.calls("kubectl", "create") == []
+
+
+def test_without_a_host_key_the_join_warns_that_any_key_is_accepted(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine, SSH_HOST_KEY="")
+
+    assert result.returncode == 0, result.stderr
+    assert "no hostKey configured for m1" in result.stderr
+
+
+def leave(machine, **env):
+    machine.on("kubectl", r"get node m1", "node/m1\n").on("kubectl", r"drain m1", "").on("kubectl", r"delete node", "")
+    return machine.run("leave-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, **machine.transport(**env))
+
+
+def test_leaving_resets_a_machine_still_bound_to_this_tenant(machine, tenant_ca):
+    tenant_api(machine, tenant_ca)
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca).on("machine-sh", r"kubeadm reset", "")
+
+    result = leave(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert machine.calls("kubectl", "delete node m1")
+    (reset,) = machine.calls("machine-sh")
+    assert "kubeadm reset --force" in reset["argv"][1] and "10-flannel.conflist" in reset["argv"][1]
+
+
+def test_leaving_does_not_reset_a_machine_that_already_joined_another_tenant(machine, tenant_ca, other_tenant_ca):
+    tenant_api(machine, tenant_ca)
+    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+
+    result = leave(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert machine.calls("machine-sh") == []
+    assert "not bound to this tenant (10.0.0.9:6443" in result.stderr
+
+
+def test_leaving_an_unreachable_machine_warns_and_lets_destroy_go_on(machine, tenant_ca):
+    tenant_api(machine, tenant_ca)
+    machine.stop()
+
+    result = leave(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert "machine m1 is unreachable over ssh" in result.stderr
+
+
+def test_unregistering_mock_gpus_removes_the_timer_and_its_files(machine):
+    machine.on("machine-sh", r"systemctl disable", "")
+
+    result = machine.run("unregister-gpus.sh", NODE=NODE, **machine.transport())
+
+    assert result.returncode == 0, result.stderr
+    (call,) = machine.calls("machine-sh")
+    assert call["argv"][3] == "hami-mock-gpu-register"
+    assert "/etc/systemd/system/hami-mock-gpu-register.timer" in call["argv"][4:]
+
+
+def test_registering_gpus_on_a_machine_that_never_joined_says_so(machine):
+    # The machine's real filesystem has no kubelet.conf.
+    result = machine.run("register-gpus.sh", NODE=NODE, GPU_REGISTER_JSON="[]", GPU_CAPACITY="10",
+                         **machine.transport())
+
+    assert result.returncode == 1
+    assert "m1 has not joined its tenant" in result.stderr
+
+
+def check(machine, endpoint: str, **env):
+    return machine.run("check-machine.sh", NODE=NODE, KUBERNETES_VERSION="v1.36.4", ENDPOINT=endpoint,
+                       **machine.transport(**env))
+
+
+def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(probed):
+    probed.on("machine-kubeadm", "version", "v1.35.2\n").on("machine-kubelet", "--version", "Kubernetes v1.36.9\n")
+    probed.on("machine-systemctl", "is-active containerd", reply("inactive\n", exit=3))
+    probed.on("machine-nvidia-smi", "-L", "No devices were found\n")
+    closed_port = probed.port + 1 if probed.port < 65535 else probed.port - 1
+
+    result = check(probed, f"127.0.0.1:{closed_port}", REAL_GPUS="true")
+
+    assert result.returncode == 1 and result.stdout == ""
+    problems = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if "] m1: " in line]
+    expected = [
+        "kubeadm is v1.35.2, but the tenant runs v1.36.4",
+        "kubelet is v1.36.9, newer than the tenant's API server v1.36.4",
+        "containerd is not running",
+        f"cannot reach the tenant API server at 127.0.0.1:{closed_port}",
+        "nvidia-smi lists no GPU",
+        "the NVIDIA container toolkit is not installed",
+    ]
+    assert all(any(problem.startswith(f"m1: {want}") for problem in problems) for want in expected), problems
+    assert "m1 cannot join its tenant" in result.stderr
+
+
+def test_the_machine_check_finds_what_a_ready_machine_has(probed):
+    probed.on("machine-kubeadm", "version", "v1.36.4\n").on("machine-kubelet", "--version", "Kubernetes v1.36.1\n")
+    probed.on("machine-systemctl", "is-active containerd", "active\n")
+    probed.on("machine-nvidia-smi", "-L", "GPU 0: NVIDIA L4 (UUID: GPU-1)\n")
+    probed.on("machine-nvidia-ctk", "--version", "NVIDIA Container Toolkit CLI version 1.18.0\n")
+
+    result = check(probed, f"127.0.0.1:{probed.port}", REAL_GPUS="true")
+
+    # The test host's own CNI plugins, cgroups and swap are what they are; the rest is the fakes'.
+    host_facts = ("CNI plugins", "cgroup v1", "swap is on")
+    problems = [line for line in result.stderr.splitlines()
+                if "] m1: " in line and not any(fact in line for fact in host_facts)]
+    assert problems == []
+    if result.returncode == 0:
+        assert result.stdout == f"m1 can join v1.36.4 at 127.0.0.1:{probed.port}\n"
+
+
+FACTS_OF_A_READY_MACHINE = """kubeadm=v1.36.4
+kubelet=Kubernetes v1.36.4
+kubectl=/usr/bin/kubectl
+containerd=active
+cgroup=v2
+swap_devices=0
+endpoint=reachable
+"""
+
+
+@pytest.mark.parametrize(
+    ("facts", "problem"),
+    [
+        (FACTS_OF_A_READY_MACHINE, None),
+        (FACTS_OF_A_READY_MACHINE + "cni_missing=bridge\ncni_missing=portmap\n",
+         "CNI plugins missing from /opt/cni/bin: bridge portmap"),
+        (FACTS_OF_A_READY_MACHINE.replace("cgroup=v2", "cgroup=v1"), "runs cgroup v1"),
+        (FACTS_OF_A_READY_MACHINE.replace("swap_devices=0", "swap_devices=1"), "swap is on"),
+        (FACTS_OF_A_READY_MACHINE.replace("kubeadm=v1.36.4", "kubeadm="), "kubeadm is not installed"),
+        (FACTS_OF_A_READY_MACHINE.replace("kubectl=/usr/bin/kubectl", "kubectl="), "kubectl is not installed"),
+    ],
+    ids=["ready", "cni", "cgroup-v1", "swap", "no-kubeadm", "no-kubectl"],
+)
+def test_the_machine_check_judges_each_fact_the_probe_reports(machine, facts, problem):
+    machine.on("machine-sh", r"(?s)^-c .*kubeadm version", facts)
+
+    result = check(machine, "10.0.0.1:6443")
+
+    if problem is None:
+        assert (result.returncode, result.stdout) == (0, "m1 can join v1.36.4 at 10.0.0.1:6443\n"), result.stderr
+    else:
+        assert result.returncode == 1
+        assert f"m1: {problem}" in result.stderr

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from components.addresses import AddressRange
 from components.gpus import GpuSpec
@@ -20,6 +20,21 @@ class GpuQuota:
     gpumem_mib: int | None
     gpucores: int | None
     gpus: int | None
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A worker that is a real machine, reached over SSH; its name is its Kubernetes node name."""
+
+    name: str
+    address: str
+    port: int
+    user: str
+    """root, or a user with passwordless sudo."""
+    private_key: str = field(repr=False)
+    """SSH private key text from secret config; components keep it a Pulumi secret."""
+    host_key: str
+    """'<type> <base64>' the machine must present; empty accepts any (and the scripts warn)."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +52,11 @@ class TenantSettings:
     kubernetes_version: str
     """Its control plane, kubelets, kube-proxy and HAMi's kube-scheduler all run this."""
     node_image: str
-    """kindest/node image of its workers; its tag is `kubernetes_version`."""
+    """kindest/node image of its container workers; its tag is `kubernetes_version`."""
+    machines: tuple[Machine, ...] = ()
+    """Non-empty: its workers are these machines instead of `workers` containers."""
+    real_gpus: bool = False
+    """HAMi's NVIDIA device plugin finds the machines' own GPUs; False: mock GPUs from `gpus`."""
 
     @property
     def data_store_schema(self) -> str:

@@ -9,8 +9,10 @@ import pulumi_kubernetes as k8s
 
 from components.commands import script_command
 from components.docker_host import DockerHost
+from components.flannel import Flannel, FlannelArgs
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
 from components.kube_proxy import KubeProxy, KubeProxyArgs
+from components.machine_worker import MachineWorker, MachineWorkerArgs
 from components.settings import GpuQuota, LabSettings, TenantSettings
 from components.tenant_control_plane import TenantControlPlane, TenantControlPlaneArgs
 from components.worker_node import WorkerNode, WorkerNodeArgs
@@ -27,12 +29,12 @@ class TenantArgs:
     tenants_namespace: pulumi.Input[str]
     platform: pulumi.Resource
     """Tenants are created only once Kamaji and MetalLB are ready (and destroyed before them)."""
-    docker: DockerHost
-    """Where its kindest/node workers run."""
+    docker: DockerHost | None
+    """Where container workers run; None when no tenant has any."""
 
 
 class Tenant(pulumi.ComponentResource):
-    """A tenant cluster with a Kamaji control plane, kindest/node workers and HAMi.
+    """A tenant cluster with a Kamaji control plane, workers (kindest/node containers or machines) and HAMi.
 
     Outputs: `kubeconfig` (secret) and `facts`, the non-secret description users
     and the validation suite read from the stack outputs. GPU workloads added to
@@ -62,22 +64,6 @@ class Tenant(pulumi.ComponentResource):
         )
         self.kubeconfig = control_plane.kubeconfig
 
-        docker_host = args.docker
-        if tenant.node_image != lab.node_image:
-            docker_host = args.docker.with_node_image(name, tenant.node_image, self, control_plane.version_checked)
-
-        # kindnet, the CNI kindest/node is built for; its manifest ships in the node image.
-        network = script_command(
-            f"{name}-cni",
-            "install-cni.sh",
-            {
-                "KUBECONFIG_DATA": control_plane.kubeconfig,
-                "POD_CIDR": tenant.pod_cidr,
-                "NODE_IMAGE": tenant.node_image,
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[docker_host.node_image]),
-        )
-
         kube_proxy = KubeProxy(
             f"{name}",
             KubeProxyArgs(
@@ -91,27 +77,11 @@ class Tenant(pulumi.ComponentResource):
 
         # One after another, each once the control plane runs the tenant's version: an
         # upgrade drains and replaces a single worker at a time.
-        node_names = [lab.worker_name(tenant, index) for index in range(1, tenant.workers + 1)]
-        workers: list[WorkerNode] = []
-        for node_name in node_names:
-            workers.append(
-                WorkerNode(
-                    node_name,
-                    WorkerNodeArgs(
-                        node_name=node_name,
-                        tenant=tenant.name,
-                        cluster_name=lab.management_cluster_name,
-                        docker=docker_host,
-                        platform=args.platform,
-                        control_plane_ready=control_plane.ready,
-                        previous_worker=workers[-1].done if workers else None,
-                        tenant_kubeconfig=control_plane.kubeconfig,
-                        gpus=tenant.gpus,
-                        gpu_slots=tenant.gpu_slots,
-                    ),
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-            )
+        if tenant.machines:
+            network, workers = self._machines(name, args, control_plane)
+        else:
+            network, workers = self._containers(name, args, control_plane)
+        node_names = list(workers)
 
         gpu_sharing = GpuSharing(
             f"{name}",
@@ -122,8 +92,8 @@ class Tenant(pulumi.ComponentResource):
                 provider=control_plane.provider,
                 kubeconfig=control_plane.kubeconfig,
                 node_names=node_names,
-                nodes_ready=[network, kube_proxy, *(worker.joined for worker in workers)],
-                gpus_registered=[worker.gpus_registered for worker in workers if worker.gpus_registered],
+                nodes_ready=[network, kube_proxy, *(worker.joined for worker in workers.values())],
+                gpus_registered=[worker.gpus_registered for worker in workers.values() if worker.gpus_registered],
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -140,12 +110,89 @@ class Tenant(pulumi.ComponentResource):
                 for gpu in tenant.gpus
             ],
             "gpuSlots": tenant.gpu_slots,
+            "gpuDevices": "real" if tenant.real_gpus else "mock",
             "quotas": [quota_facts(quota) for quota in tenant.quotas],
         }
 
         self.register_outputs({"kubeconfig": self.kubeconfig, "facts": self.facts})
 
+    def _containers(
+        self, name: str, args: TenantArgs, control_plane: TenantControlPlane
+    ) -> tuple[pulumi.Resource, dict[str, WorkerNode]]:
+        """kindest/node containers on the lab's Docker host, with kindnet from their image."""
+        tenant, lab = args.tenant, args.lab
+        if args.docker is None:
+            raise ValueError(f"tenant {tenant.name} has container workers but the lab has no Docker host")
+        docker_host = args.docker
+        if tenant.node_image != lab.node_image:
+            docker_host = args.docker.with_node_image(name, tenant.node_image, self, control_plane.version_checked)
+
+        # kindnet, the CNI kindest/node is built for; its manifest ships in the node image.
+        network = script_command(
+            f"{name}-cni",
+            "install-cni.sh",
+            {
+                "KUBECONFIG_DATA": control_plane.kubeconfig,
+                "POD_CIDR": tenant.pod_cidr,
+                "NODE_IMAGE": tenant.node_image,
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[docker_host.node_image]),
+        )
+        workers: dict[str, WorkerNode] = {}
+        for node_name in (lab.worker_name(tenant, index) for index in range(1, tenant.workers + 1)):
+            workers[node_name] = WorkerNode(
+                node_name,
+                WorkerNodeArgs(
+                    node_name=node_name,
+                    tenant=tenant.name,
+                    cluster_name=lab.management_cluster_name,
+                    docker=docker_host,
+                    platform=args.platform,
+                    control_plane_ready=control_plane.ready,
+                    previous_worker=_last_done(workers),
+                    tenant_kubeconfig=control_plane.kubeconfig,
+                    gpus=tenant.gpus,
+                    gpu_slots=tenant.gpu_slots,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        return network, workers
+
+    def _machines(
+        self, name: str, args: TenantArgs, control_plane: TenantControlPlane
+    ) -> tuple[pulumi.Resource, dict[str, MachineWorker]]:
+        """Machines joined over SSH, with a CNI installed from the cluster side (no Docker needed)."""
+        tenant = args.tenant
+        network = Flannel(
+            f"{name}",
+            FlannelArgs(provider=control_plane.provider, pod_cidr=tenant.pod_cidr),
+            opts=pulumi.ResourceOptions(parent=self),
+        ).ready
+        workers: dict[str, MachineWorker] = {}
+        for machine in tenant.machines:
+            workers[machine.name] = MachineWorker(
+                machine.name,
+                MachineWorkerArgs(
+                    machine=machine,
+                    kubernetes_version=tenant.kubernetes_version,
+                    endpoint=control_plane.endpoint,
+                    control_plane_ready=control_plane.ready,
+                    previous_worker=_last_done(workers),
+                    tenant_kubeconfig=control_plane.kubeconfig,
+                    gpus=tenant.gpus,
+                    gpu_slots=tenant.gpu_slots,
+                    real_gpus=tenant.real_gpus,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        return network, workers
+
 
 def quota_facts(quota: GpuQuota) -> dict[str, str | int]:
     limits = {"gpumemMiB": quota.gpumem_mib, "gpucores": quota.gpucores, "gpus": quota.gpus}
     return {"namespace": quota.namespace, **{key: value for key, value in limits.items() if value is not None}}
+
+
+def _last_done(workers: dict[str, WorkerNode] | dict[str, MachineWorker]) -> pulumi.Resource | None:
+    """The previous worker's last step, which the next worker waits for."""
+    return list(workers.values())[-1].done if workers else None

@@ -121,8 +121,20 @@ def wait_for(kubernetes_version: str) -> str:
     return json.dumps([f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}", f"jsonpath={READY_STATUS_PATH}=Ready"])
 
 
+# Container workers share one host's swap and disk, which their kubelets must not act on; a
+# machine's kubelet keeps its defaults (no swap, which check-machine.sh verifies, and disk eviction).
+SHARED_HOST_KUBELET_PATCHES = [
+    # Workers share the host's swap; kind runs its kubelets the same way.
+    {"op": "add", "path": "/failSwapOn", "value": False},
+    # The kubelet sees the host's disk: without these a fairly full host disk
+    # puts every worker under DiskPressure and evicts its pods (kind does the same).
+    {"op": "add", "path": "/imageGCHighThresholdPercent", "value": 100},
+    {"op": "add", "path": "/evictionHard", "value": DISK_EVICTION_OFF},
+]
+
+
 def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
-    """The TenantControlPlane spec for a tenant whose workers are kindest/node containers."""
+    """The TenantControlPlane spec of a tenant, for its container or machine workers."""
     # Named only when it is not Kamaji's default: a provided Kamaji's default need not be the configured one.
     data_store = {"dataStore": tenant.data_store} if tenant.data_store else {}
     return {
@@ -141,14 +153,10 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
                 # "add" also replaces, and works whether or not the key is present in
                 # Kamaji's generated KubeletConfiguration; "replace" fails on absent keys.
                 "configurationJSONPatches": [
-                    # kindest/node's containerd uses the systemd cgroup driver.
+                    # kindest/node's containerd uses the systemd cgroup driver, as a machine's
+                    # containerd should (kubeadm's default on cgroup v2 hosts).
                     {"op": "add", "path": "/cgroupDriver", "value": "systemd"},
-                    # Workers share the host's swap; kind runs its kubelets the same way.
-                    {"op": "add", "path": "/failSwapOn", "value": False},
-                    # The kubelet sees the host's disk: without these a fairly full host disk
-                    # puts every worker under DiskPressure and evicts its pods (kind does the same).
-                    {"op": "add", "path": "/imageGCHighThresholdPercent", "value": 100},
-                    {"op": "add", "path": "/evictionHard", "value": DISK_EVICTION_OFF},
+                    *([] if tenant.machines else SHARED_HOST_KUBELET_PATCHES),
                 ],
             },
         },

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from components.commands import script_command
 from components.docker_host import DockerHost
-from components.gpus import GpuSpec, node_gpu_count, register_annotation
-from components.tenant_control_plane import kubeconfig_ca_fingerprint
+from components.gpus import GpuSpec
+from components.node_join import join_node
 
 LABEL_PREFIX = "kamaji-hami-lab.io"
 
@@ -91,47 +90,16 @@ class WorkerNode(pulumi.ComponentResource):
             ),
         )
 
-        # Re-runs when the container is replaced or the tenant gets a new CA (a
-        # replaced control plane); the script resets a node bound to another CA or
-        # endpoint and leaves one joined to this tenant alone. On destroy or before a
-        # replacement the node is drained and its object leaves the tenant.
-        tenant_ca = pulumi.Output.unsecret(
-            pulumi.Output.from_input(args.tenant_kubeconfig).apply(kubeconfig_ca_fingerprint)
+        steps = join_node(
+            name,
+            args.node_name,
+            {},  # docker exec, the scripts' default transport
+            args.tenant_kubeconfig,
+            args.gpus,
+            args.gpu_slots,
+            node_identity=[container.id],
+            parent=self,
         )
-        self.joined = script_command(
-            f"{name}-join",
-            "join-worker.sh",
-            {"KUBECONFIG_DATA": args.tenant_kubeconfig, "NODE": args.node_name},
-            delete="leave-worker.sh",
-            secret_output=True,
-            triggers=[container.id, tenant_ca],
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                # The node keeps its name: the old node object must leave before the new one joins.
-                delete_before_replace=True,
-                # Above the script's own bound: boot wait (90 s) plus the bootstrap token's
-                # lifetime, which covers the three bounded kubeadm attempts (15 min); the
-                # drain is bounded by its own timeout (leave-worker.sh).
-                custom_timeouts=pulumi.CustomTimeouts(create="20m", delete="5m"),
-            ),
-        )
-
-        self.gpus_registered = None
-        if args.gpus:
-            # Uses the node's own kubelet credentials inside the container and keeps
-            # re-applying, because kubelet resets the GPU capacity when it restarts.
-            self.gpus_registered = script_command(
-                f"{name}-gpus",
-                "register-gpus.sh",
-                {
-                    "NODE": args.node_name,
-                    "GPU_REGISTER_JSON": register_annotation(args.node_name, args.gpus, args.gpu_slots),
-                    "GPU_CAPACITY": str(node_gpu_count(args.gpus) * args.gpu_slots),
-                },
-                triggers=[container.id],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.joined]),
-            )
-
-        self.done = self.gpus_registered or self.joined
+        self.joined, self.gpus_registered, self.done = steps.joined, steps.gpus_registered, steps.done
 
         self.register_outputs({"nodeName": args.node_name})

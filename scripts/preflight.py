@@ -41,10 +41,13 @@ INSTALL_HINTS = {
     "pulumi": "the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (https://www.pulumi.com/docs/install/)",
     # scripts/join-worker.sh hashes the tenant CA on the host for `kubeadm join`.
     "openssl": "OpenSSL's command-line tool (e.g. sudo apt-get install openssl)",
+    # scripts/lib.sh reaches machine workers with it.
+    "ssh": "the OpenSSH client (e.g. sudo apt-get install openssh-client)",
 }
-# What only the kind lab and container workers use; an existing cluster needs neither by itself.
+# What only the kind lab, container workers and machine workers use.
 KIND_TOOLS = ("kind",)
 DOCKER_TOOLS = ("docker",)
+MACHINE_TOOLS = ("ssh",)
 PROJECT = "kamaji-hami-lab"
 MIN_PYTHON = (3, 11)
 INOTIFY_MINIMUMS = {"fs.inotify.max_user_watches": 524288, "fs.inotify.max_user_instances": 512}
@@ -335,13 +338,18 @@ def check_kernel(host: Host) -> list[Finding]:
 
 @dataclass(frozen=True)
 class Mode:
-    """What the stack runs on this host: the kind cluster, and Docker for worker containers."""
+    """What the stack runs on this host: the kind cluster, Docker for worker containers, SSH to machines."""
 
     kind: bool = True
     docker: bool = True
+    machines: bool = False
 
     def tools(self, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list[str]:
-        unused = (() if self.kind else KIND_TOOLS) + (() if self.docker else DOCKER_TOOLS)
+        unused = (
+            (() if self.kind else KIND_TOOLS)
+            + (() if self.docker else DOCKER_TOOLS)
+            + (() if self.machines else MACHINE_TOOLS)
+        )
         return [tool for tool in tools if tool not in unused]
 
 
@@ -371,9 +379,14 @@ def stack_mode(host: Host, stack: str) -> tuple[Mode, list[Finding]]:
         entry = config.get(f"{PROJECT}:{key}")
         return (entry.get("value") or "") if isinstance(entry, dict) else ""
 
+    try:
+        tenants = json.loads(value("tenants") or "[]")
+    except json.JSONDecodeError:
+        tenants = []  # the program itself reports it, naming the key
+    machines = any(isinstance(tenant, dict) and tenant.get("machines") for tenant in tenants)
     if value("managementCluster") != "existing":
-        return Mode(), []
-    return Mode(kind=False, docker=bool(value("dockerNetwork"))), []
+        return Mode(machines=machines), []
+    return Mode(kind=False, docker=bool(value("dockerNetwork")), machines=machines), []
 
 
 def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from components import platform  # noqa: E402
 from components.config import parse_settings  # noqa: E402
 from components.config.messages import PROJECT  # noqa: E402
+from components.flannel import FLANNEL_CHART_VERSION, FLANNEL_NAMESPACE, FLANNEL_REPO, flannel_values  # noqa: E402
 from components.gpu_sharing import HAMI_NAMESPACE, HAMI_REPO, hami_values  # noqa: E402
 from components.settings import LabSettings  # noqa: E402
 
@@ -112,6 +113,20 @@ def charts(lab: LabSettings) -> list[Chart]:
                 kube_version=tenant.kubernetes_version,
             )
             for tenant in lab.tenants
+        ),
+        # The pod network of tenants whose workers are machines.
+        *(
+            Chart(
+                "flannel",
+                FLANNEL_REPO,
+                FLANNEL_CHART_VERSION,
+                FLANNEL_NAMESPACE,
+                (yaml.safe_dump(flannel_values(tenant.pod_cidr)),),
+                tenant=tenant.name,
+                kube_version=tenant.kubernetes_version,
+            )
+            for tenant in lab.tenants
+            if tenant.machines
         ),
     ]
 

@@ -146,10 +146,12 @@ def test_many_tenants_on_a_provided_load_balancer_need_no_pool():
     assert len(lab.tenants) == 60
 
 
-def test_the_beyond_one_host_example_is_a_valid_stack_once_its_secret_is_set():
+def test_the_beyond_one_host_example_is_a_valid_stack_once_its_secrets_are_set():
     example = stack_config("beyond-one-host", root=ROOT / "examples")
-    assert "managementKubeconfig" not in example, "an example holds no credential"
-    lab = parse_settings(
-        {**project_defaults(), **example, "managementKubeconfig": KUBECONFIG}, secret_keys={"managementKubeconfig"}
-    )
+    secrets = {"managementKubeconfig": KUBECONFIG, "sshPrivateKeys": {"default": "key text"}}
+    assert not set(secrets) & set(example), "an example holds no credential"
+    lab = parse_settings({**project_defaults(), **example, **secrets}, secret_keys=set(secrets))
     assert lab.existing_cluster and lab.provided.kamaji
+    assert lab.existing_cluster.docker_network is None, "a lab of machines needs no Docker"
+    assert any(tenant.real_gpus for tenant in lab.tenants)
+    assert all(tenant.machines for tenant in lab.tenants)

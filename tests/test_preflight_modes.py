@@ -17,11 +17,11 @@ BARE_HOST = {
 }
 
 
-def config_json(**values) -> tuple[int, str]:
+def config_json(tenants=(), **values) -> tuple[int, str]:
     """What `pulumi config --json --stack S` prints: a secret's value is left out without --show-secrets."""
     document = {"kamaji-hami-lab:managementKubeconfig": {"secret": True}}
     document |= {f"kamaji-hami-lab:{key}": {"value": value, "secret": False} for key, value in values.items()}
-    document["kamaji-hami-lab:tenants"] = {"value": "[]", "objectValue": [], "secret": False}
+    document["kamaji-hami-lab:tenants"] = {"value": json.dumps(tenants), "objectValue": tenants, "secret": False}
     return 0, json.dumps(document)
 
 
@@ -100,3 +100,24 @@ def test_the_mode_is_read_from_this_projects_config_keys():
     project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
     assert project["name"] == preflight.PROJECT
     assert {"managementCluster", "dockerNetwork"} <= set(project["config"]), "the keys the preflight reads"
+
+
+MACHINE_TENANT = {"name": "research", "machines": [{"name": "gpu-1", "address": "10.0.0.11"}]}
+
+
+def test_machine_workers_need_the_ssh_client(tmp_path, capsys):
+    host, _ = bare_host(tmp_path, config_json([MACHINE_TENANT], managementCluster="existing"),
+                        missing=("kind", "docker", "ssh"))
+
+    code, out = run_preflight(host, capsys, "--stack", "lab")
+
+    assert code == 1
+    assert "ssh is not on PATH" in out and "openssh-client" in out
+    assert "docker is not on PATH" not in out
+
+
+def test_a_lab_without_machines_does_not_ask_for_ssh(tmp_path, capsys):
+    host, _ = bare_host(tmp_path, config_json([{"name": "web"}], managementCluster="existing"),
+                        missing=("kind", "docker", "ssh"))
+
+    assert run_preflight(host, capsys, "--stack", "lab") == (0, "preflight: all good\n")

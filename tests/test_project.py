@@ -20,7 +20,8 @@ STACK_KEYS = [
     ]
 ]
 TENANTS_KEY = "tenants"
-SCALAR_KEYS = [key for key in STACK_KEYS if key != TENANTS_KEY]
+# Objects, which Pulumi.yaml cannot declare.
+SCALAR_KEYS = [key for key in STACK_KEYS if key not in (TENANTS_KEY, "sshPrivateKeys")]
 PULUMI_TYPES = {"string": str, "integer": int, "boolean": bool}
 
 

@@ -113,3 +113,15 @@ def test_each_tenant_s_hami_runs_the_kube_scheduler_of_its_own_version(tmp_path)
         if label.startswith("hami-")
     }
     assert tags == {"hami-old": "v1.35.9", "hami-new": "v1.36.4"}
+
+
+def test_a_machine_tenant_s_flannel_is_rendered_with_its_pod_cidr(tmp_path):
+    machines = {"name": "research", "podCidr": "10.250.0.0/16", "machines": [{"name": "m1", "address": "10.0.0.1"}]}
+    lab = render_charts.parse_settings(dev_config(tenants=[machines, {"name": "web"}], sshPrivateKeys={"default": "k"}),
+                                       secret_keys={"sshPrivateKeys"})
+    charts = {chart.label: chart for chart in render_charts.charts(lab)}
+    assert "flannel-web" not in charts
+    flannel = charts["flannel-research"]
+    assert (flannel.repo, flannel.version) == ("https://flannel-io.github.io/flannel/", "v0.28.9")
+    assert [yaml.safe_load(path.read_text()) for path in render_charts.write_values(flannel, tmp_path)][0][
+        "podCidr"] == "10.250.0.0/16"

@@ -42,7 +42,9 @@ from components.config.values import (
     ClusterName,
     DnsLabel,
     DockerNetwork,
+    GpuDevices,
     HamiChartVersion,
+    HostAddress,
     ImageReference,
     ImageTag,
     KamajiChartVersion,
@@ -53,8 +55,12 @@ from components.config.values import (
     MetallbVersion,
     ObjectName,
     PieceMode,
+    Port,
     PositiveInt,
+    SecretMap,
     SecretText,
+    SshHostKey,
+    SshUser,
     TenantName,
     invalid,
 )
@@ -64,6 +70,7 @@ from components.settings import (
     ExistingCluster,
     GpuQuota,
     LabSettings,
+    Machine,
     Provided,
     TenantSettings,
     Versions,
@@ -76,6 +83,7 @@ _RESERVED_TENANT_NAMES = ("management",)
 _NODE_POD_SUBNET_SIZE = 256
 _SMALLEST_SERVICE_PREFIX = 28
 _SET_KUBECONFIG = "set it with: pulumi config set --secret managementKubeconfig < FILE"
+_SET_SSH_KEYS = "set it with: pulumi config set --secret --path 'sshPrivateKeys.<name>' < KEY_FILE"
 _KIND_RUNS_ONLY_OURS = "the kind cluster this program creates runs nothing it did not install"
 # The newest Kubernetes minor Kamaji admits: upgrade.KubeadmVersion "v1.36.0", compared without its
 # patch (clastix/kamaji internal/upgrade/kubeadm_version.go and internal/webhook/handlers/tcp_version.go
@@ -180,6 +188,19 @@ class Quota(ConfigModel):
             yield (), "set at least one of gpumemMiB, gpucores, gpus"
 
 
+class MachineWorker(ConfigModel):
+    noun: ClassVar[str] = "machine"
+
+    name: DnsLabel = Field(description="Kubernetes node name of the machine; unique in the lab")
+    address: HostAddress = Field(description="host name or IP address the Pulumi host reaches it at over SSH")
+    port: Port = Field(22, description="SSH port")
+    user: SshUser = Field("root", description="SSH user: root, or a user with passwordless sudo")
+    ssh_key: ObjectName = Field("default", description="name of its private key in sshPrivateKeys")
+    host_key: SshHostKey = Field(
+        "", description="public host key '<type> <base64>' the machine must present (ssh-keyscan prints it); "
+        "empty accepts any key, with a warning")
+
+
 class Tenant(ConfigModel):
     noun: ClassVar[str] = "tenant"
 
@@ -202,6 +223,11 @@ class Tenant(ConfigModel):
         description="node image of this tenant's workers; its tag must equal the tenant's version. Default "
         "nodeImage when the tenant runs kubernetesVersion, else kindest/node:<version>",
     )
+    machines: Annotated[tuple[MachineWorker, ...], repeats_beside_errors("name", "machine name")] = Field(
+        (), description="real machines joined over SSH as this tenant's workers, instead of kindest/node containers")
+    gpu_devices: GpuDevices = Field(
+        "mock", description="mock: GPUs from gpus, advertised by HAMi's mock plugin; real: with machines, HAMi's "
+        "NVIDIA device plugin finds their GPUs")
 
     @field_validator("name")
     @classmethod
@@ -222,6 +248,17 @@ class Tenant(ConfigModel):
             yield ("serviceCidr",), f"{services} overlaps podCidr {pods}"
         for (index, key), message in repeats(self.quotas, "namespace", "quota namespace"):
             yield ("quotas", index, key), message
+        yield from self._worker_problems()
+
+    def _worker_problems(self) -> Iterator[Problem]:
+        if self.machines and self.workers is not None:
+            yield ("workers",), "unused with machines: each machine is one worker"
+        if self.machines and self.node_image is not None:
+            yield ("nodeImage",), "unused with machines: they run their own kubelet, not a node image"
+        if self.gpu_devices == "real" and not self.machines:
+            yield ("gpuDevices",), "'real' needs machines: container workers have no GPUs of their own"
+        if self.gpu_devices == "real" and self.gpus:
+            yield ("gpus",), "unused with gpuDevices real: HAMi's device plugin counts the machines' GPUs"
 
     @property
     def gpu_specs(self) -> tuple[GpuSpec, ...]:
@@ -276,15 +313,38 @@ def _tenant_list(value: Any) -> Any:
 
 def _tenant_problems(tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None) -> Iterator:
     yield from repeats(tenants, "name", "tenant name")
+    yield from _machines_shared(tenants)
     for index, tenant in enumerate(tenants):
-        if (workers := tenant.workers or default_workers) is None:  # workersPerTenant is wrong, and says so itself
+        workers = len(tenant.machines) or tenant.workers or default_workers
+        if workers is None:  # workersPerTenant is wrong, and says so itself
             continue
-        if cluster is not None and len(longest := worker_name(cluster, tenant.name, workers)) > MAX_LABEL:
+        if not tenant.machines and cluster is not None and \
+                len(longest := worker_name(cluster, tenant.name, workers)) > MAX_LABEL:
             yield (index, "name"), (f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed "
                                     f"{MAX_LABEL} characters")
         # The tenant's controller manager hands every node a /24 of the pod CIDR.
         if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:
             yield (index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
+
+
+def _machine_keys(tenants: tuple[Tenant, ...], keys: dict[str, str] | None) -> Iterator[Problem]:
+    for index, tenant in enumerate(tenants):
+        for number, machine in enumerate(tenant.machines):
+            if keys is not None and machine.ssh_key not in keys:
+                known = ", ".join(map(repr, keys)) or "none"
+                yield ((index, "machines", number, "sshKey"),
+                       f"{machine.ssh_key!r} is not in sshPrivateKeys (it has: {known}); {_SET_SSH_KEYS}")
+
+
+def _machines_shared(tenants: tuple[Tenant, ...]) -> Iterator[Problem]:
+    """A machine joins one tenant, and names its worker resources: each name and address once in the lab."""
+    first: dict[tuple[str, str], str] = {}
+    for index, tenant in enumerate(tenants):
+        for number, machine in enumerate(tenant.machines):
+            for key, value in (("name", machine.name), ("address", f"{machine.address}:{machine.port}")):
+                if (key, value) in first:
+                    yield (index, "machines", number, key), f"{value!r} is also the {key} of {first[key, value]}"
+                first.setdefault((key, value), f"tenants[{index}].machines[{number}]")
 
 
 class StackConfig(ConfigModel):
@@ -303,6 +363,11 @@ class StackConfig(ConfigModel):
         "",
         description="With managementCluster existing: the cluster's kubeconfig (content, as a secret: "
         "pulumi config set --secret managementKubeconfig < FILE).",
+    )
+    ssh_private_keys: SecretMap = Field(
+        {},
+        description="With machine workers: their SSH private keys by name, each a secret (pulumi config set "
+        "--secret --path 'sshPrivateKeys.default' < KEY_FILE); a machine picks one with sshKey.",
     )
     management_context: CliText = Field(
         "",
@@ -390,6 +455,14 @@ class StackConfig(ConfigModel):
             raise invalid(f"must be a secret (the value is not shown); {_SET_KUBECONFIG}")
         return kubeconfig
 
+    @field_validator("ssh_private_keys")
+    @classmethod
+    def _keys_kept_secret(cls, keys: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        secret_keys = (info.context or {}).get("secret_keys")
+        if keys and secret_keys is not None and "sshPrivateKeys" not in secret_keys:
+            raise invalid(f"must be a secret (the value is not shown); {_SET_SSH_KEYS}")
+        return keys
+
     @field_validator("node_image")
     @classmethod
     def _runs_the_tenants_kubernetes(cls, image: str, info: ValidationInfo) -> str:
@@ -404,11 +477,16 @@ class StackConfig(ConfigModel):
     def _fit_the_stack(cls, tenants: tuple[Tenant, ...], info: ValidationInfo) -> tuple[Tenant, ...]:
         # Unlike `problems`, a field validator runs even when another key is wrong: it sees the valid keys above it.
         cluster, default_workers = info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")
-        report([*_tenant_problems(tenants, cluster, default_workers), *_tenant_versions(tenants, info.data)])
+        report([
+            *_tenant_problems(tenants, cluster, default_workers),
+            *_tenant_versions(tenants, info.data),
+            *_machine_keys(tenants, info.data.get("ssh_private_keys")),
+        ])
         return tenants
 
     def problems(self) -> Iterator[Problem]:
         yield from self._mode_problems()
+        yield from self._ssh_key_problems()
         inherited = any(tenant.kubernetes_version is None for tenant in self.tenants)
         if inherited and (problem := _newer_than_kamaji(self.kubernetes_version, dict(self))):
             yield ("kubernetesVersion",), problem
@@ -426,6 +504,14 @@ class StackConfig(ConfigModel):
         if pool is None and self.carves_a_pool and len(self.tenants) > CARVED_POOL_SIZE:
             yield ("tenants",), (f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved "
                                  "from the kind network by default; set kamaji-hami-lab:metallbAddressRange")
+
+    def _ssh_key_problems(self) -> Iterator[Problem]:
+        if self.ssh_private_keys and not any(tenant.machines for tenant in self.tenants):
+            yield ("sshPrivateKeys",), "only used by machine workers, and no tenant lists machines"
+
+    @property
+    def has_container_workers(self) -> bool:
+        return any(not tenant.machines for tenant in self.tenants)
 
     @property
     def carves_a_pool(self) -> bool:
@@ -476,12 +562,15 @@ class StackConfig(ConfigModel):
                 "required with managementCluster existing and loadBalancer metallb: there is no kind network to "
                 "carve a pool from; give free addresses the cluster's nodes can announce",
             )
-        if not self.docker_network:
+        if not self.docker_network and self.has_container_workers:
             yield (
                 ("dockerNetwork",),
-                "required with managementCluster existing: tenant workers are kindest/node containers on this "
-                "host's Docker; name the docker network from which the cluster's LoadBalancer addresses are reachable",
+                "required with managementCluster existing while a tenant has container workers (kindest/node on "
+                "this host's Docker); name the docker network from which the cluster's LoadBalancer addresses are "
+                "reachable, or give every tenant machines",
             )
+        if self.docker_network and not self.has_container_workers:
+            yield ("dockerNetwork",), "unused: every tenant's workers are machines, so no Docker is used"
 
     def workers_of(self, tenant: Tenant) -> int:
         return tenant.workers or self.workers_per_tenant
@@ -537,6 +626,11 @@ class StackConfig(ConfigModel):
                     data_store=self.kamaji_data_store if self.kamaji == "provided" else None,
                     kubernetes_version=tenant.kubernetes_version or self.kubernetes_version,
                     node_image=self.node_image_of(tenant),
+                    machines=tuple(
+                        Machine(m.name, m.address, m.port, m.user, self.ssh_private_keys[m.ssh_key], m.host_key)
+                        for m in tenant.machines
+                    ),
+                    real_gpus=tenant.gpu_devices == "real",
                 )
                 for tenant in self.tenants
             ),

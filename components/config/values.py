@@ -92,6 +92,23 @@ def _secret_text(value: Any) -> str:
     return value.strip()
 
 
+def _port(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise invalid(f"expected a TCP port (1-65535), got {show(value)}")
+    return value
+
+
+def _secret_map(value: Any) -> dict[str, str]:
+    # The CLI hands a secret object over as JSON text; never echoed.
+    try:
+        keys = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        raise invalid("not valid JSON (not shown: the value is a secret)") from None
+    if not isinstance(keys, dict) or not all(isinstance(key, str) for key in keys.values()):
+        raise invalid("expected an object of name: private key text (not shown: the value is a secret)")
+    return {name: key.strip() for name, key in keys.items()}
+
+
 def _ipv4_network(text: str) -> ipaddress.IPv4Network:
     network = ipaddress.ip_network(text, strict=True)
     if network.version != 4:
@@ -104,8 +121,19 @@ CliPositiveInt = Annotated[int, _count(text_too=True)]
 Cidr = Annotated[StrictStr, _parsed(lambda text: str(_ipv4_network(text)), "an IPv4 CIDR")]
 AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")]
 KindSubnet = Annotated[CliText, _parsed(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16")]
-SecretText = Annotated[str, PlainValidator(_secret_text, json_schema_input_type=str)]
+# In a stack file a secret is {secure: <ciphertext>}, which the CLI decrypts before the program sees it.
+_ENCRYPTED = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"]}
+_SECRET_STRING = {"anyOf": [{"type": "string"}, _ENCRYPTED]}
+SecretText = Annotated[str, PlainValidator(_secret_text), WithJsonSchema(_SECRET_STRING)]
+# Set whole, or one key at a time with `pulumi config set --secret --path 'sshPrivateKeys.<name>'`.
+SecretMap = Annotated[
+    dict,
+    PlainValidator(_secret_map),
+    WithJsonSchema({"anyOf": [_ENCRYPTED, {"type": "object", "additionalProperties": _SECRET_STRING}]}),
+]
+Port = Annotated[int, PlainValidator(_port, json_schema_input_type=Annotated[int, Field(ge=1, le=65535)])]
 ManagementClusterMode = _choice("kind", "existing")
+GpuDevices = _choice("mock", "real")
 PieceMode = _choice("install", "provided")
 LoadBalancerMode = _choice("metallb", "provided")
 DnsLabel = _matching(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS label", strip=False)
@@ -118,6 +146,12 @@ ClusterName = _matching(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS labe
 KubernetesVersion = _matching(r"v\d+\.\d+\.\d+", "v<major>.<minor>.<patch>, e.g. v1.36.4")
 # Kubernetes object names (DataStores) and Docker network names, as each accepts them.
 ObjectName = _matching(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain name")
+# Where a machine worker is reached over SSH, and as whom.
+HostAddress = _matching(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?", "a host name or IP address", strip=False)
+SshUser = _matching(r"[a-z_][a-z0-9_-]{0,31}", "a user name", strip=False)
+# The public half of a host key as sshd's key files and ssh-keyscan print it: "<type> <base64>".
+SshHostKey = _matching(r"((ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2})?", "'<key type> <base64 key>'",
+                       strip=False)
 DockerNetwork = _matching(r"([a-zA-Z0-9][a-zA-Z0-9_.-]*)?", "a docker network name")
 ImageReference = _matching(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")
 # opencontainers/distribution-spec spec.md@v1.1.0: a tag is [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.

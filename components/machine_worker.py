@@ -1,0 +1,88 @@
+"""A tenant worker that is a real machine: checked, then joined over SSH with kubeadm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from components.commands import script_command
+from components.gpus import GpuSpec
+from components.node_join import join_node
+from components.settings import Machine
+
+
+@dataclass(frozen=True)
+class MachineWorkerArgs:
+    machine: Machine
+    kubernetes_version: str
+    """The tenant's: the machine's kubeadm and kubelet must run its minor, never newer."""
+    endpoint: pulumi.Input[str]
+    """The tenant API server's URL, which the machine must reach."""
+    control_plane_ready: pulumi.Resource
+    """Kamaji reports the tenant's version Ready: a kubelet never runs newer than its API server."""
+    previous_worker: pulumi.Resource | None
+    """The previous worker's last step: an upgrade replaces one worker at a time."""
+    tenant_kubeconfig: pulumi.Input[str]
+    """Secret; stays on the Pulumi host, where it mints a short-lived bootstrap token."""
+    gpus: tuple[GpuSpec, ...]
+    """Mock GPUs to register; empty with real GPUs, which HAMi's device plugin finds itself."""
+    gpu_slots: int
+    real_gpus: bool
+
+
+class MachineWorker(pulumi.ComponentResource):
+    """Joins a machine the same way as a container worker, after checking it can run the tenant's nodes.
+
+    Exposes what WorkerNode does: `joined`, `gpus_registered` (None without mock
+    GPUs) and `done`. The machine itself is neither created nor destroyed: destroy
+    removes its node from the tenant and resets it with `kubeadm reset`.
+    """
+
+    def __init__(self, name: str, args: MachineWorkerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:MachineWorker", name, None, opts)
+        machine = args.machine
+        # How every script reaches the machine (scripts/lib.sh node_exec); the key stays a secret in state.
+        transport: dict[str, pulumi.Input[str]] = {
+            "NODE_TRANSPORT": "ssh",
+            "SSH_ADDRESS": machine.address,
+            "SSH_PORT": str(machine.port),
+            "SSH_USER": machine.user,
+            "SSH_PRIVATE_KEY": pulumi.Output.secret(machine.private_key),
+            "SSH_HOST_KEY": machine.host_key,
+        }
+        endpoint = pulumi.Output.from_input(args.endpoint).apply(lambda url: url.split("://", 1)[-1].split("/", 1)[0])
+
+        # Every problem of the machine at once, before kubeadm touches it.
+        checked = script_command(
+            f"{name}-check",
+            "check-machine.sh",
+            {
+                **transport,
+                "NODE": machine.name,
+                "KUBERNETES_VERSION": args.kubernetes_version,
+                "ENDPOINT": endpoint,
+                "REAL_GPUS": "true" if args.real_gpus else "false",
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[args.control_plane_ready] + ([args.previous_worker] if args.previous_worker else []),
+            ),
+        )
+
+        steps = join_node(
+            name,
+            machine.name,
+            transport,
+            args.tenant_kubeconfig,
+            args.gpus,
+            args.gpu_slots,
+            # Another machine behind the name is joined afresh.
+            node_identity=[machine.address, str(machine.port)],
+            parent=self,
+            after=[checked],
+            unregister_gpus=True,
+        )
+        self.joined, self.gpus_registered, self.done = steps.joined, steps.gpus_registered, steps.done
+
+        self.register_outputs({"nodeName": machine.name})

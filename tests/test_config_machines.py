@@ -1,0 +1,99 @@
+"""Config of machine workers and real GPUs: every new key checked, every bad one named, keys never shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.config import ConfigError, parse_settings
+from tests.plan import dev_config, fake_kubeconfig
+
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-material\n-----END OPENSSH PRIVATE KEY-----"
+SECRETS = {"sshPrivateKeys", "managementKubeconfig"}
+GPU_1 = {"name": "gpu-1", "address": "10.0.0.11"}
+
+
+def tenant(**fields):
+    return {"name": "research", "machines": [GPU_1], **fields}
+
+
+def settings(tenants, **overrides):
+    return parse_settings(dev_config(tenants=tenants, **{"sshPrivateKeys": {"default": KEY}, **overrides}),
+                          secret_keys=SECRETS)
+
+
+def error(tenants, secret_keys=SECRETS, **overrides) -> str:
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(tenants=tenants, **{"sshPrivateKeys": {"default": KEY}, **overrides}),
+                       secret_keys=secret_keys)
+    assert "secret-key-material" not in str(raised.value)
+    return str(raised.value)
+
+
+def test_a_machine_gets_ssh_defaults_and_the_key_it_names():
+    (machine,) = settings([tenant()]).tenants[0].machines
+    assert (machine.address, machine.port, machine.user, machine.private_key, machine.host_key) == (
+        "10.0.0.11", 22, "root", KEY, "")
+    assert "secret-key-material" not in repr(machine)
+
+
+def test_a_machine_may_use_its_own_key():
+    machine = {**GPU_1, "sshKey": "gpu-1"}
+    lab = settings([tenant(machines=[machine])], sshPrivateKeys={"default": "other", "gpu-1": KEY})
+    (found,) = lab.tenants[0].machines
+    assert found.private_key == KEY
+
+
+def test_real_gpus_are_a_tenant_choice():
+    lab = settings([tenant(gpuDevices="real"), {"name": "web"}])
+    assert [t.real_gpus for t in lab.tenants] == [True, False]
+
+
+@pytest.mark.parametrize(
+    ("tenants", "overrides", "key", "problem"),
+    [
+        ([tenant(machines=[{**GPU_1, "port": 70000}])], {}, "tenants[0].machines[0].port", "expected a TCP port"),
+        ([tenant(machines=[{**GPU_1, "user": "Root Admin"}])], {}, "tenants[0].machines[0].user", "not a user name"),
+        ([tenant(machines=[{**GPU_1, "address": "-x"}])], {}, "tenants[0].machines[0].address", "not a host name"),
+        ([tenant(machines=[{**GPU_1, "hostKey": "AAAA"}])], {}, "tenants[0].machines[0].hostKey", "'<key type>"),
+        ([tenant(machines=[{**GPU_1, "sshKey": "ops"}])], {}, "tenants[0].machines[0].sshKey",
+         "'ops' is not in sshPrivateKeys (it has: 'default')"),
+        ([tenant(machines=[{**GPU_1, "ip": "x"}])], {}, "tenants[0].machines[0].ip", "unknown key"),
+        ([tenant(workers=2)], {}, "tenants[0].workers", "unused with machines"),
+        ([tenant(nodeImage="kindest/node:v1.36.4")], {}, "tenants[0].nodeImage", "unused with machines"),
+        ([{"name": "web", "gpuDevices": "real"}], {"sshPrivateKeys": {}}, "tenants[0].gpuDevices",
+         "'real' needs machines"),
+        ([tenant(gpuDevices="real", gpus=[{"model": "NVIDIA L4 24GB"}])], {}, "tenants[0].gpus",
+         "unused with gpuDevices real"),
+        ([tenant(gpuDevices="virtual")], {}, "tenants[0].gpuDevices", "'virtual' is not one of 'mock', 'real'"),
+        ([tenant(), tenant(name="other")], {}, "tenants[1].machines[0].name",
+         "'gpu-1' is also the name of tenants[0].machines[0]"),
+        ([tenant(), tenant(name="other", machines=[{"name": "gpu-9", "address": "10.0.0.11"}])], {},
+         "tenants[1].machines[0].address", "'10.0.0.11:22' is also the address of tenants[0].machines[0]"),
+        ([{"name": "web"}], {}, "sshPrivateKeys", "only used by machine workers"),
+        ([tenant()], {"sshPrivateKeys": "not json"}, "sshPrivateKeys", "not valid JSON"),
+        ([tenant()], {"sshPrivateKeys": {"default": 1}}, "sshPrivateKeys", "expected an object of name"),
+    ],
+)
+def test_bad_machine_config_is_refused_naming_the_key(tenants, overrides, key, problem):
+    message = error(tenants, **overrides)
+    lines = [line for line in message.splitlines() if f"kamaji-hami-lab:{key}: " in line]
+    assert lines and problem in lines[0], message
+
+
+def test_keys_in_plain_text_are_refused_without_showing_them():
+    assert "sshPrivateKeys: must be a secret" in error([tenant()], secret_keys={"managementKubeconfig"})
+
+
+def test_an_existing_cluster_needs_docker_only_for_container_workers():
+    existing = {"managementCluster": "existing", "metallbAddressRange": "192.168.50.240-192.168.50.250",
+                "managementKubeconfig": fake_kubeconfig("https://10.20.0.1:6443", "admin")}
+    assert settings([tenant()], **existing).existing_cluster.docker_network is None
+    assert "dockerNetwork: required with managementCluster existing while a tenant has container workers" in error(
+        [tenant(), {"name": "web"}], **existing)
+    assert "dockerNetwork: unused: every tenant's workers are machines" in error(
+        [tenant()], **existing, dockerNetwork="lab-net")
+
+
+def test_a_machine_tenants_pod_cidr_must_fit_its_machines():
+    machines = [{"name": f"m{i}", "address": f"10.0.0.{i}"} for i in range(1, 4)]
+    assert "cannot give each of 3 workers a /24" in error([tenant(machines=machines, podCidr="10.244.0.0/23")])

@@ -1,0 +1,158 @@
+"""Plans of tenants whose workers are real machines joined over SSH, with mock or real GPUs."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import config
+from tests.plan import dev_config, fake_kubeconfig, plan, resolve
+
+EXISTING_KUBECONFIG = fake_kubeconfig("https://10.20.0.1:6443", "platform-admin")
+LAB_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nlab-key\n-----END OPENSSH PRIVATE KEY-----"
+OWN_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\ngpu-2-key\n-----END OPENSSH PRIVATE KEY-----"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfGpu1"
+EXISTING = {"managementCluster": "existing", "metallbAddressRange": "192.168.50.240-192.168.50.250"}
+SECRETS = {"managementKubeconfig": EXISTING_KUBECONFIG, "sshPrivateKeys": {"default": LAB_KEY, "gpu-2": OWN_KEY}}
+MACHINES = [
+    {"name": "gpu-1", "address": "10.0.0.11", "hostKey": HOST_KEY},
+    {"name": "gpu-2", "address": "gpu-2.lab.example", "port": 2222, "user": "ops", "sshKey": "gpu-2"},
+]
+MOCK_GPU_TENANT = {"name": "research", "machines": MACHINES, "gpus": [{"model": "NVIDIA L4 24GB"}]}
+REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5"}], "gpuDevices": "real"}
+COMMAND = "command:local:Command"
+
+_PLANS: dict = {}
+
+
+def machine_plan(gpus: str, preview: bool):
+    """Every tenant on machines, on an existing cluster: no Docker anywhere; made once per session."""
+    if (gpus, preview) not in _PLANS:
+        tenant = MOCK_GPU_TENANT if gpus == "mock" else REAL_GPU_TENANT
+        _PLANS[gpus, preview] = plan(dev_config(tenants=[tenant], **EXISTING), preview=preview, secrets=SECRETS)
+    return _PLANS[gpus, preview]
+
+
+@pytest.fixture(params=[(g, p) for g in ("mock", "real") for p in (True, False)],
+                ids=["mock-first-preview", "mock-up", "real-first-preview", "real-up"])
+def machines(request):
+    return machine_plan(*request.param)
+
+
+@pytest.fixture(params=[True, False], ids=["first-preview", "up"])
+def mock_gpus(request):
+    return machine_plan("mock", request.param)
+
+
+def of_machine(plan_, script: str, machine: str):
+    (command,) = [c for c in plan_.commands(script) if resolve(c.inputs["environment"]).get("NODE") == machine]
+    return command
+
+
+def machine_commands(plan_):
+    return [c for c in plan_.of_type(COMMAND) if resolve(c.inputs.get("environment", {})).get("NODE_TRANSPORT")]
+
+
+def test_machines_on_an_existing_cluster_touch_no_docker_and_no_kind(machines):
+    assert not [r for r in machines.registrations if r.type.startswith(("docker:", "pulumi:providers:docker"))]
+    assert not any(machines.commands(s) for s in ("kind-up.sh", "install-cni.sh", "kind-subnet.sh"))
+
+
+def test_each_machine_is_checked_then_joined_over_ssh_as_configured(mock_gpus):
+    check, join = of_machine(mock_gpus, "check-machine.sh", "gpu-2"), of_machine(mock_gpus, "join-worker.sh", "gpu-2")
+    env = resolve(join.inputs["environment"])
+    assert (env["NODE_TRANSPORT"], env["SSH_ADDRESS"], env["SSH_PORT"], env["SSH_USER"]) == (
+        "ssh", "gpu-2.lab.example", "2222", "ops")
+    assert env["SSH_PRIVATE_KEY"] == OWN_KEY and env["SSH_HOST_KEY"] == ""
+    assert resolve(of_machine(mock_gpus, "join-worker.sh", "gpu-1").inputs["environment"])["SSH_HOST_KEY"] == HOST_KEY
+    assert check.urn in join.all_dependencies
+    assert resolve(check.inputs["environment"])["KUBERNETES_VERSION"] == "v1.36.4"
+
+
+def test_the_machine_check_gets_the_tenant_endpoint_as_host_and_port():
+    up = machine_plan("mock", preview=False)
+    env = resolve(of_machine(up, "check-machine.sh", "gpu-1").inputs["environment"])
+    assert env["ENDPOINT"].count(":") == 1 and "://" not in env["ENDPOINT"]
+    assert f"https://{env['ENDPOINT']}" == resolve(up.outputs["tenants"])["research"]["endpoint"]
+
+
+def test_private_keys_and_the_tenant_kubeconfig_stay_secret_in_every_machine_step(machines):
+    steps = machine_commands(machines)
+    assert {c.inputs["create"].rsplit("/", 1)[-1] for c in steps} >= {"check-machine.sh", "join-worker.sh"}
+    for step in steps:
+        assert "environment" in step.secret_inputs
+        assert resolve(step.inputs["environment"])["SSH_PRIVATE_KEY"] in (LAB_KEY, OWN_KEY)
+    joins = [c for c in steps if c.inputs["create"].endswith("/join-worker.sh")]
+    assert all({"stdout", "stderr"} <= set(c.secret_outputs) for c in joins)
+
+
+def test_machines_join_one_after_another_once_the_control_plane_is_ready(mock_gpus):
+    (control_plane,) = mock_gpus.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
+    first_check, second_check = (of_machine(mock_gpus, "check-machine.sh", m) for m in ("gpu-1", "gpu-2"))
+    first_gpus = of_machine(mock_gpus, "register-gpus.sh", "gpu-1")
+    assert control_plane.urn in mock_gpus.upstream(first_check.urn)
+    assert first_gpus.urn in second_check.all_dependencies
+
+
+def test_a_machine_leaves_the_tenant_and_drops_its_mock_gpus_on_destroy(mock_gpus):
+    join, gpus = of_machine(mock_gpus, "join-worker.sh", "gpu-1"), of_machine(mock_gpus, "register-gpus.sh", "gpu-1")
+    assert join.inputs["delete"].endswith("/leave-worker.sh") and join.delete_before_replace
+    assert gpus.inputs["delete"].endswith("/unregister-gpus.sh")
+    assert join.urn in gpus.all_dependencies
+
+
+def test_machine_tenants_get_a_cni_from_the_cluster_side_on_their_own_provider(machines):
+    providers = machines.of_type("pulumi:providers:kubernetes")
+    (tenant_provider,) = [p for p in providers if p.name != "management-kubernetes"]
+    releases = {r.inputs["chart"]: r for r in machines.of_type("kubernetes:helm.sh/v3:Release")
+                if r.provider_urn == tenant_provider.urn}
+    assert {"flannel", "hami"} <= set(releases)
+    assert releases["flannel"].urn in machines.upstream(releases["hami"].urn)
+
+
+def test_hami_waits_for_every_machine_to_join(machines):
+    (hami,) = [r for r in machines.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "hami"]
+    joins = [c for c in machines.commands("join-worker.sh")]
+    assert joins and all(join.urn in machines.upstream(hami.urn) for join in joins)
+
+
+def test_real_gpus_are_not_registered_as_mock_ones():
+    real = machine_plan("real", preview=False)
+    assert not real.commands("register-gpus.sh")
+    assert resolve(of_machine(real, "check-machine.sh", "dgx-1").inputs["environment"])["REAL_GPUS"] == "true"
+    facts = resolve(real.outputs["tenants"])["training"]
+    assert facts["workers"] == ["dgx-1"] and facts["gpuDevices"] == "real" and facts["gpusPerWorker"] == []
+
+
+def test_tenant_facts_name_the_machines_as_workers():
+    facts = resolve(machine_plan("mock", preview=False).outputs["tenants"])["research"]
+    assert facts["workers"] == ["gpu-1", "gpu-2"] and facts["gpuDevices"] == "mock"
+
+
+def test_a_lab_mixing_container_and_machine_tenants_uses_docker_only_for_the_containers():
+    lab = plan(dev_config(tenants=[{"name": "web"}, MOCK_GPU_TENANT]), preview=True,
+               secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+    containers = lab.of_type("docker:index/container:Container")
+    assert [c.inputs["name"] for c in containers] == ["kamaji-web-w1"]
+    assert [c.name for c in lab.commands("install-cni.sh")] == ["web-cni"]
+    assert {resolve(c.inputs["environment"])["NODE"] for c in machine_commands(lab)} == {"gpu-1", "gpu-2"}
+
+
+def test_secret_keys_in_plain_config_are_refused_before_any_resource():
+    with pytest.raises(config.ConfigError, match=r"sshPrivateKeys: must be a secret") as refused:
+        plan(dev_config(tenants=[MOCK_GPU_TENANT], sshPrivateKeys={"default": LAB_KEY, "gpu-2": OWN_KEY}),
+             preview=True)
+    assert LAB_KEY not in str(refused.value)
+    assert not refused.value.plan.registrations
+
+
+def test_machine_kubelets_keep_disk_eviction_and_swap_checks_that_containers_turn_off():
+    lab = plan(dev_config(tenants=[{"name": "web"}, MOCK_GPU_TENANT]), preview=True,
+               secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+    patches = {
+        r.name: {p["path"] for p in r.inputs["spec"]["kubernetes"]["kubelet"]["configurationJSONPatches"]}
+        for r in lab.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
+    }
+    # A machine's own disk fills and its swap is off (check-machine.sh), so its kubelet keeps the defaults.
+    assert patches["research-control-plane"] == {"/cgroupDriver"}
+    shared_host = {"/cgroupDriver", "/failSwapOn", "/evictionHard", "/imageGCHighThresholdPercent"}
+    assert shared_host <= patches["web-control-plane"]

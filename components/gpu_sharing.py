@@ -22,6 +22,9 @@ HELM_TIMEOUT_SECONDS = 600
 # extender's flag sets it: it overrides the chart's scheduler.nodeLockExpire
 # (Project-HAMi/HAMi cmd/scheduler/main.go@v2.10.0, HAMi issue #2790).
 NODE_LOCK_TIMEOUT = "5s"
+# The node label the chart's NVIDIA device plugin DaemonSet selects
+# (charts/hami/values.yaml@v2.10.0: devicePlugin.nvidiaNodeSelector).
+REAL_GPU_NODE_LABELS = {"gpu": "on"}
 # The image the device config below was checked against (the chart 2.10.0 default, pinned).
 MOCK_DEVICE_PLUGIN_IMAGE = {"registry": "docker.io", "repository": "projecthami/mock-device-plugin", "tag": "1.0.1"}
 # The resources pods request and nodes advertise: the chart's default names.
@@ -29,6 +32,9 @@ GPU_COUNT_RESOURCE = "nvidia.com/gpu"
 GPU_MEMORY_RESOURCE = "nvidia.com/gpumem"
 GPU_MEMORY_PERCENTAGE_RESOURCE = "nvidia.com/gpumem-percentage"
 GPU_CORES_RESOURCE = "nvidia.com/gpucores"
+# The DaemonSets that advertise GPUs (charts/hami/templates/device-plugin/daemonset{mock,nvidia}.yaml@v2.10.0).
+MOCK_DEVICE_PLUGIN = "hami-mock-device-plugin"
+REAL_DEVICE_PLUGIN = "hami-device-plugin"
 # Namespaces that exist in every cluster and must not be created (or deleted) by us.
 EXISTING_NAMESPACES = ("default",)
 
@@ -50,15 +56,35 @@ class GpuSharingArgs:
 
 
 class GpuSharing(pulumi.ComponentResource):
-    """HAMi's scheduler, admission webhook and mock device plugin, and the tenant's GPU quotas.
+    """HAMi's scheduler, admission webhook and device plugin (mock or NVIDIA), and the tenant's GPU quotas.
 
     `ready` completes when GPU workloads can be scheduled: HAMi is up and every
-    worker advertises its mock GPU memory.
+    worker advertises its GPUs (the configured mock memory, or real GPUs found by
+    the NVIDIA plugin on the nodes labelled for it here).
     """
 
     def __init__(self, name: str, args: GpuSharingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("kamaji-hami-lab:index:GpuSharing", name, None, opts)
         in_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        real_gpus = args.tenant.real_gpus
+
+        # Real GPUs: the NVIDIA plugin's DaemonSet runs only on labelled nodes. Applied
+        # server-side, so destroy removes only this label and the node keeps the rest.
+        labels = [
+            k8s.core.v1.NodePatch(
+                f"{name}-gpu-label-{node}",
+                metadata={
+                    "name": node,
+                    "labels": REAL_GPU_NODE_LABELS,
+                    # The kubelet owns the node object; take over just this label.
+                    "annotations": {"pulumi.com/patchForce": "true"},
+                },
+                opts=pulumi.ResourceOptions.merge(
+                    in_tenant, pulumi.ResourceOptions(depends_on=list(args.nodes_ready))
+                ),
+            )
+            for node in (args.node_names if real_gpus else ())
+        ]
 
         hami = k8s.helm.v3.Release(
             f"{name}-hami",
@@ -67,7 +93,7 @@ class GpuSharing(pulumi.ComponentResource):
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=HAMI_REPO),
             version=args.chart_version,
             namespace=HAMI_NAMESPACE,
-            values=hami_values(args.kubernetes_version, args.tenant.gpu_slots),
+            values=hami_values(args.kubernetes_version, args.tenant.gpu_slots, real_gpus),
             timeout=HELM_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions.merge(in_tenant, pulumi.ResourceOptions(depends_on=list(args.nodes_ready))),
         )
@@ -75,19 +101,22 @@ class GpuSharing(pulumi.ComponentResource):
         for quota in args.tenant.quotas:
             self._quota(name, quota, in_tenant)
 
-        gpu_nodes = " ".join(args.node_names) if args.tenant.gpus else ""
+        gpu_nodes = " ".join(args.node_names) if args.tenant.gpus or real_gpus else ""
+        registered = [*args.gpus_registered, *labels]
         self.ready = script_command(
             f"{name}-gpus-ready",
             "wait-gpus.sh",
             {
                 "KUBECONFIG_DATA": args.kubeconfig,
                 "NODES": gpu_nodes,
-                "EXPECTED_GPUMEM": str(node_gpu_memory_mib(args.tenant.gpus)),
+                # Real GPUs are whatever the nodes have: any is enough.
+                "EXPECTED_GPUMEM": "" if real_gpus else str(node_gpu_memory_mib(args.tenant.gpus)),
+                "DEVICE_PLUGIN": REAL_DEVICE_PLUGIN if real_gpus else MOCK_DEVICE_PLUGIN,
             },
-            triggers=[registration.id for registration in args.gpus_registered],
+            triggers=[registration.id for registration in registered],
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[hami, *args.gpus_registered],
+                depends_on=[hami, *registered],
                 custom_timeouts=pulumi.CustomTimeouts(create="10m"),
             ),
         )
@@ -110,12 +139,31 @@ class GpuSharing(pulumi.ComponentResource):
         )
 
 
-def hami_values(kubernetes_version: str, gpu_slots: int) -> dict:
-    """Helm values for HAMi on mock GPUs.
+def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool = False) -> dict:
+    """Helm values for HAMi on mock GPUs, or on the real GPUs of machine workers.
 
     The chart has no values schema: a misspelt key is silently ignored, so every
     key here must exist in the chart's values.yaml (a test checks this).
     """
+    scheduler = {
+        # The stock kube-scheduler must match the tenant API server exactly; the
+        # chart's default registry is a mirror, and its version guess sees Helm's
+        # view of the cluster rather than the tenant's.
+        "kubeScheduler": {
+            "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": kubernetes_version}
+        },
+    }
+    if real_gpus:
+        return {
+            # The chart's own device config is the one its NVIDIA plugin is built for; it
+            # takes deviceSplitCount from here, for the scheduler and the plugin alike
+            # (charts/hami/templates/scheduler/device-configmap.yaml@v2.10.0; the plugin
+            # reads that file, pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go@v2.10.0).
+            "devicePlugin": {"enabled": True, "deviceSplitCount": gpu_slots},
+            "mockDevicePlugin": {"enabled": False},
+            # The real plugin releases the node lock after each pod: the default expiry stands.
+            "scheduler": {**scheduler, "extender": {"extraArgs": ["-v=4"]}},
+        }
     return {
         # No NVML here: the real plugin would find nothing and zero the GPU capacity.
         "devicePlugin": {"enabled": False},
@@ -125,12 +173,7 @@ def hami_values(kubernetes_version: str, gpu_slots: int) -> dict:
         # (Project-HAMi/mock-device-plugin internal/pkg/config/config.go@v1.0.1 expects a list).
         "device-config": {"content": yaml.safe_dump(device_config(gpu_slots), sort_keys=False)},
         "scheduler": {
-            # The stock kube-scheduler must match the tenant API server exactly; the
-            # chart's default registry is a mirror, and its version guess sees Helm's
-            # view of the cluster rather than the tenant's.
-            "kubeScheduler": {
-                "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": kubernetes_version}
-            },
+            **scheduler,
             # Replaces the chart's list: -v=4 keeps the chart's detailed log for
             # troubleshooting; its --debug sets a flag nothing in 2.10.0 reads.
             "extender": {"extraArgs": ["-v=4", f"--node-lock-timeout={NODE_LOCK_TIMEOUT}"]},

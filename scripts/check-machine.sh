@@ -7,7 +7,7 @@
 # env:    NODE                machine name = Kubernetes node name
 #         KUBERNETES_VERSION  the tenant's, e.g. v1.36.4: kubeadm and kubelet must run its minor, never newer
 #         ENDPOINT            the tenant API server as host:port, which the machine must reach
-#         REAL_GPUS           optional, true: the NVIDIA driver and container toolkit must work (default false)
+#         REAL_GPUS           optional, true: the NVIDIA driver, container toolkit and default runtime must be set up (default false)
 #         NODE_TRANSPORT      ssh, with the SSH_* variables (scripts/lib.sh)
 #         BOOT_TIMEOUT        optional, seconds to wait for the machine to answer (default 90)
 # bound:  200 s (BOOT_TIMEOUT 90 + one probe of at most 70 s: ssh's keepalive limit + slack)
@@ -40,6 +40,8 @@ if timeout 5 bash -c ": </dev/tcp/$1/$2" 2>/dev/null; then echo endpoint=reachab
 if [ "$3" = true ]; then
 	echo "gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU ")"
 	echo "container_toolkit=$(nvidia-ctk --version 2>/dev/null | head -n 1)"
+	# containerd 1.x quotes TOML strings with ", 2.x with \047.
+	echo "default_runtime=$(containerd config dump 2>/dev/null | sed -n "s/^ *default_runtime_name = //p" | tr -d "\"\047" | head -n 1)"
 fi'
 
 facts=$(node_exec sh -c "$probe" probe "${ENDPOINT%:*}" "${ENDPOINT##*:}" "$real_gpus") ||
@@ -79,6 +81,9 @@ missing=$(sed -n 's/^cni_missing=//p' <<<"$facts" | paste -sd' ' -)
 if [[ $real_gpus == true ]]; then
 	[[ $(fact gpus) =~ ^[1-9] ]] || problems+=("nvidia-smi lists no GPU (is the NVIDIA driver installed and loaded?)")
 	[[ -n $(fact container_toolkit) ]] || problems+=("the NVIDIA container toolkit is not installed (nvidia-ctk not found)")
+	# HAMi's NVIDIA path needs it (Project-HAMi/HAMi README.md@v2.10.0, Prerequisites).
+	[[ $(fact default_runtime) == nvidia ]] ||
+		problems+=("containerd's default runtime is '$(fact default_runtime)', not nvidia (nvidia-ctk runtime configure --runtime=containerd --set-as-default)")
 fi
 
 if ((${#problems[@]})); then

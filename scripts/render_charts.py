@@ -108,7 +108,7 @@ def charts(lab: LabSettings) -> list[Chart]:
                 HAMI_REPO,
                 versions.hami_chart,
                 HAMI_NAMESPACE,
-                (yaml.safe_dump(hami_values(tenant.kubernetes_version, tenant.gpu_slots)),),
+                (yaml.safe_dump(hami_values(tenant.kubernetes_version, tenant.gpu_slots, tenant.real_gpus)),),
                 tenant=tenant.name,
                 kube_version=tenant.kubernetes_version,
             )

@@ -32,7 +32,8 @@ def machine(tmp_path):
 @pytest.fixture
 def probed(tmp_path):
     """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
-    fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "nvidia-smi", "nvidia-ctk"))
+    fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
+                                     "nvidia-ctk"))
     yield fakes
     fakes.stop()
 
@@ -182,6 +183,8 @@ def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(prob
     probed.on("machine-kubeadm", "version", "v1.35.2\n").on("machine-kubelet", "--version", "Kubernetes v1.36.9\n")
     probed.on("machine-systemctl", "is-active containerd", reply("inactive\n", exit=3))
     probed.on("machine-nvidia-smi", "-L", "No devices were found\n")
+    # containerd 1.7 prints TOML strings in double quotes.
+    probed.on("machine-containerd", "config dump", '    default_runtime_name = "runc"\n')
     closed_port = probed.port + 1 if probed.port < 65535 else probed.port - 1
 
     result = check(probed, f"127.0.0.1:{closed_port}", REAL_GPUS="true")
@@ -195,6 +198,7 @@ def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(prob
         f"cannot reach the tenant API server at 127.0.0.1:{closed_port}",
         "nvidia-smi lists no GPU",
         "the NVIDIA container toolkit is not installed",
+        "containerd's default runtime is 'runc', not nvidia",
     ]
     assert all(any(problem.startswith(f"m1: {want}") for problem in problems) for want in expected), problems
     assert "m1 cannot join its tenant" in result.stderr
@@ -205,6 +209,8 @@ def test_the_machine_check_finds_what_a_ready_machine_has(probed):
     probed.on("machine-systemctl", "is-active containerd", "active\n")
     probed.on("machine-nvidia-smi", "-L", "GPU 0: NVIDIA L4 (UUID: GPU-1)\n")
     probed.on("machine-nvidia-ctk", "--version", "NVIDIA Container Toolkit CLI version 1.18.0\n")
+    # containerd 2.x prints TOML strings in single quotes.
+    probed.on("machine-containerd", "config dump", "    default_runtime_name = 'nvidia'\n")
 
     result = check(probed, f"127.0.0.1:{probed.port}", REAL_GPUS="true")
 

@@ -6,6 +6,7 @@ import pytest
 
 from components import config
 from tests.plan import dev_config, fake_kubeconfig, plan, resolve
+from tests.test_gpu_sharing import HAMI_VALUE_KEYS, leaf_paths
 
 EXISTING_KUBECONFIG = fake_kubeconfig("https://10.20.0.1:6443", "platform-admin")
 LAB_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nlab-key\n-----END OPENSSH PRIVATE KEY-----"
@@ -156,3 +157,44 @@ def test_machine_kubelets_keep_disk_eviction_and_swap_checks_that_containers_tur
     assert patches["research-control-plane"] == {"/cgroupDriver"}
     shared_host = {"/cgroupDriver", "/failSwapOn", "/evictionHard", "/imageGCHighThresholdPercent"}
     assert shared_host <= patches["web-control-plane"]
+
+
+# HAMi chart 2.10.0 with the values the program sends for real GPUs, rendered once with
+# `helm template` (charts/hami-2.10.0.tgz of Project-HAMi/HAMi's gh-pages branch):
+# the NVIDIA plugin's DaemonSet is hami-device-plugin and selects nodes labelled gpu=on
+# (values.yaml devicePlugin.nvidiaNodeSelector); the mock DaemonSet is not rendered; the
+# device ConfigMap (scheduler/device-configmap.yaml) carries deviceSplitCount from
+# devicePlugin.deviceSplitCount, and the plugin reads that same file (--config-file).
+REAL_PLUGIN_DAEMONSET = "hami-device-plugin"
+REAL_PLUGIN_NODE_SELECTOR = {"gpu": "on"}
+
+
+def test_real_gpus_run_hamis_nvidia_plugin_with_the_tenants_slots():
+    real = machine_plan("real", preview=True)
+    (hami,) = [r for r in real.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "hami"]
+    values = resolve(hami.inputs["values"])
+    assert set(leaf_paths(values)) <= HAMI_VALUE_KEYS
+    assert values["devicePlugin"] == {"enabled": True, "deviceSplitCount": 10}
+    assert values["mockDevicePlugin"] == {"enabled": False}
+    assert "device-config" not in values, "the chart's own device config is the real plugin's"
+    assert not any("node-lock-timeout" in arg for arg in values["scheduler"]["extender"]["extraArgs"])
+
+
+@pytest.mark.parametrize("preview", [True, False], ids=["first-preview", "up"])
+def test_real_gpu_machines_are_labelled_for_the_nvidia_plugin_once_joined(preview):
+    real = machine_plan("real", preview)
+    (label,) = real.of_type("kubernetes:core/v1:NodePatch")
+    (join,) = real.commands("join-worker.sh")
+    (hami,) = [r for r in real.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "hami"]
+    assert label.inputs["metadata"]["name"] == "dgx-1"
+    assert label.inputs["metadata"]["labels"] == REAL_PLUGIN_NODE_SELECTOR
+    assert label.provider_urn == hami.provider_urn
+    assert join.urn in real.upstream(label.urn)
+    (ready,) = real.commands("wait-gpus.sh")
+    env = resolve(ready.inputs["environment"])
+    assert (env["NODES"], env["EXPECTED_GPUMEM"], env["DEVICE_PLUGIN"]) == ("dgx-1", "", REAL_PLUGIN_DAEMONSET)
+    assert label.urn in ready.all_dependencies
+
+
+def test_mock_gpus_label_no_node(mock_gpus):
+    assert mock_gpus.of_type("kubernetes:core/v1:NodePatch") == []

@@ -989,6 +989,40 @@ def test_wait_gpus_without_gpu_nodes_still_waits_for_hami(fakes):
     assert fakes.calls("kubectl", "get node ") == []
 
 
+REGISTERED = '[{"id":"GPU-0","count":4,"devmem":23034,"type":"NVIDIA-NVIDIA L4","health":true}]'
+
+
+def real_hami_up(fakes: Fakes) -> Fakes:
+    """HAMi with its NVIDIA plugin (the chart's hami-device-plugin DaemonSet) on real GPUs."""
+    return (
+        fakes.on("kubectl", r"get deployment hami-scheduler", "True")
+        .on("kubectl", r"get endpointslices -l kubernetes\.io/service-name=hami-scheduler", "true")
+        .on("kubectl", r"get daemonset hami-device-plugin ", "1 1 1")
+        .on("kubectl", r"get mutatingwebhookconfiguration hami-webhook", "Q0EtQlVORExF")
+    )
+
+
+def test_wait_gpus_on_real_gpus_waits_for_the_nvidia_plugin_to_register_them(fakes):
+    real_hami_up(fakes).on("kubectl", r"get node dgx-1 ", " ", f"0 {REGISTERED}", f"4 {REGISTERED}")
+
+    result = fakes.run("wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="dgx-1", EXPECTED_GPUMEM="",
+                       DEVICE_PLUGIN="hami-device-plugin")
+
+    assert result.returncode == 0, result.stderr
+    assert len(fakes.calls("kubectl", "get node dgx-1 ")) == 3
+    assert fakes.calls("kubectl", "get daemonset hami-mock-device-plugin") == []
+
+
+def test_wait_gpus_on_real_gpus_names_a_node_whose_gpus_never_show(fakes):
+    real_hami_up(fakes).on("kubectl", r"get node dgx-1 ", " ")
+
+    result = fakes.run("wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="dgx-1", EXPECTED_GPUMEM="",
+                       DEVICE_PLUGIN="hami-device-plugin", WAIT_TIMEOUT="0")
+
+    assert result.returncode != 0
+    assert "node dgx-1 to advertise its GPUs" in result.stderr
+
+
 def test_wait_gpus_waits_for_the_elected_scheduler(fakes):
     fakes.on("kubectl", r"get deployment hami-scheduler", "True")
     fakes.on("kubectl", r"get endpointslices", "false")

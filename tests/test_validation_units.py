@@ -6,7 +6,7 @@ import pytest
 
 from validation.checks.base import conclude
 from validation.checks.gpu_scheduling import find_slice, quota_mismatches, slice_mib
-from validation.checks.hami import allocatable_mismatches, require_gpus
+from validation.checks.hami import allocatable_mismatches, with_gpus
 from validation.checks.konnectivity import expect_output
 from validation.checks.platform import datastore_ready
 from validation.host import CommandResult
@@ -52,7 +52,7 @@ def test_gpu_checks_skip_a_tenant_without_gpus_and_say_why():
         "tenant-c", "https://172.18.255.3:6443", "v1.36.4", "tenant-c", "tenants_tenant_c", ("w1",), (), 0, ()
     )
     with pytest.raises(CheckSkipped) as skipped:
-        require_gpus(cpu_only)
+        with_gpus(None, cpu_only)  # a mock tenant's GPUs come from its config: no cluster is asked
     assert str(skipped.value) == "the tenant has no mock GPUs"
 
 

@@ -65,6 +65,8 @@ class Tenant:
     gpus_per_worker: tuple[Gpu, ...]
     gpu_slots: int
     quotas: tuple[Quota, ...]
+    real_gpus: bool = False
+    """Its GPUs are the machines' own, found by HAMi's NVIDIA plugin: `gpus_per_worker` is empty in the outputs."""
 
     @property
     def has_gpus(self) -> bool:
@@ -256,7 +258,16 @@ def _parse_tenant(name: str, spec: Any) -> Tenant:
         gpus_per_worker=gpus,
         gpu_slots=_field(spec, "gpuSlots", int, where),
         quotas=quotas,
+        real_gpus=_gpu_devices(spec, where) == "real",
     )
+
+
+def _gpu_devices(spec: dict, where: str) -> str:
+    # Outputs written before machine workers existed have no gpuDevices: their GPUs were mock ones.
+    devices = spec.get("gpuDevices", "mock")
+    if devices not in ("mock", "real"):
+        raise OutputsError(f"{where}.gpuDevices: expected 'mock' or 'real', got {devices!r}")
+    return devices
 
 
 def _parse_quota(quota: Any, where: str) -> Quota:

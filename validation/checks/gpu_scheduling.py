@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from validation.checks.base import per_tenant
-from validation.checks.hami import require_gpus
+from validation.checks.hami import with_gpus
 from validation.host import poll
 from validation.kube import name_of, parse_quantity
 from validation.lab import Lab
@@ -58,7 +58,7 @@ def find_slice(pod: dict[str, Any], memory_mib: int, cores: int) -> VgpuAllocati
     f"a {SLICE_MIB} MiB (less on small GPUs) / {SLICE_CORES}% pod runs on a GPU slice; an oversized one stays Pending",
 )
 def fractional(lab: Lab, tenant: Tenant) -> str:
-    require_gpus(tenant)
+    tenant = with_gpus(lab, tenant)
     kubectl = lab.kubectl(tenant)
     mib = slice_mib(tenant)
     oversized_mib = tenant.largest_gpu_mib + 1
@@ -76,7 +76,7 @@ def fractional(lab: Lab, tenant: Tenant) -> str:
 
 @per_tenant("sharing", f"{SHARED_PODS} GPU slices run side by side on one GPU")
 def sharing(lab: Lab, tenant: Tenant) -> str:
-    require_gpus(tenant)
+    tenant = with_gpus(lab, tenant)
     count = min(SHARED_PODS, tenant.gpu_slots)
     if count < 2:
         raise CheckSkipped(f"gpuSlots is {tenant.gpu_slots}: a GPU cannot be shared")
@@ -119,7 +119,7 @@ def quota_mismatches(quota: Quota, objects: list[dict[str, Any]]) -> list[str]:
 
 @per_tenant("quota", "configured quotas exist; HAMi refuses a pod beyond a gpumem quota")
 def quota(lab: Lab, tenant: Tenant) -> str:
-    require_gpus(tenant)
+    tenant = with_gpus(lab, tenant)
     kubectl = lab.kubectl(tenant)
     problems = []
     for configured in tenant.quotas:

@@ -1,7 +1,9 @@
-"""Checks 6-7: HAMi's webhook mutates GPU pods, and workers advertise the mock GPUs."""
+"""Checks 6-7: HAMi's webhook mutates GPU pods, and workers advertise their GPUs."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 from validation.checks.base import per_tenant
@@ -9,7 +11,7 @@ from validation.kube import name_of, parse_quantity
 from validation.lab import Lab
 from validation.manifests import gpu_pod
 from validation.results import CheckFailed, CheckSkipped
-from validation.stack_outputs import Tenant
+from validation.stack_outputs import Gpu, Tenant
 
 HAMI_SCHEDULER = "hami-scheduler"
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
@@ -19,14 +21,48 @@ HANDSHAKE_ANNOTATION = "hami.io/node-handshake"
 HANDSHAKE_PREFIX = "Requesting_"
 
 
-def require_gpus(tenant: Tenant) -> None:
+def with_gpus(lab: Lab, tenant: Tenant) -> Tenant:
+    """The tenant with the GPUs of its workers; skips a check for a tenant without mock GPUs.
+
+    Mock GPUs are the configured ones; real GPUs are what HAMi's NVIDIA plugin
+    registered on the nodes, one entry per card, whatever the config says.
+    """
+    if tenant.real_gpus:
+        nodes = worker_nodes(lab, tenant)
+        cards = [card for worker in tenant.workers for card in registered_cards(nodes.get(worker))]
+        tenant = replace(tenant, gpus_per_worker=tuple(Gpu(card["type"], card["devmem"], 1) for card in cards))
+    if tenant.real_gpus and not tenant.has_gpus:
+        # The machines were checked for GPUs before they joined: none registered means the plugin is broken.
+        raise CheckFailed(
+            f"no worker reports a GPU: HAMi's NVIDIA plugin registered none in {REGISTER_ANNOTATION} "
+            "(kubectl -n kube-system logs ds/hami-device-plugin)"
+        )
     if not tenant.has_gpus:
         raise CheckSkipped("the tenant has no mock GPUs")
+    return tenant
+
+
+def worker_nodes(lab: Lab, tenant: Tenant) -> dict[str, dict[str, Any]]:
+    return {name_of(node): node for node in lab.kubectl(tenant).get("nodes")["items"]}
+
+
+def registered_cards(node: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The GPUs in a node's register annotation (HAMi's DeviceInfo list, Project-HAMi/HAMi
+    pkg/device/devices.go@v2.10.0); none when it is absent or unreadable."""
+    raw = ((node or {}).get("metadata", {}).get("annotations") or {}).get(REGISTER_ANNOTATION, "")
+    try:
+        cards = json.loads(raw) if raw else []
+    except json.JSONDecodeError:
+        return []
+    fields = {"type": str, "devmem": int, "count": int}
+    return [
+        card for card in cards if isinstance(card, dict) and all(isinstance(card.get(k), t) for k, t in fields.items())
+    ]
 
 
 @per_tenant("webhook", "HAMi's webhook routes a gpumem pod to hami-scheduler")
 def webhook(lab: Lab, tenant: Tenant) -> str:
-    require_gpus(tenant)
+    with_gpus(lab, tenant)
     kubectl = lab.kubectl(tenant)
     # Not `default`: a ResourceQuota or LimitRange there could refuse even a dry run.
     with lab.scratch_namespace(kubectl, "webhook") as namespace:
@@ -56,18 +92,25 @@ def allocatable_mismatches(node: dict[str, Any], expected: dict[str, int]) -> li
     return problems
 
 
-@per_tenant("gpu-capacity", "workers advertise the configured mock GPUs; hami-scheduler has seen them")
+@per_tenant("gpu-capacity", "workers advertise their GPUs (mock: as configured); hami-scheduler has seen them")
 def gpu_capacity(lab: Lab, tenant: Tenant) -> str:
-    require_gpus(tenant)
-    expected = tenant.expected_allocatable()
-    nodes = {name_of(node): node for node in lab.kubectl(tenant).get("nodes")["items"]}
+    tenant = with_gpus(lab, tenant)
+    nodes = worker_nodes(lab, tenant)
     problems = []
+    advertised = []
     for worker in tenant.workers:
         node = nodes.get(worker)
         if node is None:
             problems.append(f"node {worker} not found")
             continue
+        # A real card is registered with one slot per share, which kubelet then advertises.
+        expected = (
+            {"nvidia.com/gpu": sum(card["count"] for card in registered_cards(node))}
+            if tenant.real_gpus
+            else tenant.expected_allocatable()
+        )
         problems += allocatable_mismatches(node, expected)
+        advertised.append(f"{worker}: " + ", ".join(f"{resource}={value}" for resource, value in expected.items()))
         annotations = node["metadata"].get("annotations") or {}
         if REGISTER_ANNOTATION not in annotations:
             problems.append(f"{worker}: annotation {REGISTER_ANNOTATION} is missing")
@@ -78,5 +121,4 @@ def gpu_capacity(lab: Lab, tenant: Tenant) -> str:
             problems.append(f"{worker}: {HANDSHAKE_ANNOTATION} is {handshake!r}, expected {HANDSHAKE_PREFIX}<time>")
     if problems:
         raise CheckFailed("; ".join(problems))
-    advertised = ", ".join(f"{resource}={value}" for resource, value in expected.items())
-    return f"{', '.join(tenant.workers)} allocatable {advertised}; {HANDSHAKE_ANNOTATION} stamped by {HAMI_SCHEDULER}"
+    return f"allocatable {'; '.join(advertised)}; {HANDSHAKE_ANNOTATION} stamped by {HAMI_SCHEDULER}"

@@ -10,11 +10,13 @@ with NODE_TRANSPORT=ssh. What the machine runs is recorded by fake tools there.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from tests.sshd import machine_fakes
 from tests.test_join_worker import other_tenant_ca  # noqa: F401 (fixture)
-from tests.test_scripts import ENDPOINT, TENANT_KUBECONFIG, b64, reply, tenant_api, tenant_ca  # noqa: F401
+from tests.test_scripts import ENDPOINT, TENANT_KUBECONFIG, b64, fakes, reply, tenant_api, tenant_ca  # noqa: F401
 
 NODE = "m1"
 JOIN = r"(?s)^-c .*kubeadm join"
@@ -256,3 +258,27 @@ def test_the_machine_check_judges_each_fact_the_probe_reports(machine, facts, pr
     else:
         assert result.returncode == 1
         assert f"m1: {problem}" in result.stderr
+
+
+def test_a_user_other_than_root_runs_every_command_through_sudo_without_a_password(fakes):
+    # Recorded by a fake ssh: logging in as another user needs an account this test cannot make.
+    shim = fakes.bin / "ssh"
+    shim.write_text((fakes.bin / "kubectl").read_text().replace(" kubectl ", " ssh "))
+    shim.chmod(0o755)
+    fakes.on("ssh", r" true$", "").on("ssh", r"systemctl disable", "")
+
+    result = fakes.run("unregister-gpus.sh", NODE=NODE, NODE_TRANSPORT="ssh", SSH_ADDRESS="10.0.0.11",
+                       SSH_USER="ops", SSH_PRIVATE_KEY="key text", SSH_HOST_KEY="")
+
+    assert result.returncode == 0, result.stderr
+    (call,) = fakes.calls("ssh", "systemctl disable")
+    assert call["argv"][-2] == "10.0.0.11" and "-n" in call["argv"]
+    assert tuple(call["argv"][call["argv"].index("-l"):][:2]) == ("-l", "ops")
+    remote = call["argv"][-1]
+    assert remote.startswith("sudo -n ")
+    # The machine's login shell may be dash: the words must come back whole from a POSIX sh.
+    words = subprocess.run(["sh", "-c", "printf '%s\\0' " + remote.removeprefix("sudo -n ")],
+                           capture_output=True, check=True).stdout.decode().split("\0")[:-1]
+    assert words[:2] == ["sh", "-c"] and 'systemctl disable --now "$unit.timer"' in words[2]
+    assert words[3:5] == ["unregister", "hami-mock-gpu-register"]
+    assert "key text" not in " ".join(call["argv"])

@@ -75,8 +75,9 @@ class Tenant(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-        # One after another, each once the control plane runs the tenant's version: an
-        # upgrade drains and replaces a single worker at a time.
+        # Its workers, containers or machines, with the pod network they need. They join one
+        # after another, each once the control plane runs the tenant's version: an upgrade
+        # drains and replaces a single worker at a time.
         if tenant.machines:
             network, workers = self._machines(name, args, control_plane)
         else:

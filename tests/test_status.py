@@ -61,6 +61,8 @@ class FakeKubectl:
             ("get", "resourcequotas", "--all-namespaces", "-o", "json"): f"resourcequotas-{cluster}.json",
         }
         if cluster == "management" and args[:2] == ("get", "tenantcontrolplanes.kamaji.clastix.io"):
+            # The tenants' namespace of outputs.json; a call the fake does not model fails the test.
+            assert args[3:] == ("-n", "tenants", "-o", "json"), args
             return CommandResult(argv, 0, fixture(f"tcp-{args[2]}.json"), "")
         return CommandResult(argv, 0, fixture(answers[args]), "")
 
@@ -150,6 +152,8 @@ def test_unreachable_tenant_says_why_and_the_others_still_print():
     assert b["reachable"] is False and b["healthy"] is False
     assert "no route to host" in b["error"] and "memcache.go" not in b["error"]
     assert b["controlPlaneReady"] is True  # the management cluster still answers for it
+    # Nothing is known of its nodes, GPUs or quotas: the JSON still has every key, empty.
+    assert (b["nodes"], b["gpus"], b["quotas"]) == ({"ready": 0, "total": 0}, [], [])
     assert [item["name"] for item in doc["tenants"]] == ["tenant-a", "tenant-b", "tenant-c"]
     assert doc["ok"] is False and code == 1
 

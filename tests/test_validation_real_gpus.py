@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.test_validation import created_pods, gpumem_limit, healthy_lab, ok, outputs_with, recorded, result, validate
+from validation.checks.hami import registered_cards
 
 # What HAMi's NVIDIA plugin registers for one L4 shared 4 ways (the DeviceInfo list of
 # Project-HAMi/HAMi pkg/device/devices.go@v2.10.0; memory in MiB as NVML reports it), and the
@@ -70,3 +73,24 @@ def test_slots_advertised_short_of_what_the_plugin_registered_are_reported(tmp_p
 def test_outputs_from_before_machine_workers_are_mock_gpus():
     code, report = validate(healthy_lab(), "--only", "gpu-capacity")
     assert code == 0 and result(report, "gpu-capacity", "tenant-a")["status"] == "pass"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "cards"),
+    [
+        (None, []),
+        ({}, []),
+        ({"hami.io/node-nvidia-register": ""}, []),
+        ({"hami.io/node-nvidia-register": "not json"}, []),
+        # A card without its memory or slot count cannot be sized or counted.
+        ({"hami.io/node-nvidia-register": json.dumps([{**L4, "devmem": None}, L4, {"type": "x"}, "GPU-1"])}, [L4]),
+    ],
+    ids=["no-annotations", "no-register", "empty", "unreadable", "incomplete-cards"],
+)
+def test_only_complete_registered_cards_count(annotations, cards):
+    node = {"metadata": {"name": "dgx-1", "annotations": annotations}}
+    assert registered_cards(node) == cards
+
+
+def test_a_missing_node_has_no_cards():
+    assert registered_cards(None) == []

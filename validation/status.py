@@ -57,9 +57,10 @@ def tenant_status(lab: Lab, tenant: Tenant) -> dict[str, Any]:
     kubectl = lab.kubectl(tenant)
     try:
         status["version"] = kubectl.get_raw("/version").get("gitVersion")
-        nodes = kubectl.get("nodes").get("items", [])
-        pods = kubectl.get("pods", "--all-namespaces").get("items", [])
-        quotas = kubectl.get("resourcequotas", "--all-namespaces").get("items", [])
+        # A list answer always has items, and listed objects their metadata and status.
+        nodes = kubectl.get("nodes")["items"]
+        pods = kubectl.get("pods", "--all-namespaces")["items"]
+        quotas = kubectl.get("resourcequotas", "--all-namespaces")["items"]
     except (CheckFailed, CheckSkipped) as error:
         status["error"] = "; ".join(filter(None, (f"unreachable: {error}", status["error"])))
         return status
@@ -82,16 +83,16 @@ def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[s
     """Every registered GPU with the slices that pods hold on it."""
     slices: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
-        if pod.get("status", {}).get("phase") in FINISHED_PHASES:
+        if pod["status"].get("phase") in FINISHED_PHASES:
             continue
-        metadata = pod.get("metadata", {})
+        metadata = pod["metadata"]
         # Project-HAMi/HAMi pkg/device/devices.go@v2.10.0 (EncodeContainerDevices):
         # "<uuid>,<type>,<MiB>,<cores>:" per device, containers joined by ";".
         for allocation in vgpu_allocations(pod):
             slices.setdefault(allocation.uuid, []).append(
                 {
-                    "namespace": metadata.get("namespace", ""),
-                    "name": metadata.get("name", ""),
+                    "namespace": metadata["namespace"],
+                    "name": metadata["name"],
                     "memoryMiB": allocation.memory_mib,
                     "cores": allocation.cores,
                 }

@@ -49,7 +49,9 @@ def worker_nodes(lab: Lab, tenant: Tenant) -> dict[str, dict[str, Any]]:
 def registered_cards(node: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The GPUs in a node's register annotation (HAMi's DeviceInfo list, Project-HAMi/HAMi
     pkg/device/devices.go@v2.10.0); none when it is absent or unreadable."""
-    raw = ((node or {}).get("metadata", {}).get("annotations") or {}).get(REGISTER_ANNOTATION, "")
+    if node is None:
+        return []
+    raw = (node["metadata"].get("annotations") or {}).get(REGISTER_ANNOTATION)
     try:
         cards = json.loads(raw) if raw else []
     except json.JSONDecodeError:

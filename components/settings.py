@@ -41,6 +41,7 @@ class Machine:
 class TenantSettings:
     name: str
     workers: int
+    """How many: kindest/node containers, or its machines."""
     gpus: tuple[GpuSpec, ...]
     gpu_slots: int
     control_plane_replicas: int

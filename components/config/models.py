@@ -572,9 +572,6 @@ class StackConfig(ConfigModel):
         if self.docker_network and not self.has_container_workers:
             yield ("dockerNetwork",), "unused: every tenant's workers are machines, so no Docker is used"
 
-    def workers_of(self, tenant: Tenant) -> int:
-        return tenant.workers or self.workers_per_tenant
-
     @property
     def lab_node_image(self) -> str:
         return self.node_image or f"kindest/node:{self.kubernetes_version}"
@@ -616,7 +613,7 @@ class StackConfig(ConfigModel):
             tenants=tuple(
                 TenantSettings(
                     name=tenant.name,
-                    workers=tenant.workers or self.workers_per_tenant,
+                    workers=len(tenant.machines) or tenant.workers or self.workers_per_tenant,
                     gpus=tenant.gpu_specs,
                     gpu_slots=tenant.gpu_slots or self.gpu_slots,
                     control_plane_replicas=tenant.control_plane_replicas or self.control_plane_replicas,

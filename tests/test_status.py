@@ -7,6 +7,7 @@ unreachable, tenant-c has no GPUs.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from validation.host import CommandResult
-from validation.status import main
+from validation.status import Style, bar, main, quota_usage, render
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "status"
@@ -260,3 +261,100 @@ def test_without_the_management_cluster_the_control_plane_is_unknown_and_tenants
     assert a["error"].startswith("control plane unknown:") and "no route to host" in a["error"]
     assert len(a["gpus"]) == 2
     assert code == 1
+
+
+@pytest.mark.parametrize("interval", ["abc", "-1", "0"])
+def test_watch_refuses_an_interval_that_is_not_a_positive_number(capsys, interval):
+    with pytest.raises(SystemExit) as exit_:
+        run_status("--watch", interval)
+    assert exit_.value.code == 64
+    assert f"expected a positive number of seconds, got '{interval}'" in capsys.readouterr().err
+
+
+def test_watch_takes_fractions_of_a_second():
+    fake = FakeKubectl()
+    with pytest.raises(KeyboardInterrupt):
+        run_status("--json", "--watch", "0.5", fake=fake)
+    assert fake.sleeps == [0.5, 0.5]
+
+
+def test_every_unknown_tenant_is_named_beside_the_known_ones(capsys):
+    code, _ = run_status("--tenant", "tenant-z", "tenant-a", "tenant-y")
+    assert code == 64
+    assert "status: no tenant named tenant-y, tenant-z; tenants: tenant-a, tenant-b, tenant-c" in (
+        capsys.readouterr().err
+    )
+
+
+def test_unreadable_outputs_are_reported_on_stderr(tmp_path, capsys):
+    broken = tmp_path / "outputs.json"
+    broken.write_text("{not json")
+    stdout = io.StringIO()
+    code = main(["--outputs", str(broken)], runner=FakeKubectl(), stdout=stdout, clock=FakeKubectl())
+    assert code == 2 and stdout.getvalue() == ""
+    assert capsys.readouterr().err.startswith("status: ")
+
+
+def test_without_outputs_the_stack_s_own_are_read(capsys):
+    class Pulumi(FakeKubectl):
+        def run(self, argv, stdin=None, timeout=60, env=None):
+            if argv[0] == "pulumi":
+                self.pulumi = tuple(argv)
+                return CommandResult(tuple(argv), 0, fixture("outputs.json"), "")
+            return super().run(argv, stdin, timeout, env)
+
+    fake = Pulumi(unreachable=())
+    for args, stack in (((), "dev"), (("--stack", "lab"), "lab")):
+        assert main(["--json", *args], runner=fake, stdout=io.StringIO(), clock=fake) == 0
+        assert fake.pulumi[-2:] == ("--stack", stack)
+
+
+def test_json_is_indented_for_people_and_tools_alike():
+    _, text = run_status("--json")
+    assert text.startswith('{\n  "ok": false,\n  "tenants": [\n    {\n')
+
+
+def test_colour_marks_health_errors_and_the_verdict():
+    _, doc = status_json()
+    text = render(doc, Style(True))
+    green, red, reset = "\033[32m", "\033[31m", "\033[0m"
+    assert f"{green}healthy{reset}" in text and f"{red}UNHEALTHY{reset}" in text
+    assert f"  {red}unreachable: " in text
+    assert text.endswith(f"{red}NOT OK: some tenants are unhealthy or unreachable{reset}\n")
+    doc = {**doc, "ok": True}
+    assert render(doc, Style(True)).endswith(f"{green}OK: every tenant is healthy{reset}\n")
+
+
+def test_a_watched_terminal_is_cleared_before_each_refresh_and_json_never_is():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    clear = "\033[H\033[2J"
+    for args, cleared in ((["--watch", "5"], True), (["--json", "--watch", "5"], False), ([], False)):
+        fake, screen = FakeKubectl(), Terminal()
+        with contextlib.suppress(KeyboardInterrupt):
+            main(["--outputs", str(FIXTURES / "outputs.json"), *args], runner=fake, stdout=screen, clock=fake)
+        assert (clear in screen.getvalue()) is cleared, args
+
+
+def test_the_control_plane_line_says_ready_not_ready_or_unknown():
+    _, doc = status_json()
+    plain = Style(False)
+    lines = {True: "control plane Ready;", False: "control plane not Ready;", None: "control plane unknown;"}
+    for ready, said in lines.items():
+        tenant_a = {**tenant(doc, "tenant-a"), "controlPlaneReady": ready}
+        assert said in render({"ok": False, "tenants": [tenant_a]}, plain)
+
+
+def test_a_quota_not_yet_counted_shows_zero_used_and_one_without_status_shows_nothing():
+    fresh = {"metadata": {"name": "gpu-quota", "namespace": "team-a"},
+             "status": {"hard": {"limits.nvidia.com/gpumem": "8192"}}}
+    assert quota_usage(fresh)["resources"] == {"limits.nvidia.com/gpumem": {"used": "0", "hard": "8192"}}
+    unwritten = {"metadata": {"name": "gpu-quota", "namespace": "team-a"}}
+    assert quota_usage(unwritten) == {"namespace": "team-a", "name": "gpu-quota", "resources": {}}
+
+
+def test_usage_bars_fill_in_proportion_and_stay_empty_without_a_total():
+    empty = "[" + "." * 10 + "]"
+    assert (bar(0, 0), bar(5, 10), bar(10, 10), bar(1, 100)) == (empty, "[#####.....]", "[##########]", empty)

@@ -120,10 +120,11 @@ def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[s
 
 
 def quota_usage(quota: dict[str, Any]) -> dict[str, Any]:
-    state = quota.get("status", {})
+    # The quota controller writes status after the quota is created; a resource it has not counted yet is 0.
+    state = quota.get("status") or {}
     hard, used = state.get("hard") or {}, state.get("used") or {}
     return {
-        "namespace": quota.get("metadata", {}).get("namespace", ""),
+        "namespace": quota["metadata"]["namespace"],
         "name": name_of(quota),
         "resources": {key: {"used": used.get(key, "0"), "hard": value} for key, value in sorted(hard.items())},
     }
@@ -211,12 +212,11 @@ def render(doc: dict[str, Any], style: Style) -> str:
 
 def _positive_seconds(text: str) -> float:
     try:
-        seconds = float(text)
+        if (seconds := float(text)) > 0:
+            return seconds
     except ValueError:
-        seconds = 0.0
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return seconds
+        pass
+    raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

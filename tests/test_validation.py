@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.fake_etcd import FakeEtcd
+from tests.kube_api import refusals
 from validation.checks.konnectivity import LOG_LINE
 from validation.cli import main
 from validation.host import CommandResult
@@ -112,6 +113,9 @@ class FakeLab:
         else:
             cluster, command, kubeconfig, mode = argv[0], " ".join(argv[1:]), None, None
         self.calls.append(Call(cluster, command, stdin, kubeconfig, mode, request_timeout, env))
+        # An API server refuses what it does not know, whatever the test's rules would answer.
+        if command.startswith("create -f -") and (refused := refusals(json.loads(stdin or "null"))):
+            return CommandResult(tuple(argv), 1, "", f'error: error validating "STDIN": {"; ".join(refused)}\n')
         for rule in self.rules:
             if (
                 rule.cluster == cluster

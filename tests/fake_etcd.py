@@ -43,9 +43,14 @@ class FakeEtcd:
         lab.on("management", r"^logs -n \S+ validate-datastore-\S+ -c ", self.log)
         lab.on("management", r"^delete pod validate-datastore-", ok())
 
-    def pods(self) -> dict[str, dict]:
-        created = [json.loads(call.stdin) for call in self.calls if call.cluster == "management" and call.stdin]
-        return {pod["metadata"]["name"]: pod for pod in created if pod.get("kind") == "Pod"}
+    def pods(self) -> dict[tuple[str, str], dict]:
+        """(namespace, name) -> each pod created in the management cluster, where it was created."""
+        created = [
+            (call.command.split(" -n ")[1].split()[0], json.loads(call.stdin))
+            for call in self.calls
+            if call.cluster == "management" and call.stdin and " -n " in call.command
+        ]
+        return {(namespace, pod["metadata"]["name"]): pod for namespace, pod in created if pod.get("kind") == "Pod"}
 
     def stored(self) -> list[str]:
         keys = list(self.keys)
@@ -68,15 +73,17 @@ class FakeEtcd:
         listed = "".join(f"{key}\n" for key in self.stored() if key.startswith(prefix))
         return ok(listed)
 
-    def answers(self, pod_name: str) -> dict[str, CommandResult]:
-        pod = self.pods()[pod_name]
+    def answers(self, namespace: str, pod_name: str) -> dict[str, CommandResult]:
+        pod = self.pods()[namespace, pod_name]
         sources = pod["spec"]["volumes"][0]["projected"]["sources"]
         secrets = [source["secret"]["name"] for source in sources]
         return {container["name"]: self.answer(container, secrets) for container in pod["spec"]["containers"]}
 
     def pod_status(self, command: str) -> CommandResult:
-        name = command.split()[2]
-        answers = self.answers(name)
+        asked = re.fullmatch(r"get pod (\S+) -n (\S+) -o json", command)
+        if asked is None or (asked[2], asked[1]) not in self.pods():
+            return CommandResult((), 1, "", f'Error from server (NotFound): pods "{command.split()[2]}" not found\n')
+        answers = self.answers(asked[2], asked[1])
         statuses = [
             {"name": container, "state": {"terminated": {"exitCode": answer.returncode}}}
             for container, answer in answers.items()
@@ -85,8 +92,8 @@ class FakeEtcd:
         return ok(json.dumps({"status": {"phase": "Failed" if failed else "Succeeded", "containerStatuses": statuses}}))
 
     def log(self, command: str) -> CommandResult:
-        match = re.match(r"logs -n \S+ (\S+) -c (\S+)", command)
-        answer = self.answers(match[1])[match[2]]
+        match = re.match(r"logs -n (\S+) (\S+) -c (\S+)", command)
+        answer = self.answers(match[1], match[2])[match[3]]
         return ok(answer.stdout)  # kubectl logs shows what the container printed, whatever its exit code
 
 

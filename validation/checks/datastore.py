@@ -165,7 +165,7 @@ def read_datastore(
             raise CheckFailed(f"etcdctl pod {namespace}/{name} did not finish in {READ_TIMEOUT}s: {describe_pod(pod)}")
         codes = exit_codes(pod)
         return {
-            container: Read(prefix, codes.get(container, -1), container_log(management, namespace, name, container))
+            container: Read(prefix, codes[container], container_log(management, namespace, name, container))
             for container, prefix in reads.items()
         }
     finally:
@@ -173,10 +173,8 @@ def read_datastore(
 
 
 def exit_codes(pod: dict[str, Any]) -> dict[str, int]:
-    return {
-        status.get("name", ""): status.get("state", {}).get("terminated", {}).get("exitCode", -1)
-        for status in pod.get("status", {}).get("containerStatuses") or []
-    }
+    """Each container's exit code: in a pod that has ended, every container has terminated."""
+    return {status["name"]: status["state"]["terminated"]["exitCode"] for status in pod["status"]["containerStatuses"]}
 
 
 def container_log(management: Kubectl, namespace: str, pod: str, container: str) -> str:

@@ -15,13 +15,12 @@ import json
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_scripts import FAKE_TOOL, Fakes
+from tests.test_scripts import Fakes, write_shims
 
 SSHD = Path("/usr/sbin/sshd")
 MACHINE = "machine-"
@@ -55,10 +54,7 @@ class MachineFakes(Fakes):
 
         remote_bin = tmp_path / "machine-bin"
         remote_bin.mkdir()
-        for tool in remote_tools:
-            shim = remote_bin / tool
-            shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_TOOL}" {MACHINE}{tool} "$@"\n')
-            shim.chmod(0o755)
+        write_shims(remote_bin, remote_tools, label=MACHINE)
 
         self.private_key, client_public = keygen(tmp_path / "client")
         _, self.host_key = keygen(tmp_path / "host")

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.test_scripts import write_shims
+
 ROOT = Path(__file__).resolve().parent.parent
-FAKE_TOOL = ROOT / "tests" / "fakebin" / "fake_tool.py"
 README = (ROOT / "README.md").read_text()
 spec = importlib.util.spec_from_file_location("preflight", ROOT / "scripts" / "preflight.py")
 preflight = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as `import` would
@@ -28,10 +29,7 @@ def preflight_tools(tmp_path: Path, replies: dict[str, str], *tools: str) -> sub
     """`preflight.py --tools ...` with only fake binaries on PATH, each printing its reply to `version`."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in replies:
-        shim = bin_dir / tool
-        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_TOOL}" {tool} "$@"\n')
-        shim.chmod(0o755)
+    write_shims(bin_dir, replies)
     rules = [{"tool": tool, "match": "^version$", "replies": [{"stdout": out}]} for tool, out in replies.items()]
     env = {"PATH": str(bin_dir), "FAKE_LOG": str(tmp_path / "calls.jsonl"), "FAKE_RULES": json.dumps(rules)}
     return subprocess.run(

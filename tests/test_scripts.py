@@ -49,6 +49,14 @@ def reply(stdout: str = "", *, exit: int = 0, stderr: str = "") -> dict:
     return {"stdout": stdout, "stderr": stderr, "exit": exit}
 
 
+def write_shims(directory: Path, tools, label: str = "") -> None:
+    """One executable per tool in `directory` that runs fake_tool.py, recording it as `<label><tool>`."""
+    for tool in tools:
+        shim = directory / tool
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_TOOL}" {label}{tool} "$@"\n')
+        shim.chmod(0o755)
+
+
 class Fakes:
     """Fake tools for one test: declare replies with `on`, run a script, inspect `calls`."""
 
@@ -59,10 +67,7 @@ class Fakes:
         self.rules: list[dict] = []
         self.bin.mkdir()
         self.home.mkdir()
-        for tool in FAKED_TOOLS:
-            shim = self.bin / tool
-            shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_TOOL}" {tool} "$@"\n')
-            shim.chmod(0o755)
+        write_shims(self.bin, FAKED_TOOLS)
 
     def on(self, tool: str, match: str, *replies: str | dict) -> Fakes:
         """Reply to calls of `tool` whose joined argv matches regex `match`; a str reply is stdout with exit 0."""
@@ -947,11 +952,12 @@ def test_register_gpus_requires_a_joined_node(fakes):
 # --- wait-gpus --------------------------------------------------------------------------------------
 
 
-def hami_up(fakes: Fakes) -> Fakes:
+def hami_up(fakes: Fakes, device_plugin: str = "hami-mock-device-plugin") -> Fakes:
+    """HAMi ready, with the chart's mock plugin or (hami-device-plugin) its NVIDIA one; w1 has 80 GiB of mock GPU."""
     return (
         fakes.on("kubectl", r"get deployment hami-scheduler", "True")
         .on("kubectl", r"get endpointslices -l kubernetes\.io/service-name=hami-scheduler", "true")
-        .on("kubectl", r"get daemonset hami-mock-device-plugin", "2 2 2")
+        .on("kubectl", rf"get daemonset {device_plugin} ", "2 2 2")
         .on("kubectl", r"get mutatingwebhookconfiguration hami-webhook", "Q0EtQlVORExF")
         .on("kubectl", r"get node w1 ", "81920")
     )
@@ -992,18 +998,8 @@ def test_wait_gpus_without_gpu_nodes_still_waits_for_hami(fakes):
 REGISTERED = '[{"id":"GPU-0","count":4,"devmem":23034,"type":"NVIDIA-NVIDIA L4","health":true}]'
 
 
-def real_hami_up(fakes: Fakes) -> Fakes:
-    """HAMi with its NVIDIA plugin (the chart's hami-device-plugin DaemonSet) on real GPUs."""
-    return (
-        fakes.on("kubectl", r"get deployment hami-scheduler", "True")
-        .on("kubectl", r"get endpointslices -l kubernetes\.io/service-name=hami-scheduler", "true")
-        .on("kubectl", r"get daemonset hami-device-plugin ", "1 1 1")
-        .on("kubectl", r"get mutatingwebhookconfiguration hami-webhook", "Q0EtQlVORExF")
-    )
-
-
 def test_wait_gpus_on_real_gpus_waits_for_the_nvidia_plugin_to_register_them(fakes):
-    real_hami_up(fakes).on("kubectl", r"get node dgx-1 ", " ", f"0 {REGISTERED}", f"4 {REGISTERED}")
+    hami_up(fakes, "hami-device-plugin").on("kubectl", r"get node dgx-1 ", " ", f"0 {REGISTERED}", f"4 {REGISTERED}")
 
     result = fakes.run("wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="dgx-1", EXPECTED_GPUMEM="",
                        DEVICE_PLUGIN="hami-device-plugin")
@@ -1014,7 +1010,7 @@ def test_wait_gpus_on_real_gpus_waits_for_the_nvidia_plugin_to_register_them(fak
 
 
 def test_wait_gpus_on_real_gpus_names_a_node_whose_gpus_never_show(fakes):
-    real_hami_up(fakes).on("kubectl", r"get node dgx-1 ", " ")
+    hami_up(fakes, "hami-device-plugin").on("kubectl", r"get node dgx-1 ", " ")
 
     result = fakes.run("wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="dgx-1", EXPECTED_GPUMEM="",
                        DEVICE_PLUGIN="hami-device-plugin", WAIT_TIMEOUT="0")

@@ -39,6 +39,8 @@ write_node_file() {
 		write_node_file "$1" "$2"
 }
 
+# The node's name as its tenant knows it: a machine's hostname may be another.
+write_node_file "$config_dir/node-name" 0644 <<<"$NODE"
 write_node_file "$config_dir/node-nvidia-register.json" 0644 <<<"$GPU_REGISTER_JSON"
 write_node_file "$config_dir/gpu-capacity" 0644 <<<"$GPU_CAPACITY"
 
@@ -47,7 +49,7 @@ write_node_file "/usr/local/bin/$unit" 0755 <<SCRIPT
 # Installed by kamaji-hami-lab (scripts/register-gpus.sh): advertises this
 # node's mock GPUs to HAMi with the node's own kubelet credentials.
 set -euo pipefail
-node=\$(hostname)
+node=\$(cat $config_dir/node-name)
 register_json=\$(cat $config_dir/node-nvidia-register.json)
 gpu_capacity=\$(cat $config_dir/gpu-capacity)
 as_kubelet() { kubectl --kubeconfig=/etc/kubernetes/kubelet.conf --request-timeout=10s "\$@"; }

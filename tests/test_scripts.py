@@ -908,14 +908,15 @@ def test_registration_script_round_trips_the_annotation_and_patches_status_capac
     # Run the installed script here, with its config directory moved into tmp_path.
     config_dir = tmp_path / "config"
     config_dir.mkdir()
-    for name in ("node-nvidia-register.json", "gpu-capacity"):
+    for name in ("node-name", "node-nvidia-register.json", "gpu-capacity"):
         (config_dir / name).write_text(files[f"/etc/hami-mock-gpu/{name}"][1])
     node_script = tmp_path / "hami-mock-gpu-register"
     node_script.write_text(
         files["/usr/local/bin/hami-mock-gpu-register"][1].replace("/etc/hami-mock-gpu", str(config_dir))
     )
     fakes.log.unlink()
-    fakes.on("hostname", "", "w1\n").on("kubectl", r" annotate node w1 ", "").on("kubectl", r" patch node w1 ", "")
+    # No rule for hostname: a machine's hostname need not be its node name, so the script must not ask.
+    fakes.on("kubectl", r" annotate node w1 ", "").on("kubectl", r" patch node w1 ", "")
 
     result = fakes.run(node_script)
 

@@ -67,6 +67,8 @@ class MachineWorker(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[args.control_plane_ready] + ([args.previous_worker] if args.previous_worker else []),
+                # Above the script's own bound (check-machine.sh).
+                custom_timeouts=pulumi.CustomTimeouts(create="5m", update="5m"),
             ),
         )
 

@@ -10,7 +10,7 @@
 #         REAL_GPUS           optional, true: the NVIDIA driver, container toolkit and default runtime must be set up (default false)
 #         NODE_TRANSPORT      ssh, with the SSH_* variables (scripts/lib.sh)
 #         BOOT_TIMEOUT        optional, seconds to wait for the machine to answer (default 90)
-# bound:  200 s (BOOT_TIMEOUT 90 + one probe of at most 70 s: ssh's keepalive limit + slack)
+# bound:  200 s (BOOT_TIMEOUT 90 + one probe, cut off after 60 s on the machine, + ssh's 10 s connect + slack)
 # stdout: one summary line, e.g. "gpu-1 can join v1.36.4 at 10.0.0.5:6443"
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -44,7 +44,8 @@ if [ "$3" = true ]; then
 	echo "default_runtime=$(containerd config dump 2>/dev/null | sed -n "s/^ *default_runtime_name = //p" | tr -d "\"\047" | head -n 1)"
 fi'
 
-facts=$(node_exec sh -c "$probe" probe "${ENDPOINT%:*}" "${ENDPOINT##*:}" "$real_gpus") ||
+# Cut off on the machine: a hung tool would keep the ssh session (and its keepalives) going.
+facts=$(node_exec timeout 60 sh -c "$probe" probe "${ENDPOINT%:*}" "${ENDPOINT##*:}" "$real_gpus") ||
 	die "$NODE: the machine check could not run over ssh"
 
 # fact KEY: the value of KEY= in the probe's answer (the first one).

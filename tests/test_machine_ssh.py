@@ -26,7 +26,7 @@ BINDING = r"^--kubeconfig=/etc/kubernetes/kubelet.conf config view"
 
 @pytest.fixture
 def machine(tmp_path):
-    fakes = machine_fakes(tmp_path, ("sh", "kubectl", "modprobe", "systemctl"))
+    fakes = machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl"))
     yield fakes
     fakes.stop()
 
@@ -249,7 +249,7 @@ endpoint=reachable
     ids=["ready", "cni", "cgroup-v1", "swap", "no-kubeadm", "no-kubectl"],
 )
 def test_the_machine_check_judges_each_fact_the_probe_reports(machine, facts, problem):
-    machine.on("machine-sh", r"(?s)^-c .*kubeadm version", facts)
+    machine.on("machine-timeout", r"(?s)^60 sh -c .*kubeadm version", facts)
 
     result = check(machine, "10.0.0.1:6443")
 

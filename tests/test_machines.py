@@ -22,25 +22,26 @@ MOCK_GPU_TENANT = {"name": "research", "machines": MACHINES, "gpus": [{"model": 
 REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5"}], "gpuDevices": "real"}
 COMMAND = "command:local:Command"
 
-_PLANS: dict = {}
+@pytest.fixture
+def machine_plan(shared):
+    """`machine_plan(gpus, preview)`: every tenant on machines, on an existing cluster (no Docker anywhere)."""
 
-
-def machine_plan(gpus: str, preview: bool):
-    """Every tenant on machines, on an existing cluster: no Docker anywhere; made once per session."""
-    if (gpus, preview) not in _PLANS:
+    def get(gpus: str, preview: bool):
         tenant = MOCK_GPU_TENANT if gpus == "mock" else REAL_GPU_TENANT
-        _PLANS[gpus, preview] = plan(dev_config(tenants=[tenant], **EXISTING), preview=preview, secrets=SECRETS)
-    return _PLANS[gpus, preview]
+        config = dev_config(tenants=[tenant], **EXISTING)
+        return shared(f"machines-{gpus}-{preview}", lambda: plan(config, preview=preview, secrets=SECRETS))
+
+    return get
 
 
 @pytest.fixture(params=[(g, p) for g in ("mock", "real") for p in (True, False)],
                 ids=["mock-first-preview", "mock-up", "real-first-preview", "real-up"])
-def machines(request):
+def machines(request, machine_plan):
     return machine_plan(*request.param)
 
 
 @pytest.fixture(params=[True, False], ids=["first-preview", "up"])
-def mock_gpus(request):
+def mock_gpus(request, machine_plan):
     return machine_plan("mock", request.param)
 
 
@@ -69,7 +70,7 @@ def test_each_machine_is_checked_then_joined_over_ssh_as_configured(mock_gpus):
     assert resolve(check.inputs["environment"])["KUBERNETES_VERSION"] == "v1.36.4"
 
 
-def test_the_machine_check_gets_the_tenant_endpoint_as_host_and_port():
+def test_the_machine_check_gets_the_tenant_endpoint_as_host_and_port(machine_plan):
     up = machine_plan("mock", preview=False)
     env = resolve(of_machine(up, "check-machine.sh", "gpu-1").inputs["environment"])
     assert env["ENDPOINT"].count(":") == 1 and "://" not in env["ENDPOINT"]
@@ -116,7 +117,7 @@ def test_hami_waits_for_every_machine_to_join(machines):
     assert joins and all(join.urn in machines.upstream(hami.urn) for join in joins)
 
 
-def test_real_gpus_are_not_registered_as_mock_ones():
+def test_real_gpus_are_not_registered_as_mock_ones(machine_plan):
     real = machine_plan("real", preview=False)
     assert not real.commands("register-gpus.sh")
     assert resolve(of_machine(real, "check-machine.sh", "dgx-1").inputs["environment"])["REAL_GPUS"] == "true"
@@ -124,7 +125,7 @@ def test_real_gpus_are_not_registered_as_mock_ones():
     assert facts["workers"] == ["dgx-1"] and facts["gpuDevices"] == "real" and facts["gpusPerWorker"] == []
 
 
-def test_tenant_facts_name_the_machines_as_workers():
+def test_tenant_facts_name_the_machines_as_workers(machine_plan):
     facts = resolve(machine_plan("mock", preview=False).outputs["tenants"])["research"]
     assert facts["workers"] == ["gpu-1", "gpu-2"] and facts["gpuDevices"] == "mock"
 
@@ -169,7 +170,7 @@ REAL_PLUGIN_DAEMONSET = "hami-device-plugin"
 REAL_PLUGIN_NODE_SELECTOR = {"gpu": "on"}
 
 
-def test_real_gpus_run_hamis_nvidia_plugin_with_the_tenants_slots():
+def test_real_gpus_run_hamis_nvidia_plugin_with_the_tenants_slots(machine_plan):
     real = machine_plan("real", preview=True)
     (hami,) = [r for r in real.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "hami"]
     values = resolve(hami.inputs["values"])
@@ -181,7 +182,7 @@ def test_real_gpus_run_hamis_nvidia_plugin_with_the_tenants_slots():
 
 
 @pytest.mark.parametrize("preview", [True, False], ids=["first-preview", "up"])
-def test_real_gpu_machines_are_labelled_for_the_nvidia_plugin_once_joined(preview):
+def test_real_gpu_machines_are_labelled_for_the_nvidia_plugin_once_joined(preview, machine_plan):
     real = machine_plan("real", preview)
     (label,) = real.of_type("kubernetes:core/v1:NodePatch")
     (join,) = real.commands("join-worker.sh")

@@ -31,25 +31,26 @@ PROVIDED = {
 }
 
 
-_PLANS: dict = {}
+@pytest.fixture
+def existing_plan(shared):
+    """`existing_plan(pieces, preview)`: the lab on an existing cluster with its pieces "installed" or "provided"."""
 
-
-def existing_plan(pieces: str, preview: bool):
-    """The lab on an existing cluster with its pieces "installed" or "provided"; made once per session."""
-    key = (pieces, preview)
-    if key not in _PLANS:
+    def get(pieces: str, preview: bool):
         modes = INSTALLED if pieces == "installed" else PROVIDED
-        _PLANS[key] = plan(dev_config(**modes), preview=preview, secrets={"managementKubeconfig": EXISTING_KUBECONFIG})
-    return _PLANS[key]
+        secrets = {"managementKubeconfig": EXISTING_KUBECONFIG}
+        config = dev_config(**modes)
+        return shared(f"existing-{pieces}-{preview}", lambda: plan(config, preview=preview, secrets=secrets))
+
+    return get
 
 
 @pytest.fixture(params=[True, False], ids=["first-preview", "up"])
-def installed(request):
+def installed(request, existing_plan):
     return existing_plan("installed", request.param)
 
 
 @pytest.fixture(params=[True, False], ids=["first-preview", "up"])
-def provided(request):
+def provided(request, existing_plan):
     return existing_plan("provided", request.param)
 
 
@@ -57,7 +58,7 @@ def provided(request):
     params=[(p, v) for p in ("installed", "provided") for v in (True, False)],
     ids=["installed-first-preview", "installed-up", "provided-first-preview", "provided-up"],
 )
-def existing(request):
+def existing(request, existing_plan):
     return existing_plan(*request.param)
 
 

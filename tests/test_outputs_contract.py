@@ -3,7 +3,7 @@
 import json
 
 from tests.plan import dev_config, is_secret, plan, resolve
-from tests.test_management_modes import existing_plan
+from tests.test_management_modes import existing_plan  # noqa: F401 (fixture)
 from validation.stack_outputs import Platform, parse_outputs, write_kubeconfig_files
 
 LAYOUT = [
@@ -52,7 +52,7 @@ def test_kubeconfig_writer_gets_one_private_file_per_cluster(tmp_path):
     assert all(path.stat().st_mode & 0o777 == 0o600 for path in written.values())
 
 
-def test_validation_learns_which_platform_pieces_were_provided():
+def test_validation_learns_which_platform_pieces_were_provided(existing_plan):  # noqa: F811
     outputs = existing_plan("provided", preview=False).outputs
     assert not is_secret(outputs["platform"]), "it names modes and a DataStore, nothing secret"
     platform = parse_outputs(json.loads(json.dumps(resolve(outputs)))).platform

@@ -150,14 +150,14 @@ def test_a_provided_kamaji_judges_the_newest_version_itself():
 # --- an upgrade of tenant a, as `pulumi preview` shows it on the running lab -------------------------
 
 
-@pytest.fixture(scope="module")
-def running():
-    return plan(two_tenants(OLD), preview=False)
+@pytest.fixture
+def running(shared):
+    return shared("versions-running", lambda: plan(two_tenants(OLD), preview=False))
 
 
-@pytest.fixture(scope="module")
-def upgrade(running):
-    return plan(two_tenants(NEW), preview=True, previous=running)
+@pytest.fixture
+def upgrade(running, shared):
+    return shared("versions-upgrade", lambda: plan(two_tenants(NEW), preview=True, previous=running))
 
 
 def test_an_upgrade_changes_nothing_of_the_other_tenant_or_the_platform(running, upgrade):

@@ -7,6 +7,7 @@ import pytest
 from components import config
 from tests.plan import dev_config, fake_kubeconfig, plan, resolve
 from tests.test_gpu_sharing import HAMI_VALUE_KEYS, leaf_paths
+from tests.test_state_safety import qualified
 
 EXISTING_KUBECONFIG = fake_kubeconfig("https://10.20.0.1:6443", "platform-admin")
 LAB_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nlab-key\n-----END OPENSSH PRIVATE KEY-----"
@@ -199,3 +200,13 @@ def test_real_gpu_machines_are_labelled_for_the_nvidia_plugin_once_joined(previe
 
 def test_mock_gpus_label_no_node(mock_gpus):
     assert mock_gpus.of_type("kubernetes:core/v1:NodePatch") == []
+
+
+def test_machine_resources_keep_their_urns(mock_gpus):
+    # As tests/test_state_safety.py: a renamed component type or parent would replace them on the next up.
+    stable = {
+        "kamaji-hami-lab:index:Tenant$kamaji-hami-lab:index:MachineWorker$command:local:Command::gpu-1-join",
+        "kamaji-hami-lab:index:Tenant$kamaji-hami-lab:index:MachineWorker$command:local:Command::gpu-1-check",
+        "kamaji-hami-lab:index:Tenant$kamaji-hami-lab:index:Flannel$kubernetes:helm.sh/v3:Release::research-flannel",
+    }
+    assert stable <= {qualified(mock_gpus, r) for r in mock_gpus.registrations}

@@ -8,3 +8,34 @@ def test_no_kubernetes_provider_forgets_objects_of_an_unreachable_cluster(dev_pl
     assert providers
     for provider in providers:
         assert provider.inputs.get("deleteUnreachable") in (None, False, "false"), provider.name
+
+
+# A resource's URN holds the type tokens of its parents and its own name: a program that
+# renames a component type or moves a resource under another parent makes Pulumi replace it
+# (a new container, a new control plane) on the next `up`. These belong to running labs.
+STABLE_RESOURCES = {
+    "kamaji-hami-lab:index:ManagementCluster$command:local:Command::management-kind",
+    "kamaji-hami-lab:index:Platform$kubernetes:helm.sh/v3:Release::platform-kamaji",
+    "kamaji-hami-lab:index:Tenant$kamaji-hami-lab:index:TenantControlPlane"
+    "$kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane::tenant-a-control-plane",
+    "kamaji-hami-lab:index:Tenant$kamaji-hami-lab:index:WorkerNode$docker:index/container:Container"
+    "::kamaji-tenant-a-w1-container",
+    "kamaji-hami-lab:index:Tenant$kamaji-hami-lab:index:WorkerNode$command:local:Command::kamaji-tenant-a-w1-join",
+    "kamaji-hami-lab:index:Tenant$kamaji-hami-lab:index:GpuSharing$kubernetes:helm.sh/v3:Release::tenant-a-hami",
+    "kamaji-hami-lab:index:Tenant$kamaji-hami-lab:index:KubeProxy$kubernetes:apps/v1:DaemonSet::tenant-a-kube-proxy",
+}
+
+
+def qualified(plan_, registration) -> str:
+    """Its parents' types, outermost first, then its own type and name, as Pulumi puts them in a URN."""
+    by_urn = plan_.by_urn
+    types, parent = [registration.type], by_urn.get(registration.parent)
+    while parent is not None and parent.type != "pulumi:pulumi:Stack":
+        types.insert(0, parent.type)
+        parent = by_urn.get(parent.parent)
+    return "$".join(types) + "::" + registration.name
+
+
+def test_the_resources_of_a_running_lab_keep_their_urns(dev_plan):
+    found = {qualified(dev_plan, r) for r in dev_plan.registrations}
+    assert found >= STABLE_RESOURCES, sorted(STABLE_RESOURCES - found)

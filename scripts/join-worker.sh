@@ -97,6 +97,8 @@ MANIFEST
 
 # SystemVerification fails in a container (no kernel config to read); swap is
 # the host's business. The mandatory FileExisting-* binaries are in kindest/node.
+# A machine skips the same two: check-machine.sh has already refused swap and
+# cgroup v1 there, with a message naming the machine.
 # kubeadm's own timeouts (kubeadm.k8s.io/v1beta4 JoinConfiguration.timeouts) end
 # a stuck step well inside attempt_seconds, with kubeadm's message.
 # Field names: kubernetes/website content/en/docs/reference/config-api/kubeadm-config.v1beta4.md (Timeouts).

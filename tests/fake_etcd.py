@@ -22,6 +22,14 @@ from validation.host import CommandResult
 PERMISSION_DENIED = "Error: etcdserver: permission denied\n"
 ROOT_SECRET = "kamaji-etcd-root-client-certs"  # tests/fixtures/validation/datastore-default.json
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.6.12"  # kamaji-etcd chart 0.17.0: image.repository, appVersion
+# The members' client URLs: TLS on 2379 behind the headless service of DataStore default's endpoints
+# (tests/fixtures/validation/datastore-default.json), whose CRD takes them without a scheme.
+SERVED_URLS = frozenset(
+    f"https://kamaji-etcd-{member}.kamaji-etcd.kamaji-system.svc.cluster.local:2379" for member in range(3)
+)
+# What etcdctl prints when it reaches no endpoint before --command-timeout (etcd-io/etcd clientv3).
+UNREACHABLE = "Error: context deadline exceeded\n"
+ROOT_USER = "root"
 
 
 @dataclass
@@ -32,6 +40,8 @@ class FakeEtcd:
     keys: list[str] = field(default_factory=list)
     # A tenant whose objects also land under another schema (tenant name -> that schema).
     copies: dict[str, str] = field(default_factory=dict)
+    # Users (tenant names, or ROOT_USER) whose role was taken away: etcd refuses them everywhere.
+    without_role: tuple[str, ...] = ()
 
     def install(self, lab) -> None:
         statefulset = {
@@ -65,10 +75,14 @@ class FakeEtcd:
 
     def answer(self, container: dict, secrets: list[str]) -> CommandResult:
         command = container["command"]
+        endpoints = next(arg for arg in command if arg.startswith("--endpoints=")).split("=", 1)[1]
+        if not set(endpoints.split(",")) <= SERVED_URLS:
+            return CommandResult((), 1, UNREACHABLE, "")
         prefix = command[command.index("get") + 1]
-        users = {f"{tenant}-datastore-certificate": f"/{schema}/" for tenant, schema in self.schemas.items()}
-        allowed = "/" if ROOT_SECRET in secrets else users[secrets[0]]
-        if self.auth_enabled and not prefix.startswith(allowed):
+        users = {f"{tenant}-datastore-certificate": tenant for tenant in self.schemas}
+        user = ROOT_USER if ROOT_SECRET in secrets else users[secrets[0]]
+        allowed = "/" if user == ROOT_USER else f"/{self.schemas[user]}/"
+        if self.auth_enabled and (user in self.without_role or not prefix.startswith(allowed)):
             return CommandResult((), 1, PERMISSION_DENIED, "")
         listed = "".join(f"{key}\n" for key in self.stored() if key.startswith(prefix))
         return ok(listed)

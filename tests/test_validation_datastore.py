@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.fake_etcd import PERMISSION_DENIED, FakeEtcd
+from tests.fake_etcd import ETCD_IMAGE, PERMISSION_DENIED, ROOT_USER, FakeEtcd
 from tests.test_validation import (
     TENANTS,
     FakeClock,
@@ -24,7 +24,7 @@ from tests.test_validation import (
     result,
     validate,
 )
-from validation.checks.datastore import Read, marker_absent, marker_found, refused
+from validation.checks.datastore import Read, etcd_endpoints, marker_absent, marker_found, refused
 from validation.cli import main
 
 SCHEMAS = {tenant: spec["dataStoreSchema"] for tenant, spec in recorded("outputs.json")["tenants"].items()}
@@ -86,7 +86,10 @@ def test_an_empty_answer_is_not_a_refusal():
     proven, why = refused(Read("/tenants_tenant_b/", 0, ""))
 
     assert not proven
-    assert "no keys instead of permission denied" in why and "no proof" in why
+    assert why == (
+        "/tenants_tenant_b/ answered with no keys instead of permission denied; an empty answer is no proof "
+        "(is etcd auth enabled?)"
+    )
 
 
 def test_other_errors_are_not_refusals_either():
@@ -303,3 +306,129 @@ def test_root_credentials_that_see_nothing_prove_nothing():
     good, why = marker_found(Read("/tenants_tenant_a/", 0, ""), "/tenants_tenant_a/configmaps/ns/m", "root credentials")
     assert not good
     assert why == "/tenants_tenant_a/configmaps/ns/m is not under /tenants_tenant_a/ (etcd listed 0 keys there)"
+
+
+def test_the_count_of_listed_keys_is_worded_for_one_and_for_several():
+    wanted = "/tenants_tenant_a/configmaps/ns/marker"
+    one = Read("/tenants_tenant_a/", 0, "/tenants_tenant_a/configmaps/ns/other\n")
+    two = Read("/tenants_tenant_a/", 0, "/tenants_tenant_a/a\n/tenants_tenant_a/b\n")
+
+    assert marker_found(one, wanted)[1].endswith("(etcd listed 1 key there)")
+    assert marker_found(two, wanted)[1].endswith("(etcd listed 2 keys there)")
+
+
+def test_endpoints_get_a_scheme_only_where_they_lack_one():
+    # The DataStore CRD asks for bare host:port endpoints, but one written with its scheme keeps it.
+    store = {"metadata": {"name": "default"}, "spec": {"endpoints": ["https://etcd-0:2379", "etcd-1:2379"]}}
+
+    assert etcd_endpoints(store) == "https://etcd-0:2379,https://etcd-1:2379"
+
+
+def test_the_etcdctl_pods_dial_every_member_of_the_datastore_over_tls():
+    lab = lab_with()
+    validate(lab, "--only", "datastore")
+
+    members = [f"kamaji-etcd-{n}.kamaji-etcd.kamaji-system.svc.cluster.local:2379" for n in range(3)]
+    for pod in etcdctl_pods(lab):
+        for container in pod["spec"]["containers"]:
+            assert f"--endpoints={','.join(f'https://{member}' for member in members)}" in container["command"]
+
+
+def test_a_certificate_refused_at_its_own_prefix_fails_the_check():
+    _, report = validate(lab_with(FakeEtcd(SCHEMAS, [], without_role=("tenant-a",))), "--only", "datastore")
+
+    reason = result(report, "datastore", "tenant-a")["reason"]
+    assert "the tenant's own certificate cannot read /tenants_tenant_a/configmaps/validate-datastore-" in reason
+    assert reason.count("etcdserver: permission denied") == 1  # the refusals elsewhere are as they should be
+    assert result(report, "datastore", "tenant-b")["status"] == "pass"
+
+
+def test_root_credentials_refused_everywhere_prove_nothing_and_fail_the_check():
+    _, report = validate(lab_with(FakeEtcd(SCHEMAS, [], without_role=(ROOT_USER,))), "--only", "datastore")
+
+    reason = result(report, "datastore", "tenant-a")["reason"]
+    assert "root credentials cannot read /tenants_tenant_a/: Error: etcdserver: permission denied" in reason
+    assert "root credentials cannot read /tenants_tenant_b/: Error: etcdserver: permission denied" in reason
+
+
+def secret_references(tls: dict) -> list[dict]:
+    return [
+        tls["certificateAuthority"]["certificate"]["secretReference"],
+        tls["clientCertificate"]["certificate"]["secretReference"],
+        tls["clientCertificate"]["privateKey"]["secretReference"],
+    ]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda tls: tls["certificateAuthority"]["certificate"]["secretReference"].update(namespace="etcd-ca"),
+        # secretReference.namespace is optional in Kamaji's DataStore CRD.
+        lambda tls: tls["clientCertificate"]["privateKey"]["secretReference"].pop("namespace"),
+        lambda tls: [reference.pop("namespace") for reference in secret_references(tls)],
+    ],
+    ids=["two-namespaces", "one-without-namespace", "none-with-namespace"],
+)
+def test_root_credentials_outside_one_namespace_skip_the_root_half(change):
+    lab = lab_with()
+    store = recorded("datastore-default.json")
+    change(store["spec"]["tlsConfig"])
+    lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(store))
+
+    _, report = validate(lab, "--only", "datastore")
+
+    verdict = result(report, "datastore", "tenant-a")
+    assert verdict["status"] == "pass"
+    assert (
+        "root-credential half skipped: DataStore default does not name one namespace for its root credentials"
+        in verdict["evidence"]
+    )
+    assert {namespace_of(lab, pod) for pod in etcdctl_pods(lab)} == {"tenants"}
+
+
+def test_etcdctl_runs_the_image_of_the_statefulsets_etcd_container():
+    lab = lab_with()
+    containers = [{"name": "wait-for-dns", "image": "busybox:1.37"}, {"name": "etcd", "image": ETCD_IMAGE}]
+    statefulset = {"spec": {"template": {"spec": {"containers": containers}}}}
+    lab.on("management", r"^get statefulset kamaji-etcd -n kamaji-system ", ok(statefulset))
+
+    validate(lab, "--only", "datastore")
+
+    assert {c["image"] for pod in etcdctl_pods(lab) for c in pod["spec"]["containers"]} == {ETCD_IMAGE}
+
+
+def test_a_statefulset_without_an_etcd_container_fails_naming_it():
+    lab = lab_with()
+    no_etcd = {"spec": {"template": {"spec": {"containers": [{"name": "wait-for-dns", "image": "busybox:1.37"}]}}}}
+    lab.on("management", r"^get statefulset kamaji-etcd -n kamaji-system ", ok(no_etcd))
+
+    _, report = validate(lab, "--only", "datastore")
+
+    assert result(report, "datastore", "tenant-a")["reason"] == (
+        "StatefulSet kamaji-system/kamaji-etcd has no etcd container image"
+    )
+
+
+def test_each_pod_is_deleted_in_its_namespace_without_waiting_and_leaves_no_warning():
+    lab = lab_with()
+    code, report = validate(lab, "--only", "datastore")
+
+    wanted = sorted(
+        f"delete pod {pod['metadata']['name']} -n {namespace_of(lab, pod)} --ignore-not-found --wait=false"
+        for pod in etcdctl_pods(lab)
+    )
+    assert code == 0 and report["warnings"] == []
+    assert sorted(call.command for call in lab.commands("management", r"^delete pod ")) == wanted
+
+
+def test_a_pod_left_behind_by_an_unreachable_cluster_is_a_warning_saying_so():
+    lab = lab_with()
+    unreachable = "Unable to connect to the server: dial tcp 172.18.0.2:6443: i/o timeout\n"
+    lab.on("management", r"^delete pod ", error(unreachable))
+
+    _, report = validate(lab, "--only", "datastore")
+
+    assert any(
+        "was not deleted (cannot reach the management API server: Unable to connect" in warning
+        for warning in report["warnings"]
+    )

@@ -115,7 +115,7 @@ def root_credentials(store: dict[str, Any]) -> tuple[str, dict[tuple[str, str], 
         return f"DataStore {store_name(store)} names no secret for {', '.join(missing)} (root credentials)"
     namespaces = {reference.get("namespace", "") for reference in references.values()}
     if len(namespaces) != 1 or not next(iter(namespaces)):
-        return f"DataStore {store_name(store)} keeps its root credentials in several namespaces; a pod mounts one"
+        return f"DataStore {store_name(store)} does not name one namespace for its root credentials; a pod mounts one"
     files = {(reference["name"], reference.get("keyPath", "")): path for path, reference in references.items()}
     return next(iter(namespaces)), files
 

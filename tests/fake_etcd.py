@@ -30,6 +30,13 @@ SERVED_URLS = frozenset(
 # What etcdctl prints when it reaches no endpoint before --command-timeout (etcd-io/etcd clientv3).
 UNREACHABLE = "Error: context deadline exceeded\n"
 ROOT_USER = "root"
+# etcdctl v3's global flags and those of `get` (etcd-io/etcd etcdctl/ctlv3/ctl.go and
+# command/get_command.go); cobra refuses any other with "unknown flag".
+ETCDCTL_FLAGS = {
+    "--endpoints", "--cacert", "--cert", "--key", "--dial-timeout", "--command-timeout", "--keepalive-time",
+    "--keepalive-timeout", "--insecure-transport", "--insecure-skip-tls-verify", "--user", "--password",
+    "--write-out", "--hex", "--debug", "--prefix", "--keys-only", "--limit", "--rev", "--print-value-only",
+}
 
 
 @dataclass
@@ -75,6 +82,12 @@ class FakeEtcd:
 
     def answer(self, container: dict, secrets: list[str]) -> CommandResult:
         command = container["command"]
+        unknown = [arg for arg in command if arg.startswith("-") and arg.split("=", 1)[0] not in ETCDCTL_FLAGS]
+        if unknown:
+            return CommandResult((), 1, f"Error: unknown flag: {unknown[0].split('=', 1)[0]}\n", "")
+        subcommand = next(arg for arg in command[1:] if not arg.startswith("-"))
+        if subcommand != "get":
+            return CommandResult((), 1, f'Error: unknown command "{subcommand}" for "etcdctl"\n', "")
         endpoints = next(arg for arg in command if arg.startswith("--endpoints=")).split("=", 1)[1]
         if not set(endpoints.split(",")) <= SERVED_URLS:
             return CommandResult((), 1, UNREACHABLE, "")

@@ -11,6 +11,7 @@ API server's decoding does, and a missing required field as Pod validation does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,11 @@ class MapOf:
 @dataclass(frozen=True)
 class OneOf:
     values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Label:
+    """A DNS-1123 label, as container and volume names must be (kubernetes pkg/apis/core/validation)."""
 
 
 @dataclass(frozen=True)
@@ -58,14 +64,16 @@ SECURITY_CONTEXT = Fields(
 )
 CONTAINER = Fields(
     {
-        "name": str,
+        "name": Label(),
         "image": str,
         "command": ListOf(str),
         "args": ListOf(str),
         "resources": Fields({"limits": QUANTITIES, "requests": QUANTITIES}),
         "securityContext": SECURITY_CONTEXT,
         "volumeMounts": ListOf(
-            Fields({"name": str, "mountPath": str, "readOnly": bool, "subPath": str}, required=("name", "mountPath"))
+            Fields(
+                {"name": Label(), "mountPath": str, "readOnly": bool, "subPath": str}, required=("name", "mountPath")
+            )
         ),
     },
     required=("name", "image"),
@@ -74,7 +82,10 @@ PROJECTED_SECRET = Fields(
     {"name": str, "optional": bool, "items": ListOf(Fields({"key": str, "path": str, "mode": int}, ("key", "path")))}
 )
 VOLUME = Fields(
-    {"name": str, "projected": Fields({"defaultMode": int, "sources": ListOf(Fields({"secret": PROJECTED_SECRET}))})},
+    {
+        "name": Label(),
+        "projected": Fields({"defaultMode": int, "sources": ListOf(Fields({"secret": PROJECTED_SECRET}))}),
+    },
     required=("name",),
 )
 POD_SPEC = Fields(
@@ -139,6 +150,9 @@ def _problems(value: Any, schema: Any, path: str) -> Iterator[str]:
         inner = schema.item if isinstance(schema, ListOf) else schema.value
         for key, item in items:
             yield from _problems(item, inner, f"{path}[{key}]")
+    elif isinstance(schema, Label):
+        if not (isinstance(value, str) and len(value) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", value)):
+            yield f"{path}: {value!r} is not a DNS-1123 label"
     elif isinstance(schema, OneOf):
         if value not in schema.values:
             yield f"{path}: {value!r} is not one of {', '.join(schema.values)}"

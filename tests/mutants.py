@@ -40,9 +40,9 @@ MUTANTS = (
     ),
     Mutant(
         "join timeout cut to one minute",
-        "components/worker_node.py",
-        'custom_timeouts=pulumi.CustomTimeouts(create="20m", delete="5m")',
-        'custom_timeouts=pulumi.CustomTimeouts(create="1m", delete="5m")',
+        "components/node_join.py",
+        'custom_timeouts=pulumi.CustomTimeouts(create="20m", delete="8m")',
+        'custom_timeouts=pulumi.CustomTimeouts(create="1m", delete="8m")',
         ("tests/test_guards.py",),
     ),
     Mutant(
@@ -83,8 +83,8 @@ MUTANTS = (
     Mutant(
         "workers no longer wait for the previous one",
         "components/tenant.py",
-        "previous_worker=workers[-1].done if workers else None,",
-        "previous_worker=None,",
+        "return list(workers.values())[-1].done if workers else None",
+        "return None",
         ("tests/test_workers.py", "tests/test_tenant_versions.py"),
     ),
     Mutant(

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from components.addresses import metallb_pool, parse_address_range
+from tests.mutants import MUTANTS, ROOT
 from tests.plan import dev_config, plan
 from tests.test_config import config_error, tenants_error
 
@@ -88,3 +89,9 @@ def test_kube_proxy_kubeconfig_resolves_its_current_context(up_plan):
     assert context["cluster"] in {c["name"] for c in kubeconfig["clusters"]}
     assert context["user"] in {u["name"] for u in kubeconfig["users"]}
     assert (kubeconfig["apiVersion"], kubeconfig["kind"]) == ("v1", "Config")
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda mutant: mutant.description)
+def test_every_hand_written_mutant_still_finds_the_code_it_breaks(mutant):
+    # `make mutants` is not run in CI; this keeps its table from going stale when the code moves.
+    assert (ROOT / mutant.path).read_text(encoding="utf-8").count(mutant.before) == 1

@@ -116,6 +116,10 @@ class FakeLab:
         # An API server refuses what it does not know, whatever the test's rules would answer.
         if command.startswith("create -f -") and (refused := refusals(json.loads(stdin or "null"))):
             return CommandResult(tuple(argv), 1, "", f'error: error validating "STDIN": {"; ".join(refused)}\n')
+        if command.startswith("create -f -"):
+            for container in json.loads(stdin).get("spec", {}).get("containers", []):
+                if container.get("command", [])[:2] == ["sh", "-c"]:
+                    fake_sh(container["command"][2])  # a pod the fake cannot run would not run
         for rule in self.rules:
             if (
                 rule.cluster == cluster
@@ -143,6 +147,31 @@ class FakeClock:
         self.time += seconds
 
 
+def fake_sh(script: str) -> str:
+    """What `sh -c script` prints, for the scripts the suite's pods run; any other script fails loudly."""
+    printed = []
+    for statement in (part.strip() for part in script.split(";")):
+        if statement.startswith("echo "):
+            printed.append(statement.removeprefix("echo ") + "\n")
+        elif not re.fullmatch(r"(exec )?sleep [1-9][0-9]*", statement):
+            raise AssertionError(f"fake sh cannot run {statement!r} of {script!r}")
+    return "".join(printed)
+
+
+def pod_log(lab: FakeLab, cluster: str, pod: str) -> Callable[[str], CommandResult]:
+    """`kubectl logs` of a pod: what its command printed, from the pod as it was created."""
+
+    def log(command: str) -> CommandResult:
+        (created,) = [
+            json.loads(call.stdin)
+            for call in lab.commands(cluster, r"^create -f -")
+            if call.stdin and json.loads(call.stdin)["metadata"]["name"] == pod
+        ][-1:]
+        return ok(fake_sh(created["spec"]["containers"][0]["command"][2]))
+
+    return log
+
+
 def echo(command: str) -> CommandResult:
     return ok(command.split(" -- echo ", 1)[1] + "\n")
 
@@ -162,7 +191,7 @@ def healthy_lab() -> FakeLab:
         lab.on(tenant, r"^delete namespace ", ok())
         lab.on(tenant, r"^get namespace validate-", ok())  # gone
         lab.on(tenant, r"^get pod probe ", ok(recorded("pod-probe-running.json")))
-        lab.on(tenant, r"^logs -n \S+ probe$", ok(f"{LOG_LINE}\n"))
+        lab.on(tenant, r"^logs -n \S+ probe$", pod_log(lab, tenant, "probe"))
         lab.on(tenant, r"^exec -n \S+ probe -- echo ", echo)
         lab.on(tenant, r"--dry-run=server", ok(recorded("pod-dry-run-mutated.json")))
         lab.on(tenant, r"^get pod (slice|within-quota) ", ok(recorded("pod-gpu-running.json")))

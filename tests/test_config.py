@@ -128,6 +128,8 @@ def test_unknown_gpu_model_without_memory_lists_the_catalogue():
     message = tenants_error({"name": "a", "gpus": [{"model": "NVIDIA A100"}]})
     assert "kamaji-hami-lab:tenants[0].gpus[0].model: unknown GPU model 'NVIDIA A100'" in message
     assert "set memoryMiB" in message and "NVIDIA A100 80GB" in message
+    catalogue = message.split("use one of: ", 1)[1].splitlines()[0].split(", ")
+    assert "NVIDIA A100 80GB" in catalogue and "NVIDIA L4 24GB" in catalogue
 
 
 def test_more_gpu_memory_per_worker_than_the_mock_plugin_can_advertise():
@@ -168,7 +170,15 @@ def test_pool_inside_a_known_kind_subnet_is_accepted():
 
 def test_pool_must_hold_one_address_per_tenant():
     message = config_error(metallbAddressRange="172.18.255.200-172.18.255.200")
-    assert "has 1 addresses but 2 tenants each need one" in message
+    assert (
+        "  kamaji-hami-lab:metallbAddressRange: 172.18.255.200-172.18.255.200 has 1 addresses but 2 tenants each need "
+        "one" in message.splitlines()
+    )
+    assert parse_settings(dev_config(metallbAddressRange="172.18.255.200-172.18.255.201")).metallb_address_range
+
+
+def test_a_known_kind_subnet_large_enough_for_the_carved_pool_is_accepted():
+    assert str(parse_settings(dev_config(kindSubnet="172.18.0.0/16")).kind_subnet) == "172.18.0.0/16"
 
 
 def test_kind_subnet_too_small_for_a_pool():
@@ -217,7 +227,11 @@ def test_service_cidr_must_hold_the_dns_address():
 
 def test_more_tenants_than_the_carved_pool_needs_an_explicit_range():
     many = [{"name": f"t{index}"} for index in range(52)]
-    assert "kamaji-hami-lab:tenants: 52 tenants need more than the 51 addresses" in config_error(tenants=many)
+    assert (
+        "  kamaji-hami-lab:tenants: 52 tenants need more than the 51 addresses carved from the kind network by "
+        "default; set kamaji-hami-lab:metallbAddressRange" in config_error(tenants=many).splitlines()
+    )
+    assert len(parse_settings(dev_config(tenants=many[:51])).tenants) == 51
     lab = parse_settings(dev_config(tenants=many, metallbAddressRange="172.18.200.0/24"))
     assert len(lab.tenants) == 52
 

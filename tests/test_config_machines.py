@@ -52,9 +52,12 @@ def test_real_gpus_are_a_tenant_choice():
     ("tenants", "overrides", "key", "problem"),
     [
         ([tenant(machines=[{**GPU_1, "port": 70000}])], {}, "tenants[0].machines[0].port", "expected a TCP port"),
-        ([tenant(machines=[{**GPU_1, "user": "Root Admin"}])], {}, "tenants[0].machines[0].user", "not a user name"),
-        ([tenant(machines=[{**GPU_1, "address": "-x"}])], {}, "tenants[0].machines[0].address", "not a host name"),
-        ([tenant(machines=[{**GPU_1, "hostKey": "AAAA"}])], {}, "tenants[0].machines[0].hostKey", "'<key type>"),
+        ([tenant(machines=[{**GPU_1, "user": "Root Admin"}])], {}, "tenants[0].machines[0].user",
+         "'Root Admin' is not a user name"),
+        ([tenant(machines=[{**GPU_1, "address": "-x"}])], {}, "tenants[0].machines[0].address",
+         "'-x' is not a host name or IP address"),
+        ([tenant(machines=[{**GPU_1, "hostKey": "AAAA"}])], {}, "tenants[0].machines[0].hostKey",
+         "'AAAA' is not '<key type> <base64 key>'"),
         ([tenant(machines=[{**GPU_1, "sshKey": "ops"}])], {}, "tenants[0].machines[0].sshKey",
          "'ops' is not in sshPrivateKeys (it has: 'default')"),
         ([tenant(machines=[{**GPU_1, "ip": "x"}])], {}, "tenants[0].machines[0].ip", "unknown key"),
@@ -69,15 +72,15 @@ def test_real_gpus_are_a_tenant_choice():
          "'gpu-1' is also the name of tenants[0].machines[0]"),
         ([tenant(), tenant(name="other", machines=[{"name": "gpu-9", "address": "10.0.0.11"}])], {},
          "tenants[1].machines[0].address", "'10.0.0.11:22' is also the address of tenants[0].machines[0]"),
-        ([{"name": "web"}], {}, "sshPrivateKeys", "only used by machine workers"),
+        ([{"name": "web"}], {}, "sshPrivateKeys", "only used by machine workers, and no tenant lists machines"),
         ([tenant()], {"sshPrivateKeys": "not json"}, "sshPrivateKeys", "not valid JSON"),
         ([tenant()], {"sshPrivateKeys": {"default": 1}}, "sshPrivateKeys", "expected an object of name"),
     ],
 )
 def test_bad_machine_config_is_refused_naming_the_key(tenants, overrides, key, problem):
     message = error(tenants, **overrides)
-    lines = [line for line in message.splitlines() if f"kamaji-hami-lab:{key}: " in line]
-    assert lines and problem in lines[0], message
+    problems = [line.split(f"kamaji-hami-lab:{key}: ", 1)[1] for line in message.splitlines() if f":{key}: " in line]
+    assert problems and problems[0].startswith(problem), message
 
 
 def test_keys_in_plain_text_are_refused_without_showing_them():
@@ -90,8 +93,8 @@ def test_an_existing_cluster_needs_docker_only_for_container_workers():
     assert settings([tenant()], **existing).existing_cluster.docker_network is None
     assert "dockerNetwork: required with managementCluster existing while a tenant has container workers" in error(
         [tenant(), {"name": "web"}], **existing)
-    assert "dockerNetwork: unused: every tenant's workers are machines" in error(
-        [tenant()], **existing, dockerNetwork="lab-net")
+    unused = "  kamaji-hami-lab:dockerNetwork: unused: every tenant's workers are machines, so no Docker is used"
+    assert unused in error([tenant()], **existing, dockerNetwork="lab-net").splitlines()
 
 
 def test_a_machine_tenants_pod_cidr_must_fit_its_machines():

@@ -275,3 +275,51 @@ def test_an_edge_release_as_kamaji_chart_version_points_at_the_image_tag():
         "kamaji-hami-lab:kamajiChartVersion: '26.8.2-edge' is a Kamaji edge release, an image tag rather than a "
         "chart version; keep 0.0.0+latest and set kamaji-hami-lab:kamajiImageTag to 26.8.2-edge"
     ) in str(error.value)
+
+
+def test_limits_are_inclusive_the_largest_accepted_values_pass():
+    # HAMi's mock plugin advertises up to 120 GiB per node; a /28 holds the DNS service's .10;
+    # a /23 gives two workers a /24 each.
+    tenant = {
+        "name": "edge",
+        "workers": 2,
+        "podCidr": "10.244.0.0/23",
+        "serviceCidr": "10.96.0.0/28",
+        "gpus": [{"model": "ACME X1", "memoryMiB": 120 * 1024}],
+    }
+    (parsed,) = parse_settings(dev_config(tenants=[tenant])).tenants
+    assert (parsed.workers, parsed.service_cidr) == (2, "10.96.0.0/28")
+
+
+@pytest.mark.parametrize(
+    ("tenant", "line"),
+    [
+        (
+            {"name": "a", "serviceCidr": "10.96.0.0/29"},
+            "tenants[0].serviceCidr: 10.96.0.0/29 is too small; use a /28 or larger (the cluster DNS service takes "
+            "its .10 address)",
+        ),
+        (
+            {"name": "a", "quotas": [{"namespace": "team-a", "gpus": 1}, {"namespace": "team-a", "gpus": 2}]},
+            "tenants[0].quotas[1].namespace: duplicate quota namespace 'team-a'",
+        ),
+        (
+            {"name": "a", "kubernetesVersion": "v1.37.0"},
+            "tenants[0].kubernetesVersion: v1.37.0 is newer than Kamaji supports (v1.36.x with the chart's default "
+            "image; its webhook would refuse the control plane); choose a v1.36 release or pin a newer Kamaji with "
+            "kamajiImageTag",
+        ),
+    ],
+    ids=["service-cidr", "quota-namespace", "kamaji-version"],
+)
+def test_tenant_rules_read_as_whole_lines(tenant, line):
+    assert f"  kamaji-hami-lab:{line}" in tenants_error(tenant).splitlines()
+
+
+def test_a_bad_default_worker_count_does_not_hide_a_later_tenants_problem():
+    message = config_error(
+        workersPerTenant=0, tenants=[{"name": "a"}, {"name": "b", "workers": 3, "podCidr": "10.244.0.0/23"}]
+    )
+    assert "kamaji-hami-lab:workersPerTenant: " in message
+    too_small = "  kamaji-hami-lab:tenants[1].podCidr: 10.244.0.0/23 cannot give each of 3 workers a /24"
+    assert too_small in message.splitlines()

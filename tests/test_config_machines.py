@@ -61,12 +61,13 @@ def test_real_gpus_are_a_tenant_choice():
         ([tenant(machines=[{**GPU_1, "sshKey": "ops"}])], {}, "tenants[0].machines[0].sshKey",
          "'ops' is not in sshPrivateKeys (it has: 'default')"),
         ([tenant(machines=[{**GPU_1, "ip": "x"}])], {}, "tenants[0].machines[0].ip", "unknown key"),
-        ([tenant(workers=2)], {}, "tenants[0].workers", "unused with machines"),
-        ([tenant(nodeImage="kindest/node:v1.36.4")], {}, "tenants[0].nodeImage", "unused with machines"),
+        ([tenant(workers=2)], {}, "tenants[0].workers", "unused with machines: each machine is one worker"),
+        ([tenant(nodeImage="kindest/node:v1.36.4")], {}, "tenants[0].nodeImage",
+         "unused with machines: they run their own kubelet, not a node image"),
         ([{"name": "web", "gpuDevices": "real"}], {"sshPrivateKeys": {}}, "tenants[0].gpuDevices",
-         "'real' needs machines"),
+         "'real' needs machines: container workers have no GPUs of their own"),
         ([tenant(gpuDevices="real", gpus=[{"model": "NVIDIA L4 24GB"}])], {}, "tenants[0].gpus",
-         "unused with gpuDevices real"),
+         "unused with gpuDevices real: HAMi's device plugin counts the machines' GPUs"),
         ([tenant(gpuDevices="virtual")], {}, "tenants[0].gpuDevices", "'virtual' is not one of 'mock', 'real'"),
         ([tenant(), tenant(name="other")], {}, "tenants[1].machines[0].name",
          "'gpu-1' is also the name of tenants[0].machines[0]"),
@@ -100,3 +101,16 @@ def test_an_existing_cluster_needs_docker_only_for_container_workers():
 def test_a_machine_tenants_pod_cidr_must_fit_its_machines():
     machines = [{"name": f"m{i}", "address": f"10.0.0.{i}"} for i in range(1, 4)]
     assert "cannot give each of 3 workers a /24" in error([tenant(machines=machines, podCidr="10.244.0.0/23")])
+
+
+@pytest.mark.parametrize(
+    ("keys", "listed"),
+    [({}, "none"), ({"ops": KEY, "lab": KEY}, "'ops', 'lab'")],
+    ids=["no-keys", "two-keys"],
+)
+def test_a_machine_naming_a_missing_key_is_told_which_keys_there_are(keys, listed):
+    message = error([tenant()], sshPrivateKeys=keys)
+    assert (
+        f"  kamaji-hami-lab:tenants[0].machines[0].sshKey: 'default' is not in sshPrivateKeys (it has: {listed}); "
+        "set it with: pulumi config set --secret --path 'sshPrivateKeys.<name>' < KEY_FILE"
+    ) in message.splitlines()

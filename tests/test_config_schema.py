@@ -164,13 +164,13 @@ def test_problem_lines_never_show_pydantic_wording():
 
 
 class _Container(ConfigModel):
-    noun: ClassVar[str] = "worker"
+    noun: ClassVar[str] = "container"
     kind: Literal["container"]
     image: str
 
 
 class _Machine(ConfigModel):
-    noun: ClassVar[str] = "worker"
+    noun: ClassVar[str] = "machine"
     kind: Literal["machine"]
     host: str
 
@@ -179,6 +179,9 @@ class _ModeStack(ConfigModel):
     """A stand-in for the modes the config will grow: a key that selects a model."""
 
     workers: Annotated[_Container | _Machine, Field(discriminator="kind")]
+    fleet: list[Annotated[_Container | _Machine, Field(discriminator="kind")]] = []
+    labels: dict[str, str] = {}
+    replicas: Annotated[int, Field(gt=0)] = 1  # a constraint without a message of its own
 
 
 @pytest.mark.parametrize(
@@ -195,3 +198,39 @@ def test_mode_keys_read_as_the_user_wrote_them(workers, expected):
     with pytest.raises(ValidationError) as raised:
         _ModeStack.model_validate({"workers": workers})
     assert f"{PREFIX}{expected}" in list(problem_lines(raised.value, root=_ModeStack))
+
+
+@pytest.mark.parametrize(
+    ("others", "expected"),
+    [
+        ({"fleet": "x"}, "fleet: expected a list of container or machine objects, got 'x'"),
+        ({"labels": 5}, "labels: expected an object, got 5"),
+        ({"replicas": 0}, "replicas: input should be greater than 0, got 0"),
+    ],
+)
+def test_pydantic_findings_without_a_message_of_ours_are_still_keyed_lines(others, expected):
+    with pytest.raises(ValidationError) as raised:
+        _ModeStack.model_validate({"workers": {"kind": "machine", "host": "h"}, **others})
+    assert list(problem_lines(raised.value, root=_ModeStack)) == [f"{PREFIX}{expected}"]
+
+
+def test_a_stack_without_tenants_is_told_what_to_set():
+    config = {key: value for key, value in dev_config().items() if key != "tenants"}
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(config)
+    assert str(raised.value).splitlines()[1:] == [
+        "  kamaji-hami-lab:tenants: required; set at least one tenant (see README, 'Configuration')"
+    ]
+
+
+def test_a_missing_nested_key_is_required_without_the_tenants_hint():
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(tenants=[{"gpus": []}]))
+    assert "  kamaji-hami-lab:tenants[0].name: required" in str(raised.value).splitlines()
+
+
+def test_an_unknown_top_level_key_lists_every_known_key_comma_separated():
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(tenantz=[]))
+    known = str(raised.value).split("unknown config key (known: ", 1)[1].split(")")[0].split(", ")
+    assert {"managementClusterName", "tenants", "gpuSlots", "sshPrivateKeys"} <= set(known)

@@ -2,10 +2,8 @@
 
 Field types (``values``) carry the per-value constraints and their messages; each model's
 ``problems`` yields the rules that need several values. ``StackConfig.settings()`` hands the
-components plain frozen dataclasses. A key that selects a mode is a discriminated union: one
-model per mode, each with a ``Literal`` field for that key (``messages`` keeps the tags out of key paths).
-The stack's own scalar modes (managementCluster and each platform piece) are flat keys, so
-they are enums, and which keys each allows is a rule of ``StackConfig``.
+components plain frozen dataclasses. Keys that select a mode (managementCluster, each platform
+piece, gpuDevices) are enums, and which other keys each mode allows is a rule of the model holding them.
 """
 
 from __future__ import annotations

@@ -157,3 +157,9 @@ def test_workers_wait_for_the_platform_so_they_go_before_kamaji(dev_plan):
     (kamaji_ready,) = dev_plan.commands("wait-kamaji.sh")
     for worker in containers(dev_plan).values():
         assert kamaji_ready.urn in worker.dependencies
+
+
+def test_a_container_workers_gpus_leave_with_its_container_not_by_a_script(up_plan):
+    # leave-worker.sh deletes the node (and its GPU annotations) and the container goes: nothing is left to unregister.
+    registrations = up_plan.commands("register-gpus.sh")
+    assert registrations and all("delete" not in gpus.inputs for gpus in registrations)

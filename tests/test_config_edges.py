@@ -64,3 +64,10 @@ def test_a_64_character_tenant_name_is_not_a_dns_label():
 def test_a_boolean_is_not_a_top_level_count(key, value):
     # The Pulumi CLI hands every config value over as text: `true` arrives as "true".
     assert f"kamaji-hami-lab:{key}: expected a positive integer, got " in config_error(**{key: value})
+
+
+def test_cli_text_keeps_no_surrounding_whitespace_but_names_stay_exact():
+    # `pulumi config set KEY < FILE` keeps the file's trailing newline.
+    lab = parse_settings(dev_config(kubernetesVersion="v1.36.4\n", managementClusterName=" lab "))
+    assert (lab.versions.kubernetes, lab.management_cluster_name) == ("v1.36.4", "lab")
+    assert "tenants[0].name: ' a' is not" in tenants_error({"name": " a"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from components.config import ConfigError, parse_settings
@@ -114,3 +116,20 @@ def test_a_machine_naming_a_missing_key_is_told_which_keys_there_are(keys, liste
         f"  kamaji-hami-lab:tenants[0].machines[0].sshKey: 'default' is not in sshPrivateKeys (it has: {listed}); "
         "set it with: pulumi config set --secret --path 'sshPrivateKeys.<name>' < KEY_FILE"
     ) in message.splitlines()
+
+
+@pytest.mark.parametrize(("port", "accepted"), [(1, True), (65535, True), (0, False), (65536, False), (True, False)])
+def test_ssh_ports_are_those_tcp_has(port, accepted):
+    machines = [{**GPU_1, "port": port}]
+    if accepted:
+        assert settings([tenant(machines=machines)]).tenants[0].machines[0].port == port
+    else:
+        assert f"tenants[0].machines[0].port: expected a TCP port (1-65535), got {json.dumps(port)}" in error(
+            [tenant(machines=machines)])
+
+
+def test_a_management_kubeconfig_of_the_wrong_type_is_refused_without_showing_it():
+    message = error([tenant()], managementCluster="existing", managementKubeconfig=["secret-material"])
+    assert "  kamaji-hami-lab:managementKubeconfig: expected a string (not shown: the value is a secret)" in (
+        message.splitlines())
+    assert "secret-material" not in message

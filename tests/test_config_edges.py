@@ -71,3 +71,9 @@ def test_cli_text_keeps_no_surrounding_whitespace_but_names_stay_exact():
     lab = parse_settings(dev_config(kubernetesVersion="v1.36.4\n", managementClusterName=" lab "))
     assert (lab.versions.kubernetes, lab.management_cluster_name) == ("v1.36.4", "lab")
     assert "tenants[0].name: ' a' is not" in tenants_error({"name": " a"})
+
+
+def test_an_ipv6_pod_network_is_refused_saying_why():
+    message = tenants_error({"name": "a", "podCidr": "fd00::/64"})
+    assert "  kamaji-hami-lab:tenants[0].podCidr: 'fd00::/64' is not an IPv4 CIDR (IPv6 is not supported)" in (
+        message.splitlines())

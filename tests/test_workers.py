@@ -31,7 +31,11 @@ def test_container_runs_like_a_kind_node(dev_plan):
     assert worker["usernsMode"] == "host"
     assert worker["tmpfs"] == {"/tmp": "", "/run": ""}
     assert [n["name"] for n in worker["networksAdvanced"]] == ["kind"]
-    assert worker["restart"] == "on-failure"
+    # kind's node flags (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/provision.go):
+    # --restart=on-failure:1 (come back after a reboot only), --init=false (systemd must be PID 1,
+    # not docker-init), --tty (the entrypoint's logs).
+    assert (worker["restart"], worker["maxRetryCount"]) == ("on-failure", 1)
+    assert worker["init"] is False and worker["tty"] is True
     assert worker["removeVolumes"] is True
     mounts = {v["containerPath"]: v for v in worker["volumes"]}
     assert "hostPath" not in mounts["/var"], "/var must be a (removable) anonymous volume"

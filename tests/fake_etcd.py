@@ -31,7 +31,7 @@ SERVED_URLS = frozenset(
 UNREACHABLE = "Error: context deadline exceeded\n"
 ROOT_USER = "root"
 # etcdctl v3's global flags and those of `get` (etcd-io/etcd etcdctl/ctlv3/ctl.go and
-# command/get_command.go); cobra refuses any other with "unknown flag".
+# command/get_command.go, read on main @00c6090 / @0c3aef1); cobra refuses any other with "unknown flag".
 ETCDCTL_FLAGS = {
     "--endpoints", "--cacert", "--cert", "--key", "--dial-timeout", "--command-timeout", "--keepalive-time",
     "--keepalive-timeout", "--insecure-transport", "--insecure-skip-tls-verify", "--user", "--password",

@@ -148,23 +148,6 @@ def test_marker_found_under_another_tenants_prefix_fails():
     assert result(report, "datastore", "tenant-b")["status"] == "pass"
 
 
-def test_without_root_credentials_the_root_half_is_skipped_with_its_reason():
-    lab = lab_with()
-    store = recorded("datastore-default.json")
-    del store["spec"]["tlsConfig"]["clientCertificate"]
-    lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(store))
-
-    _, report = validate(lab, "--only", "datastore")
-
-    verdict = result(report, "datastore", "tenant-a")
-    assert verdict["status"] == "pass"
-    assert (
-        "root-credential half skipped: DataStore default names no secret for client.crt, client.key"
-        in (verdict["evidence"])
-    )
-    assert {namespace_of(lab, pod) for pod in etcdctl_pods(lab)} == {"tenants"}  # no root pod
-
-
 def test_a_lone_tenant_is_still_refused_at_the_root(tmp_path):
     def one_tenant(document: dict) -> None:
         del document["tenants"]["tenant-b"], document["kubeconfigs"]["tenant-b"]
@@ -359,17 +342,24 @@ def secret_references(tls: dict) -> list[dict]:
     ]
 
 
+ONE_NAMESPACE = "does not name one namespace for its root credentials"
+
+
 @pytest.mark.parametrize(
-    "change",
+    ("change", "why"),
     [
-        lambda tls: tls["certificateAuthority"]["certificate"]["secretReference"].update(namespace="etcd-ca"),
+        (lambda tls: tls.pop("clientCertificate"), "names no secret for client.crt, client.key"),
+        (
+            lambda tls: tls["certificateAuthority"]["certificate"]["secretReference"].update(namespace="etcd-ca"),
+            ONE_NAMESPACE,
+        ),
         # secretReference.namespace is optional in Kamaji's DataStore CRD.
-        lambda tls: tls["clientCertificate"]["privateKey"]["secretReference"].pop("namespace"),
-        lambda tls: [reference.pop("namespace") for reference in secret_references(tls)],
+        (lambda tls: tls["clientCertificate"]["privateKey"]["secretReference"].pop("namespace"), ONE_NAMESPACE),
+        (lambda tls: [reference.pop("namespace") for reference in secret_references(tls)], ONE_NAMESPACE),
     ],
-    ids=["two-namespaces", "one-without-namespace", "none-with-namespace"],
+    ids=["no-client-certificate", "two-namespaces", "one-without-namespace", "none-with-namespace"],
 )
-def test_root_credentials_outside_one_namespace_skip_the_root_half(change):
+def test_root_credentials_a_pod_cannot_mount_skip_the_root_half_with_the_reason(change, why):
     lab = lab_with()
     store = recorded("datastore-default.json")
     change(store["spec"]["tlsConfig"])
@@ -379,11 +369,8 @@ def test_root_credentials_outside_one_namespace_skip_the_root_half(change):
 
     verdict = result(report, "datastore", "tenant-a")
     assert verdict["status"] == "pass"
-    assert (
-        "root-credential half skipped: DataStore default does not name one namespace for its root credentials"
-        in verdict["evidence"]
-    )
-    assert {namespace_of(lab, pod) for pod in etcdctl_pods(lab)} == {"tenants"}
+    assert f"root-credential half skipped: DataStore default {why}" in verdict["evidence"]
+    assert {namespace_of(lab, pod) for pod in etcdctl_pods(lab)} == {"tenants"}  # no root pod
 
 
 def test_etcdctl_runs_the_image_of_the_statefulsets_etcd_container():

@@ -109,6 +109,8 @@ class Registration:
 class Plan:
     registrations: list[Registration]
     outputs: dict[str, Any] = field(default_factory=dict)
+    component_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What each component passed to register_outputs, by URN."""
 
     @property
     def by_urn(self) -> dict[str, Registration]:
@@ -155,7 +157,12 @@ class _RecordingMonitor(mocks.MockMonitor):
         self.preview = lab_mocks.preview
         self.previous = previous.by_urn if previous else {}
         self.registrations: list[Registration] = []
+        self.component_outputs: dict[str, dict[str, Any]] = {}
         self.unknown_config_providers: set[str] = set()
+
+    def RegisterResourceOutputs(self, request):
+        self.component_outputs[request.urn] = reveal(_sync_await(_deserialize(request.outputs)))
+        return super().RegisterResourceOutputs(request)
 
     def RegisterResource(self, request):
         if request.type == "pulumi:pulumi:Stack":
@@ -362,7 +369,7 @@ def plan(
         error.plan = Plan(monitor.registrations)  # what was registered before it failed
         raise
     stack = pulumi.runtime.get_root_resource()
-    return Plan(monitor.registrations, dict(stack.outputs))
+    return Plan(monitor.registrations, dict(stack.outputs), monitor.component_outputs)
 
 
 def resolve(value: Any) -> Any:

@@ -65,6 +65,7 @@ def test_only_machine_tenants_get_flannel_in_a_privileged_namespace_on_their_own
     assert release.inputs["namespace"] == namespace.inputs["metadata"]["name"]
     assert release.inputs["repositoryOpts"] == {"repo": "https://flannel-io.github.io/flannel/"}
     assert release.inputs["version"] == "v0.28.9"
+    assert release.inputs["name"] == "flannel"  # Helm takes only lower-case DNS labels as release names
     assert resolve(release.inputs["values"])["podCidr"] == "10.250.0.0/16"
 
 

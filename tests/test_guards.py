@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.plan import ROOT, Registration
+from tests.plan import ROOT, Registration, dev_config, plan
+from tests.test_machines import EXISTING, MOCK_GPU_TENANT, SECRETS
 
 SCRIPTS = ROOT / "scripts"
 # pulumi-command's Logging enum values that keep stdout off the console
@@ -60,10 +61,19 @@ def test_commands_that_print_credentials_keep_stdout_and_stderr_secret_in_state(
         assert {"stdout", "stderr"} <= set(command.secret_outputs), command.name
 
 
-@pytest.mark.parametrize("operation", ["create", "delete"])
-def test_every_pulumi_timeout_outlasts_the_script_it_runs(up_plan, operation):
-    timed = [c for c in commands(up_plan) if operation in c.custom_timeouts and script_of(c, operation)]
-    assert timed or operation == "delete"
+@pytest.fixture(params=["containers", "machines"])
+def lab_plan(request, up_plan, shared):
+    """The dev lab's `up`, and an `up` of machine workers on an existing cluster (as tests/test_machines.py)."""
+    if request.param == "containers":
+        return up_plan
+    config = dev_config(tenants=[MOCK_GPU_TENANT], **EXISTING)
+    return shared("machines-mock-False", lambda: plan(config, preview=False, secrets=SECRETS))
+
+
+@pytest.mark.parametrize("operation", ["create", "update", "delete"])
+def test_every_pulumi_timeout_outlasts_the_script_it_runs(lab_plan, operation):
+    timed = [c for c in commands(lab_plan) if operation in c.custom_timeouts and script_of(c, operation)]
+    assert timed or operation != "create"
     for command in timed:
         script = script_of(command, operation)
         bound = declared_bound(script)
@@ -75,6 +85,19 @@ def test_every_pulumi_timeout_outlasts_the_script_it_runs(up_plan, operation):
 def test_timed_commands_include_the_join_and_the_platform_waits(up_plan):
     timed = {script_of(c, "create").name for c in commands(up_plan) if "create" in c.custom_timeouts}
     assert {"kind-up.sh", "wait-metallb.sh", "wait-kamaji.sh", "join-worker.sh", "wait-gpus.sh"} <= timed
+
+
+def test_every_custom_timeout_is_a_duration_the_engine_parses(lab_plan):
+    # The engine reads them with Go's time.ParseDuration: lower-case units only.
+    timeouts = [value for command in commands(lab_plan) for value in command.custom_timeouts.values()]
+    assert timeouts and all(re.fullmatch(r"(\d+(h|m|s|ms))+", value) for value in timeouts), timeouts
+
+
+def test_a_machine_check_is_timed_whenever_it_runs(lab_plan):
+    checks = [c for c in commands(lab_plan) if script_of(c, "create").name == "check-machine.sh"]
+    assert bool(checks) == any(r.type.endswith(":MachineWorker") for r in lab_plan.registrations)
+    for check in checks:  # created, and run again when the machine or the tenant's version changes
+        assert {"create", "update"} <= set(check.custom_timeouts), check.name
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.sh") if declared_bound(p)), ids=str)

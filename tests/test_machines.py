@@ -66,9 +66,12 @@ def test_each_machine_is_checked_then_joined_over_ssh_as_configured(mock_gpus):
     assert (env["NODE_TRANSPORT"], env["SSH_ADDRESS"], env["SSH_PORT"], env["SSH_USER"]) == (
         "ssh", "gpu-2.lab.example", "2222", "ops")
     assert env["SSH_PRIVATE_KEY"] == OWN_KEY and env["SSH_HOST_KEY"] == ""
+    assert {"gpu-2.lab.example", "2222"} <= set(resolve(join.inputs["triggers"]))  # another address re-joins
     assert resolve(of_machine(mock_gpus, "join-worker.sh", "gpu-1").inputs["environment"])["SSH_HOST_KEY"] == HOST_KEY
     assert check.urn in join.all_dependencies
     assert resolve(check.inputs["environment"])["KUBERNETES_VERSION"] == "v1.36.4"
+    # check-machine.sh looks for the NVIDIA driver and toolkit only when REAL_GPUS is "true".
+    assert resolve(check.inputs["environment"])["REAL_GPUS"] == "false"
 
 
 def test_the_machine_check_gets_the_tenant_endpoint_as_host_and_port(machine_plan):
@@ -210,3 +213,9 @@ def test_machine_resources_keep_their_urns(mock_gpus):
         "kamaji-hami-lab:index:Tenant$kamaji-hami-lab:index:Flannel$kubernetes:helm.sh/v3:Release::research-flannel",
     }
     assert stable <= {qualified(mock_gpus, r) for r in mock_gpus.registrations}
+
+
+def test_each_machine_component_records_the_node_it_became(mock_gpus):
+    machines = mock_gpus.of_type("kamaji-hami-lab:index:MachineWorker")
+    recorded = sorted(mock_gpus.component_outputs[machine.urn]["nodeName"] for machine in machines)
+    assert recorded == sorted(machine["name"] for machine in MACHINES)

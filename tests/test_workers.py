@@ -45,6 +45,7 @@ def test_container_runs_like_a_kind_node(dev_plan):
 def test_container_labels_are_ours_and_never_kinds(dev_plan):
     labels = {entry["label"]: entry["value"] for entry in containers(dev_plan)["kamaji-tenant-b-w1"].inputs["labels"]}
     assert labels["kamaji-hami-lab.io/tenant"] == "tenant-b"
+    assert labels["kamaji-hami-lab.io/role"] == "worker"
     assert not any(label.startswith("io.x-k8s.kind") for label in labels)
 
 
@@ -167,3 +168,10 @@ def test_a_container_workers_gpus_leave_with_its_container_not_by_a_script(up_pl
     # leave-worker.sh deletes the node (and its GPU annotations) and the container goes: nothing is left to unregister.
     registrations = up_plan.commands("register-gpus.sh")
     assert registrations and all("delete" not in gpus.inputs for gpus in registrations)
+
+
+def test_each_worker_component_records_the_node_it_became(up_plan):
+    workers = up_plan.of_type("kamaji-hami-lab:index:WorkerNode")
+    assert workers and all(
+        up_plan.component_outputs[worker.urn] == {"nodeName": worker.name} for worker in workers
+    )

@@ -39,3 +39,16 @@ def dev_plan(request, shared):
 @pytest.fixture
 def up_plan(shared):
     return shared("dev-False", lambda: plan(dev_config(), preview=False))
+
+
+@pytest.fixture
+def machine_plan(shared):
+    """`machine_plan(gpus, preview)`: every tenant on machines, on an existing cluster (no Docker anywhere)."""
+    from tests.test_machines import EXISTING, MOCK_GPU_TENANT, REAL_GPU_TENANT, SECRETS
+
+    def get(gpus: str, preview: bool):
+        tenant = MOCK_GPU_TENANT if gpus == "mock" else REAL_GPU_TENANT
+        config = dev_config(tenants=[tenant], **EXISTING)
+        return shared(f"machines-{gpus}-{preview}", lambda: plan(config, preview=preview, secrets=SECRETS))
+
+    return get

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plan import ROOT, Registration, dev_config, plan
-from tests.test_machines import EXISTING, MOCK_GPU_TENANT, SECRETS
+from tests.plan import ROOT, Registration
 
 SCRIPTS = ROOT / "scripts"
 # pulumi-command's Logging enum values that keep stdout off the console
@@ -62,12 +61,9 @@ def test_commands_that_print_credentials_keep_stdout_and_stderr_secret_in_state(
 
 
 @pytest.fixture(params=["containers", "machines"])
-def lab_plan(request, up_plan, shared):
-    """The dev lab's `up`, and an `up` of machine workers on an existing cluster (as tests/test_machines.py)."""
-    if request.param == "containers":
-        return up_plan
-    config = dev_config(tenants=[MOCK_GPU_TENANT], **EXISTING)
-    return shared("machines-mock-False", lambda: plan(config, preview=False, secrets=SECRETS))
+def lab_plan(request, up_plan, machine_plan):
+    """The dev lab's `up`, and an `up` of machine workers with mock GPUs on an existing cluster."""
+    return up_plan if request.param == "containers" else machine_plan("mock", False)
 
 
 @pytest.mark.parametrize("operation", ["create", "update", "delete"])

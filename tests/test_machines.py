@@ -23,18 +23,6 @@ MOCK_GPU_TENANT = {"name": "research", "machines": MACHINES, "gpus": [{"model": 
 REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5"}], "gpuDevices": "real"}
 COMMAND = "command:local:Command"
 
-@pytest.fixture
-def machine_plan(shared):
-    """`machine_plan(gpus, preview)`: every tenant on machines, on an existing cluster (no Docker anywhere)."""
-
-    def get(gpus: str, preview: bool):
-        tenant = MOCK_GPU_TENANT if gpus == "mock" else REAL_GPU_TENANT
-        config = dev_config(tenants=[tenant], **EXISTING)
-        return shared(f"machines-{gpus}-{preview}", lambda: plan(config, preview=preview, secrets=SECRETS))
-
-    return get
-
-
 @pytest.fixture(params=[(g, p) for g in ("mock", "real") for p in (True, False)],
                 ids=["mock-first-preview", "mock-up", "real-first-preview", "real-up"])
 def machines(request, machine_plan):

@@ -114,10 +114,11 @@ class FakeLab:
             cluster, command, kubeconfig, mode = argv[0], " ".join(argv[1:]), None, None
         self.calls.append(Call(cluster, command, stdin, kubeconfig, mode, request_timeout, env))
         # An API server refuses what it does not know, whatever the test's rules would answer.
-        if command.startswith("create -f -") and (refused := refusals(json.loads(stdin or "null"))):
-            return CommandResult(tuple(argv), 1, "", f'error: error validating "STDIN": {"; ".join(refused)}\n')
         if command.startswith("create -f -"):
-            for container in json.loads(stdin).get("spec", {}).get("containers", []):
+            manifest = json.loads(stdin or "null")
+            if refused := refusals(manifest):
+                return CommandResult(tuple(argv), 1, "", f'error: error validating "STDIN": {"; ".join(refused)}\n')
+            for container in manifest.get("spec", {}).get("containers", []):
                 if container.get("command", [])[:2] == ["sh", "-c"]:
                     fake_sh(container["command"][2])  # a pod the fake cannot run would not run
         for rule in self.rules:
@@ -162,12 +163,9 @@ def pod_log(lab: FakeLab, cluster: str, pod: str) -> Callable[[str], CommandResu
     """`kubectl logs` of a pod: what its command printed, from the pod as it was created."""
 
     def log(command: str) -> CommandResult:
-        (created,) = [
-            json.loads(call.stdin)
-            for call in lab.commands(cluster, r"^create -f -")
-            if call.stdin and json.loads(call.stdin)["metadata"]["name"] == pod
-        ][-1:]
-        return ok(fake_sh(created["spec"]["containers"][0]["command"][2]))
+        created = [json.loads(call.stdin) for call in lab.commands(cluster, r"^create -f -") if call.stdin]
+        latest = [manifest for manifest in created if manifest["metadata"]["name"] == pod][-1]
+        return ok(fake_sh(latest["spec"]["containers"][0]["command"][2]))
 
     return log
 

@@ -31,7 +31,7 @@ def test_container_runs_like_a_kind_node(dev_plan):
     assert worker["usernsMode"] == "host"
     assert worker["tmpfs"] == {"/tmp": "", "/run": ""}
     assert [n["name"] for n in worker["networksAdvanced"]] == ["kind"]
-    # kind's node flags (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/provision.go):
+    # kind's node flags (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/provision.go@fed268827e21):
     # --restart=on-failure:1 (come back after a reboot only), --init=false (systemd must be PID 1,
     # not docker-init), --tty (the entrypoint's logs).
     assert (worker["restart"], worker["maxRetryCount"]) == ("on-failure", 1)

@@ -81,10 +81,11 @@ def test_an_outputs_file_is_named_when_it_cannot_be_read_or_used(tmp_path):
 ASCII_LOCALE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 
 
-def in_ascii_locale(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def in_ascii_locale(code: str, path: Path) -> subprocess.CompletedProcess:
+    """Runs `code` with `path` as sys.argv[1] from the project root, where mutated modules find mutmut's config."""
     environment = {**os.environ, **ASCII_LOCALE, "PYTHONPATH": os.getcwd()}
     return subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code, str(path)], env=environment, capture_output=True, text=True, timeout=60
     )
 
 
@@ -92,19 +93,21 @@ def test_an_outputs_file_in_utf_8_is_read_whatever_the_locale(tmp_path):
     outputs = tmp_path / "outputs.json"
     outputs.write_bytes(json.dumps({"note": "Größe"}, ensure_ascii=False).encode())
     read = in_ascii_locale(
+        "import sys\n"
         "from validation.stack_outputs import read_outputs_document\n"
-        "print(ascii(read_outputs_document('outputs.json', None)))",
-        tmp_path,
+        "print(ascii(read_outputs_document(sys.argv[1], None)))",
+        outputs,
     )
     assert read.stdout == "{'note': 'Gr\\xf6\\xdfe'}\n", read.stderr
 
 
 def test_a_private_file_is_written_in_utf_8_whatever_the_locale(tmp_path):
     written = in_ascii_locale(
+        "import sys\n"
         "from pathlib import Path\n"
         "from validation.stack_outputs import write_private_file\n"
-        "write_private_file(Path('tenant-a.kubeconfig'), 'user: \\u2713')",
-        tmp_path,
+        "write_private_file(Path(sys.argv[1]), 'user: \\u2713')",
+        tmp_path / "tenant-a.kubeconfig",
     )
     assert written.returncode == 0, written.stderr
     assert (tmp_path / "tenant-a.kubeconfig").read_bytes() == "user: ✓".encode()

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from validation.host import CommandResult
-from validation.status import Style, bar, main, quota_usage, render
+from validation.status import Style, bar, gpus, main, quota_usage, render
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "status"
@@ -44,6 +44,7 @@ class FakeKubectl:
     def __init__(self, unreachable: Sequence[str] = ("tenant-b",)):
         self.unreachable = set(unreachable)
         self.commands: list[tuple[str, ...]] = []
+        self.kubeconfigs: set[Path] = set()
         self.sleeps: list[float] = []
 
     def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 60, env=None) -> CommandResult:
@@ -53,6 +54,7 @@ class FakeKubectl:
         assert argv[3].startswith("--request-timeout="), argv
         cluster, args = Path(argv[2]).stem, argv[4:]
         self.commands.append(args)
+        self.kubeconfigs.add(Path(argv[2]))
         if cluster in self.unreachable:
             return CommandResult(argv, 1, "", NO_ROUTE)
         answers = {
@@ -67,14 +69,19 @@ class FakeKubectl:
             return CommandResult(argv, 0, fixture(f"tcp-{args[2]}.json"), "")
         return CommandResult(argv, 0, fixture(answers[args]), "")
 
-    # Clock for --watch: stop after the second refresh.
+    # Clock for --watch: stop after the second refresh. Not KeyboardInterrupt, which would stop pytest
+    # itself when a refresh loop runs where none should.
     def now(self) -> float:
         return 0.0
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         if len(self.sleeps) == 2:
-            raise KeyboardInterrupt
+            raise StopWatching
+
+
+class StopWatching(Exception):
+    """What the fake clock raises where a user would press Ctrl-C."""
 
 
 def run_status(*args: str, fake: FakeKubectl | None = None) -> tuple[int, str]:
@@ -188,7 +195,7 @@ def test_only_reads_the_clusters():
 
 def test_watch_refreshes_until_interrupted():
     fake = FakeKubectl()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(StopWatching):
         run_status("--json", "--watch", "5", fake=fake)
     assert fake.sleeps == [5, 5]
     assert fake.commands.count(("get", "--raw", "/version")) == 3 * 2
@@ -273,7 +280,7 @@ def test_watch_refuses_an_interval_that_is_not_a_positive_number(capsys, interva
 
 def test_watch_takes_fractions_of_a_second():
     fake = FakeKubectl()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(StopWatching):
         run_status("--json", "--watch", "0.5", fake=fake)
     assert fake.sleeps == [0.5, 0.5]
 
@@ -330,12 +337,17 @@ def test_a_watched_terminal_is_cleared_before_each_refresh_and_json_never_is():
         def isatty(self) -> bool:
             return True
 
-    clear = "\033[H\033[2J"
+    clear = "\033[H\033[2J"  # cursor home, then erase the screen (ECMA-48 CUP and ED 2)
     for args, cleared in ((["--watch", "5"], True), (["--json", "--watch", "5"], False), ([], False)):
         fake, screen = FakeKubectl(), Terminal()
-        with contextlib.suppress(KeyboardInterrupt):
+        with contextlib.suppress(StopWatching):
             main(["--outputs", str(FIXTURES / "outputs.json"), *args], runner=fake, stdout=screen, clock=fake)
-        assert (clear in screen.getvalue()) is cleared, args
+        frames = screen.getvalue().split(clear)
+        if cleared:
+            assert frames[0] == "" and len(frames) == 3, args
+            assert all(frame.startswith("tenant-a ") for frame in frames[1:]), args
+        else:
+            assert len(frames) == 1, args
 
 
 def test_the_control_plane_line_says_ready_not_ready_or_unknown():
@@ -358,3 +370,59 @@ def test_a_quota_not_yet_counted_shows_zero_used_and_one_without_status_shows_no
 def test_usage_bars_fill_in_proportion_and_stay_empty_without_a_total():
     empty = "[" + "." * 10 + "]"
     assert (bar(0, 0), bar(5, 10), bar(10, 10), bar(1, 100)) == (empty, "[#####.....]", "[##########]", empty)
+
+
+def test_a_tenant_unreachable_beside_its_management_cluster_gives_both_reasons_in_one_line():
+    _, doc = status_json(fake=FakeKubectl(unreachable=("management", "tenant-b")))
+    reasons = tenant(doc, "tenant-b")["error"].split("; ")
+    assert [reason.split(":")[0] for reason in reasons] == ["unreachable", "control plane unknown"]
+    assert all("no route to host" in reason for reason in reasons)
+
+
+def test_a_finished_pod_listed_before_running_ones_hides_none_of_them():
+    nodes = json.loads(fixture("nodes-tenant-a.json"))["items"]
+    pods = json.loads(fixture("pods-tenant-a.json"))["items"]
+    finished = [pod for pod in pods if pod["status"]["phase"] == "Succeeded"]
+    running = [pod for pod in pods if pod["status"]["phase"] == "Running"]
+    first = gpus(nodes, finished + running)[0]
+    assert [pod["name"] for pod in first["pods"]] == ["share-0", "share-1", "train-0"]
+
+
+def test_nodes_without_a_usable_gpu_registration_are_left_out_and_absent_fields_are_empty():
+    registered = json.loads(fixture("nodes-tenant-a.json"))["items"][0]
+
+    def node(name: str, **annotations: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, **({"annotations": annotations} if annotations else {})}}
+
+    register = "hami.io/node-nvidia-register"
+    shown = gpus(
+        [
+            node("no-annotations"),
+            node("half-written", **{register: '[{"id": "GPU-'}),
+            # HAMi leaves out every empty field (DeviceInfo is all omitempty, pkg/device/devices.go@v2.10.0).
+            node("bare", **{register: '[{"count": 10}]'}),
+            registered,
+        ],
+        pods=[],
+    )
+    assert [(gpu["node"], gpu["uuid"], gpu["model"], gpu["memoryMiB"]["total"]) for gpu in shown] == [
+        ("bare", "", "", 0),
+        ("kamaji-tenant-a-w1", GPU_1, "NVIDIA A100 80GB", 81920),
+        ("kamaji-tenant-a-w1", GPU_2, "NVIDIA A100 80GB", 81920),
+    ]
+
+
+def test_outputs_can_come_on_standard_input():
+    fake, stdout = FakeKubectl(), io.StringIO()
+    outputs = io.StringIO(fixture("outputs.json"))
+    code = main(["--outputs", "-", "--json"], runner=fake, stdout=stdout, stdin=outputs, clock=fake)
+    assert [item["name"] for item in json.loads(stdout.getvalue())["tenants"]] == ["tenant-a", "tenant-b", "tenant-c"]
+    assert code == 1  # tenant-b is unreachable
+
+
+def test_kubeconfigs_live_in_one_temporary_directory_named_for_the_view_and_are_removed():
+    fake = FakeKubectl()
+    run_status(fake=fake)
+    (directory,) = {kubeconfig.parent for kubeconfig in fake.kubeconfigs}
+    assert directory.name.startswith("kamaji-hami-lab-status-")
+    assert not directory.exists()

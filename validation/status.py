@@ -99,17 +99,19 @@ def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[s
             )
     result = []
     for node in nodes:
-        raw = node.get("metadata", {}).get("annotations", {}).get(NODE_REGISTER_ANNOTATION, "")
+        raw = node["metadata"].get("annotations", {}).get(NODE_REGISTER_ANNOTATION)
         try:
             devices = json.loads(raw) if raw else []
         except json.JSONDecodeError:
             devices = []
         for device in devices:
-            users = slices.get(device.get("id", ""), [])
+            # DeviceInfo's fields are all omitempty: absent means "" or 0 (pkg/device/devices.go@v2.10.0).
+            uuid = device.get("id", "")
+            users = slices.get(uuid, [])
             result.append(
                 {
                     "node": name_of(node),
-                    "uuid": device.get("id", ""),
+                    "uuid": uuid,
                     "model": device.get("type", ""),
                     "memoryMiB": {"allocated": sum(u["memoryMiB"] for u in users), "total": device.get("devmem", 0)},
                     "cores": {"allocated": sum(u["cores"] for u in users), "total": FULL_CORES},
@@ -260,11 +262,11 @@ def main(
     if unknown:
         print(f"status: no tenant named {', '.join(unknown)}; tenants: {', '.join(outputs.tenants)}", file=sys.stderr)
         return EXIT_USAGE
-    style = Style(False) if args.json else Style.for_stream(stdout)
+    style = Style.for_stream(stdout)
     while True:
         # A fresh lab each refresh: a cluster unreachable last time is asked again.
         with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-status-") as workdir:
-            lab = Lab.open(outputs, runner, Path(workdir), clock)
+            lab = Lab.open(outputs, runner, Path(workdir))
             tenants = [tenant for tenant in lab.tenants if not args.tenant or tenant.name in args.tenant]
             doc = document([tenant_status(lab, tenant) for tenant in tenants])
         if args.json:

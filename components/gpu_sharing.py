@@ -139,7 +139,7 @@ class GpuSharing(pulumi.ComponentResource):
         )
 
 
-def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool = False) -> dict:
+def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool) -> dict:
     """Helm values for HAMi on mock GPUs, or on the real GPUs of machine workers.
 
     The chart has no values schema: a misspelt key is silently ignored, so every

@@ -56,6 +56,9 @@ def test_one_hami_release_per_tenant_on_its_own_provider(dev_plan):
             "2.10.0",
         )
         assert release.inputs["repositoryOpts"]["repo"] == "https://project-hami.github.io/HAMi/"
+        # Helm waits for HAMi's pods: on a cold host its scheduler, kube-scheduler and plugin images
+        # take longer to pull than Helm's default of 300 s.
+        assert release.inputs["timeout"] == 600
 
 
 def test_hami_values_use_only_keys_the_chart_has(dev_plan):
@@ -132,6 +135,8 @@ def test_other_layouts_register_what_they_configure():
     (ready,) = layout.commands("wait-gpus.sh")
     assert ready.inputs["environment"]["NODES"] == "kamaji-mixed-w1 kamaji-mixed-w2"
     assert ready.inputs["environment"]["EXPECTED_GPUMEM"] == str(2 * 15360 + 12000)
+    # The mock plugin's DaemonSet (charts/hami/templates/device-plugin/daemonsetmock.yaml@v2.10.0).
+    assert ready.inputs["environment"]["DEVICE_PLUGIN"] == "hami-mock-device-plugin"
 
 
 def test_registration_is_stable_between_runs():
@@ -173,22 +178,29 @@ def test_quotas_render_as_resource_quotas_in_the_tenant():
                         {"namespace": "team-a", "gpumemMiB": 8192, "gpucores": 50, "gpus": 4},
                         {"namespace": "default", "gpumemMiB": 4096},
                     ],
-                }
+                },
+                # The same namespace in another tenant: Pulumi refuses two resources with one URN.
+                {"name": "r", "quotas": [{"namespace": "team-a", "gpus": 1}]},
             ]
         ),
         preview=False,
     )
-    quotas = {q.inputs["metadata"]["namespace"]: q for q in quota_plan.of_type("kubernetes:core/v1:ResourceQuota")}
+    urns = [r.urn for r in quota_plan.registrations]
+    assert len(urns) == len(set(urns))
+    of_q = [r for r in quota_plan.registrations if r.name.startswith("q-")]
+    quotas = {q.inputs["metadata"]["namespace"]: q for q in of_q if q.type == "kubernetes:core/v1:ResourceQuota"}
+    # The name `make status` shows (README: "team-a/gpu-quota").
+    assert {q.inputs["metadata"]["name"] for q in quotas.values()} == {"gpu-quota"}
     assert quotas["team-a"].inputs["spec"]["hard"] == {
         "limits.nvidia.com/gpumem": "8192",
         "limits.nvidia.com/gpucores": "50",
         "requests.nvidia.com/gpu": "4",
     }
     assert quotas["default"].inputs["spec"]["hard"] == {"limits.nvidia.com/gpumem": "4096"}
-    namespaces = [n.inputs["metadata"]["name"] for n in quota_plan.of_type("kubernetes:core/v1:Namespace")]
+    namespaces = {n.inputs["metadata"]["name"]: n for n in of_q if n.type == "kubernetes:core/v1:Namespace"}
     assert "team-a" in namespaces and "default" not in namespaces
     tenant_provider = quota_plan.named("q-kubernetes").urn
-    assert all(q.provider_urn == tenant_provider for q in quotas.values())
+    assert all(r.provider_urn == tenant_provider for r in [*quotas.values(), *namespaces.values()])
     facts = quota_plan.outputs["tenants"]["q"]["quotas"]
     assert facts[1] == {"namespace": "default", "gpumemMiB": 4096}
 

@@ -170,7 +170,8 @@ def test_real_gpus_run_hamis_nvidia_plugin_with_the_tenants_slots(machine_plan):
     assert values["devicePlugin"] == {"enabled": True, "deviceSplitCount": 10}
     assert values["mockDevicePlugin"] == {"enabled": False}
     assert "device-config" not in values, "the chart's own device config is the real plugin's"
-    assert not any("node-lock-timeout" in arg for arg in values["scheduler"]["extender"]["extraArgs"])
+    # Only klog's verbosity, which the extender takes (cmd/scheduler/main.go@v2.10.0): no node-lock override.
+    assert values["scheduler"]["extender"]["extraArgs"] == ["-v=4"]
 
 
 @pytest.mark.parametrize("preview", [True, False], ids=["first-preview", "up"])
@@ -181,6 +182,8 @@ def test_real_gpu_machines_are_labelled_for_the_nvidia_plugin_once_joined(previe
     (hami,) = [r for r in real.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "hami"]
     assert label.inputs["metadata"]["name"] == "dgx-1"
     assert label.inputs["metadata"]["labels"] == REAL_PLUGIN_NODE_SELECTOR
+    # A NodePatch takes a field another manager owns only when forced (pulumi-kubernetes NodePatch docs).
+    assert label.inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
     assert label.provider_urn == hami.provider_urn
     assert join.urn in real.upstream(label.urn)
     (ready,) = real.commands("wait-gpus.sh")

@@ -58,7 +58,7 @@ class GpuSharingArgs:
 class GpuSharing(pulumi.ComponentResource):
     """HAMi's scheduler, admission webhook and device plugin (mock or NVIDIA), and the tenant's GPU quotas.
 
-    `ready` completes when GPU workloads can be scheduled: HAMi is up and every
+    Its last step waits until GPU workloads can be scheduled: HAMi is up and every
     worker advertises its GPUs (the configured mock memory, or real GPUs found by
     the NVIDIA plugin on the nodes labelled for it here).
     """
@@ -103,7 +103,7 @@ class GpuSharing(pulumi.ComponentResource):
 
         gpu_nodes = " ".join(args.node_names) if args.tenant.gpus or real_gpus else ""
         registered = [*args.gpus_registered, *labels]
-        self.ready = script_command(
+        script_command(
             f"{name}-gpus-ready",
             "wait-gpus.sh",
             {

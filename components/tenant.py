@@ -38,8 +38,8 @@ class Tenant(pulumi.ComponentResource):
 
     Outputs: `kubeconfig` (secret) and `facts`, the non-secret description users
     and the validation suite read from the stack outputs. GPU workloads added to
-    this program should depend on `gpus_ready`: HAMi is up and every worker
-    advertises its GPU memory.
+    this program can depend on the tenant itself: a component is done once all its
+    children are, which includes HAMi being up and every worker advertising its GPUs.
     """
 
     kubeconfig: pulumi.Output[str]
@@ -84,7 +84,7 @@ class Tenant(pulumi.ComponentResource):
             network, workers = self._containers(name, args, control_plane)
         node_names = list(workers)
 
-        gpu_sharing = GpuSharing(
+        GpuSharing(
             f"{name}",
             GpuSharingArgs(
                 tenant=tenant,
@@ -98,7 +98,6 @@ class Tenant(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.gpus_ready = gpu_sharing.ready
 
         self.facts = {
             "endpoint": control_plane.endpoint,

@@ -202,7 +202,10 @@ def test_quotas_render_as_resource_quotas_in_the_tenant():
     tenant_provider = quota_plan.named("q-kubernetes").urn
     assert all(r.provider_urn == tenant_provider for r in [*quotas.values(), *namespaces.values()])
     facts = quota_plan.outputs["tenants"]["q"]["quotas"]
-    assert facts[1] == {"namespace": "default", "gpumemMiB": 4096}
+    assert facts == [
+        {"namespace": "team-a", "gpumemMiB": 8192, "gpucores": 50, "gpus": 4},
+        {"namespace": "default", "gpumemMiB": 4096},
+    ]
 
 
 def test_catalogue_covers_the_usual_models():

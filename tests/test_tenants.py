@@ -113,6 +113,29 @@ def test_kubeconfig_is_read_after_the_control_plane_is_ready_and_kept_secret(dev
         assert {"stdout", "stderr"} <= set(reader.secret_outputs)
 
 
+def test_the_tenants_management_commands_get_the_management_clusters_kubeconfig(up_plan):
+    management = resolve(up_plan.outputs["managementKubeconfig"])
+    commands = [*up_plan.commands("check-tenant-version.sh"), *up_plan.commands("tenant-kubeconfig.sh")]
+    assert len(commands) == 4
+    for command in commands:
+        assert command.inputs["environment"]["KUBECONFIG_DATA"] == management, command.name
+        assert "environment" in command.secret_inputs, command.name
+
+
+def test_each_tenant_component_records_its_kubeconfig_and_facts(up_plan):
+    kubeconfigs, facts = resolve(up_plan.outputs["kubeconfigs"]), resolve(up_plan.outputs["tenants"])
+    for tenant in up_plan.of_type(TENANT_COMPONENT):
+        recorded = up_plan.component_outputs[tenant.urn]
+        assert recorded == {"kubeconfig": kubeconfigs[tenant.name], "facts": facts[tenant.name]}
+
+
+def test_kindnet_is_installed_once_the_node_image_it_is_read_from_is_pulled(dev_plan):
+    images = {r.urn: r.inputs["name"] for r in dev_plan.of_type("docker:index/remoteImage:RemoteImage")}
+    for cni in dev_plan.commands("install-cni.sh"):
+        pulled = [images[urn] for urn in cni.dependencies if urn in images]
+        assert pulled == [cni.inputs["environment"]["NODE_IMAGE"]], cni.name
+
+
 def test_each_tenant_gets_its_own_provider_with_a_stable_identity(dev_plan):
     providers = {tenant_of(dev_plan, p.urn): p for p in dev_plan.of_type("pulumi:providers:kubernetes")}
     assert providers["tenant-a"].inputs["clusterIdentifier"] == "kamaji-kamaji-tenant-a"

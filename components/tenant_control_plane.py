@@ -74,6 +74,7 @@ class TenantControlPlane(pulumi.ComponentResource):
             metadata={
                 "name": tenant.name,
                 "namespace": args.namespace,
+                # What Kamaji's KubeconfigGenerator sample selects tenants by.
                 "labels": {"tenant.clastix.io": tenant.name},
                 # Kamaji's CRD has no conditions. Ready alone would pass at once after an
                 # update (the status still describes the old version), so also wait for the version.

@@ -123,3 +123,40 @@ def test_a_replaced_worker_container_is_joined_and_registered_again(up_plan):
         command = up_plan.named(f"kamaji-tenant-a-w1-{step}")
         # The join also re-runs for a new tenant CA (tests/test_workers.py); both re-run for a new container.
         assert command.inputs.get("triggers")[0] == "kamaji-tenant-a-w1-container-id"
+
+
+# lib.sh's ssh transport: what it reads, and what it insists on (_ssh_setup).
+SSH_VARIABLES = {"SSH_ADDRESS", "SSH_PORT", "SSH_USER", "SSH_PRIVATE_KEY", "SSH_HOST_KEY"}
+SSH_REQUIRED = {"SSH_ADDRESS", "SSH_PRIVATE_KEY"}
+_ENV_LINE = re.compile(r"^#(?: env:)?( +)([A-Z][A-Z0-9_]*) ")
+_REQUIRE_ENV = re.compile(r"^require_env ([A-Z0-9_ ]+)$", re.MULTILINE)
+
+
+def script_variables(script: Path) -> tuple[set[str], set[str]]:
+    """(the variables a script's `# env:` header names, those its top-level require_env insists on)."""
+    names, column, in_block = set(), None, False
+    for line in script.read_text().splitlines():
+        in_block = line.startswith("# env:") or (in_block and line.startswith("#  "))
+        match = _ENV_LINE.match(line) if in_block else None
+        # Names sit in one column; a wrapped description further right is not one.
+        if match and column in (None, match.start(2)):
+            names.add(match[2])
+            column = match.start(2)
+    required = _REQUIRE_ENV.search(script.read_text())
+    return names, set(required[1].split()) if required else set()
+
+
+def test_every_command_gets_exactly_the_variables_its_scripts_read(lab_plan):
+    assert_variables_match_scripts(lab_plan)
+
+
+def assert_variables_match_scripts(plan) -> None:
+    """Each command sets what its scripts insist on, and nothing they do not read (a misspelt name)."""
+    for command in commands(plan):
+        scripts = [script for op in ("create", "update", "delete") if (script := script_of(command, op))]
+        declared = set().union(*(script_variables(script)[0] for script in scripts))
+        required = set().union(*(script_variables(script)[1] for script in scripts))
+        given = command.inputs.get("environment", {})
+        if given.get("NODE_TRANSPORT") == "ssh":
+            declared, required = declared | SSH_VARIABLES, required | SSH_REQUIRED
+        assert required <= set(given) <= declared, (command.name, sorted(given))

@@ -10,7 +10,7 @@ import yaml
 
 from components import config, docker_host
 from tests.plan import ROOT, dev_config, fake_kubeconfig, is_secret, plan, resolve
-from tests.test_guards import CONSOLE_SAFE_LOGGING, declared_bound, script_of, seconds
+from tests.test_guards import CONSOLE_SAFE_LOGGING, assert_variables_match_scripts, declared_bound, script_of, seconds
 
 EXISTING_SERVER = "https://10.20.0.1:6443"
 EXISTING_KUBECONFIG = fake_kubeconfig(EXISTING_SERVER, "platform-admin")
@@ -230,3 +230,8 @@ def test_the_checks_of_provided_pieces_outlast_their_scripts(provided):
     for check in checks:
         assert seconds(check.custom_timeouts["create"]) > declared_bound(script_of(check, "create")), check.name
         assert check.inputs.get("logging") in CONSOLE_SAFE_LOGGING and "environment" in check.secret_inputs
+
+
+def test_the_provided_pieces_checks_get_exactly_the_variables_they_read(provided):
+    assert provided.commands("check-kamaji.sh")
+    assert_variables_match_scripts(provided)

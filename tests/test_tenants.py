@@ -35,6 +35,27 @@ def test_one_control_plane_per_tenant_in_the_tenants_namespace(dev_plan):
         assert tenant_of(dev_plan, tcp.urn) == name
 
 
+def test_control_planes_carry_the_label_kamajis_kubeconfig_generator_selects(dev_plan):
+    # clastix/kamaji config/samples/kamaji_v1alpha1_kubeconfiggenerator.yaml@ddbabd8 selects
+    # TenantControlPlanes by this label's presence.
+    for name, tcp in control_planes(dev_plan).items():
+        assert tcp.inputs["metadata"]["labels"] == {"tenant.clastix.io": name}
+
+
+def test_the_version_check_runs_once_kamajis_crd_is_there(dev_plan):
+    (kamaji_ready,) = dev_plan.commands("wait-kamaji.sh")
+    for check in dev_plan.commands("check-tenant-version.sh"):
+        # It lists TenantControlPlanes, a kind that exists only once Kamaji is installed.
+        assert kamaji_ready.urn in check.dependencies, check.name
+
+
+def test_control_planes_have_time_for_a_first_start_and_an_upgrade(dev_plan):
+    # Kamaji's upgrade rolls the API server, controller manager and scheduler pods and runs
+    # kubeadm's upgrade phases; Pulumi's default wait for a custom resource is 10 minutes.
+    for tcp in control_planes(dev_plan).values():
+        assert tcp.custom_timeouts == {"create": "15m", "update": "15m", "delete": "10m"}
+
+
 def test_control_plane_specs_are_valid_against_kamajis_crd(dev_plan):
     for name, tcp in control_planes(dev_plan).items():
         assert violations(tcp.inputs["spec"], SPEC_SCHEMA) == [], name

@@ -31,6 +31,13 @@ def test_releases_pin_their_versions_and_namespaces(dev_plan):
     }
 
 
+def test_every_release_waits_ten_minutes_for_its_pods(dev_plan):
+    # On a cold host the images of cert-manager, Kamaji and HAMi (scheduler, kube-scheduler, device
+    # plugin) take longer to pull than the 300 s Helm waits by default.
+    timeouts = {(r.inputs["chart"], r.inputs["timeout"]) for r in dev_plan.of_type(RELEASE)}
+    assert timeouts == {("cert-manager", 600), ("metallb", 600), ("kamaji", 600), ("hami", 600)}
+
+
 def test_cert_manager_installs_its_crds(dev_plan):
     assert release(dev_plan, "cert-manager").inputs["values"] == {"crds": {"enabled": True}}
 

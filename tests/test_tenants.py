@@ -157,6 +157,13 @@ def test_kindnet_is_installed_once_the_node_image_it_is_read_from_is_pulled(dev_
         assert pulled == [cni.inputs["environment"]["NODE_IMAGE"]], cni.name
 
 
+def test_each_control_plane_component_records_its_kubeconfig_and_endpoint(up_plan):
+    kubeconfigs = resolve(up_plan.outputs["kubeconfigs"])
+    for plane in up_plan.of_type("kamaji-hami-lab:index:TenantControlPlane"):
+        recorded = up_plan.component_outputs[plane.urn]
+        assert recorded == {"kubeconfig": kubeconfigs[plane.name], "endpoint": tenant_server(plane.name)}
+
+
 def test_each_tenant_gets_its_own_provider_with_a_stable_identity(dev_plan):
     providers = {tenant_of(dev_plan, p.urn): p for p in dev_plan.of_type("pulumi:providers:kubernetes")}
     assert providers["tenant-a"].inputs["clusterIdentifier"] == "kamaji-kamaji-tenant-a"

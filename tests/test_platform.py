@@ -38,6 +38,27 @@ def test_every_release_waits_ten_minutes_for_its_pods(dev_plan):
     assert timeouts == {("cert-manager", 600), ("metallb", 600), ("kamaji", 600), ("hami", 600)}
 
 
+def test_every_release_has_a_fixed_name_and_creates_a_namespace_the_cluster_lacks(dev_plan):
+    # Unnamed, Pulumi would add a random suffix. The names matter: Kamaji's CRD webhooks are wired
+    # to kamaji-system/kamaji, validation finds cert-manager's Deployments by the release's name,
+    # and the README's troubleshooting names deploy/hami-scheduler.
+    releases = dev_plan.of_type(RELEASE)
+    named = {(r.inputs["chart"], r.inputs["name"], r.inputs.get("createNamespace", False)) for r in releases}
+    assert named == {
+        ("cert-manager", "cert-manager", True),
+        ("metallb", "metallb", True),
+        ("kamaji", "kamaji", True),
+        ("hami", "hami", False),  # kube-system
+    }
+
+
+def test_every_resource_belongs_to_a_component_of_the_lab(dev_plan):
+    components = {r.urn for r in dev_plan.registrations if r.type.startswith("kamaji-hami-lab:index:")}
+    for resource in dev_plan.registrations:
+        if resource.type != "pulumi:pulumi:Stack" and resource.urn not in components:
+            assert resource.parent in components, resource.name
+
+
 def test_cert_manager_installs_its_crds(dev_plan):
     assert release(dev_plan, "cert-manager").inputs["values"] == {"crds": {"enabled": True}}
 

@@ -12,6 +12,33 @@ TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 KAMAJI_MANAGED_LABEL = "kamaji.clastix.io/project"
 
 
+# kubeadm's kube-proxy ConfigMap and DaemonSet, which the lab reproduces (kubernetes/kubernetes
+# cmd/kubeadm/app/phases/addons/proxy/manifests.go@0e998fac8c71: KubeProxyConfigMap19, KubeProxyDaemonSet19).
+KUBEADM_CONFIG_MAP_LABELS = {"app": "kube-proxy"}
+KUBEADM_SELECTOR = {"k8s-app": "kube-proxy"}
+KUBEADM_COMMAND = [
+    "/usr/local/bin/kube-proxy",
+    "--config=/var/lib/kube-proxy/config.conf",
+    "--hostname-override=$(NODE_NAME)",
+]
+KUBEADM_NODE_NAME_ENV = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+# mount path -> (volume, read-only)
+KUBEADM_MOUNTS = {
+    "/var/lib/kube-proxy": ("kube-proxy", False),
+    "/run/xtables.lock": ("xtables-lock", False),
+    "/lib/modules": ("lib-modules", True),
+}
+KUBEADM_VOLUMES = {
+    "kube-proxy": {"configMap": {"name": "kube-proxy"}},
+    "xtables-lock": {"hostPath": {"path": "/run/xtables.lock", "type": "FileOrCreate"}},
+    "lib-modules": {"hostPath": {"path": "/lib/modules"}},
+}
+KUBEADM_KUBECONFIG_CONTEXT = {
+    "name": "default",
+    "context": {"cluster": "default", "namespace": "default", "user": "default"},
+}
+
+
 def kube_proxy_objects(plan_, type_):
     return [r for r in plan_.of_type(type_) if r.inputs["metadata"]["name"] == "kube-proxy"]
 
@@ -122,3 +149,43 @@ def test_hami_waits_for_kube_proxy_in_its_own_tenant(dev_plan):
     daemon_sets = {r.provider_urn: r.urn for r in kube_proxy_objects(dev_plan, DAEMON_SET)}
     assert daemon_sets[tenant_provider(dev_plan, "tenant-a")] in upstream
     assert daemon_sets[tenant_provider(dev_plan, "tenant-b")] not in upstream
+
+
+def test_kube_proxy_is_kubeadms_daemon_set(dev_plan):
+    for daemon_set in kube_proxy_objects(dev_plan, DAEMON_SET):
+        assert daemon_set.inputs["metadata"]["namespace"] == "kube-system"
+        spec = daemon_set.inputs["spec"]
+        labels = [daemon_set.inputs["metadata"]["labels"], spec["selector"]["matchLabels"]]
+        assert labels + [spec["template"]["metadata"]["labels"]] == [KUBEADM_SELECTOR] * 3
+        assert spec["updateStrategy"] == {"type": "RollingUpdate"}
+        pod = spec["template"]["spec"]
+        assert pod["priorityClassName"] == "system-node-critical"
+        assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+        (container,) = pod["containers"]
+        assert (container["name"], container["imagePullPolicy"]) == ("kube-proxy", "IfNotPresent")
+        assert container["command"] == KUBEADM_COMMAND
+        assert container["env"] == KUBEADM_NODE_NAME_ENV
+        mounts = {m["mountPath"]: (m["name"], m.get("readOnly", False)) for m in container["volumeMounts"]}
+        assert mounts == KUBEADM_MOUNTS
+        volumes = {volume["name"]: {k: v for k, v in volume.items() if k != "name"} for volume in pod["volumes"]}
+        assert volumes == KUBEADM_VOLUMES
+        # kubeadm adds the NET_ADMIN and SYS_MODULE capabilities; privileged grants both.
+        assert container["securityContext"] == {"privileged": True}
+
+
+def test_kube_proxy_config_map_is_kubeadms_with_kinds_proxy_settings(up_plan):
+    for config_map in kube_proxy_objects(up_plan, CONFIG_MAP):
+        assert config_map.inputs["metadata"]["namespace"] == "kube-system"
+        assert config_map.inputs["metadata"]["labels"] == KUBEADM_CONFIG_MAP_LABELS
+        data = config_map.inputs["data"]
+        assert sorted(data) == ["config.conf", "kubeconfig.conf"]
+        kubeconfig = yaml.safe_load(data["kubeconfig.conf"])
+        assert (kubeconfig["apiVersion"], kubeconfig["kind"]) == ("v1", "Config")
+        assert kubeconfig["clusters"][0]["name"] == kubeconfig["users"][0]["name"] == "default"
+        assert kubeconfig["contexts"] == [KUBEADM_KUBECONFIG_CONTEXT]
+        assert kubeconfig["current-context"] == "default"
+        config = yaml.safe_load(data["config.conf"])
+        assert config["apiVersion"] == "kubeproxy.config.k8s.io/v1alpha1"
+        # kind's defaults for its container nodes (kubernetes-sigs/kind
+        # pkg/cluster/internal/kubeadm/config.go@fed268827e21, KubeProxyConfiguration).
+        assert (config["mode"], config["iptables"]) == ("iptables", {"minSyncPeriod": "1s"})

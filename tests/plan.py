@@ -126,6 +126,15 @@ class Plan:
     def commands(self, script: str) -> list[Registration]:
         return [r for r in self.of_type("command:local:Command") if r.inputs.get("create", "").endswith(f"/{script}")]
 
+    def outside_components(self) -> list[str]:
+        """Names of resources not parented by one of the lab's components (each child sets parent=self)."""
+        components = {r.urn for r in self.registrations if r.type.startswith("kamaji-hami-lab:index:")}
+        return [
+            r.name
+            for r in self.registrations
+            if r.type != "pulumi:pulumi:Stack" and r.urn not in components and r.parent not in components
+        ]
+
     def ancestors(self, urn: str) -> set[str]:
         """URNs of components that (transitively) parent this resource."""
         found: set[str] = set()

@@ -53,10 +53,24 @@ def test_every_release_has_a_fixed_name_and_creates_a_namespace_the_cluster_lack
 
 
 def test_every_resource_belongs_to_a_component_of_the_lab(dev_plan):
-    components = {r.urn for r in dev_plan.registrations if r.type.startswith("kamaji-hami-lab:index:")}
-    for resource in dev_plan.registrations:
-        if resource.type != "pulumi:pulumi:Stack" and resource.urn not in components:
-            assert resource.parent in components, resource.name
+    assert dev_plan.outside_components() == []
+
+
+def test_the_platform_component_records_what_the_stack_outputs_show(up_plan):
+    (platform,) = up_plan.of_type("kamaji-hami-lab:index:Platform")
+    assert up_plan.component_outputs[platform.urn] == {
+        "addressRange": resolve(up_plan.outputs["metallbAddressRange"]),
+        "tenantsNamespace": "tenants",
+        "facts": resolve(up_plan.outputs["platform"]),
+    }
+
+
+def test_the_tenants_namespace_exists_only_once_kamaji_is_ready(dev_plan):
+    # Every tenant takes its namespace from this resource, so through it they wait for Kamaji and
+    # its DataStore, and on destroy go first, while Kamaji still runs to release their finalizers.
+    namespace = dev_plan.named("platform-tenants-namespace")
+    (kamaji_ready,) = dev_plan.commands("wait-kamaji.sh")
+    assert kamaji_ready.urn in namespace.dependencies
 
 
 def test_cert_manager_installs_its_crds(dev_plan):

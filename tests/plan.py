@@ -135,6 +135,20 @@ class Plan:
             if r.type != "pulumi:pulumi:Stack" and r.urn not in components and r.parent not in components
         ]
 
+    def misnamed(self) -> list[str]:
+        """Resources not named after their component. Names must be unique in a stack, so each component
+        prefixes its children with its own name (a sub-component may take it whole, its type differs).
+        Workers are named after their node, which the config keeps unique in the lab."""
+        components = {r.urn: r for r in self.registrations if r.type.startswith("kamaji-hami-lab:index:")}
+        workers = ("kamaji-hami-lab:index:WorkerNode", "kamaji-hami-lab:index:MachineWorker")
+        return [
+            r.name
+            for r in self.registrations
+            if r.parent in components
+            and r.type not in workers
+            and not f"{r.name}-".startswith(components[r.parent].name + "-")
+        ]
+
     def ancestors(self, urn: str) -> set[str]:
         """URNs of components that (transitively) parent this resource."""
         found: set[str] = set()

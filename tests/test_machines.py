@@ -210,3 +210,9 @@ def test_each_machine_component_records_the_node_it_became(mock_gpus):
     machines = mock_gpus.of_type("kamaji-hami-lab:index:MachineWorker")
     recorded = sorted(mock_gpus.component_outputs[machine.urn]["nodeName"] for machine in machines)
     assert recorded == sorted(machine["name"] for machine in MACHINES)
+
+
+@pytest.mark.parametrize("gpus", ["mock", "real"])
+def test_every_machine_lab_resource_is_named_after_its_component(gpus, machine_plan):
+    lab = machine_plan(gpus, False)
+    assert lab.misnamed() == [] and lab.outside_components() == []

@@ -182,6 +182,7 @@ def test_a_provided_load_balancer_leaves_the_address_range_output_empty(provided
 
 def test_every_resource_on_an_existing_cluster_belongs_to_a_component_of_the_lab(existing):
     assert existing.outside_components() == []
+    assert existing.misnamed() == []
 
 
 def test_the_kind_management_cluster_keeps_its_urns(up_plan):

@@ -32,3 +32,7 @@ def test_the_resources_of_a_running_lab_keep_their_urns(dev_plan):
     running = {line for line in RUNNING_LAB.read_text().splitlines() if line and not line.startswith("#")}
     found = {qualified(dev_plan, r) for r in dev_plan.registrations}
     assert found >= running, sorted(running - found)
+
+
+def test_every_resource_is_named_after_its_component(dev_plan):
+    assert dev_plan.misnamed() == []

@@ -99,6 +99,16 @@ def test_metallb_pool_and_advertisement_wait_until_metallb_admits_pools(dev_plan
         assert webhook_ready.urn in resource.dependencies
 
 
+def test_metallb_announces_the_labs_pool_from_its_own_namespace(dev_plan):
+    (pool,) = dev_plan.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
+    (advertisement,) = dev_plan.of_type("kubernetes:metallb.io/v1beta1:L2Advertisement")
+    # MetalLB reads both only from the namespace it runs in (its chart's), and the advertisement
+    # names the pools it announces (metallb.io/v1beta1 L2AdvertisementSpec.ipAddressPools).
+    for resource in (pool, advertisement):
+        assert resource.inputs["metadata"]["namespace"] == "metallb-system"
+    assert advertisement.inputs["spec"] == {"ipAddressPools": [pool.inputs["metadata"]["name"]]}
+
+
 def test_pool_is_carved_from_the_kind_network(up_plan):
     (pool,) = up_plan.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
     # The mocked kind network (tests.plan.KIND_SUBNET) is 172.18.0.0/16; this is the block the default lab

@@ -107,6 +107,8 @@ def test_metallb_announces_the_labs_pool_from_its_own_namespace(dev_plan):
     for resource in (pool, advertisement):
         assert resource.inputs["metadata"]["namespace"] == "metallb-system"
     assert advertisement.inputs["spec"] == {"ipAddressPools": [pool.inputs["metadata"]["name"]]}
+    # It names the pool by a plain string: only depends_on orders it after the pool, and before it on destroy.
+    assert pool.urn in advertisement.dependencies
 
 
 def test_pool_is_carved_from_the_kind_network(up_plan):

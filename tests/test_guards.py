@@ -83,6 +83,13 @@ def test_timed_commands_include_the_join_and_the_platform_waits(up_plan):
     assert {"kind-up.sh", "wait-metallb.sh", "wait-kamaji.sh", "join-worker.sh", "wait-gpus.sh"} <= timed
 
 
+def test_a_delete_script_with_a_bound_runs_under_a_delete_timeout(lab_plan):
+    bounded = [c for c in commands(lab_plan) if script_of(c, "delete") and declared_bound(script_of(c, "delete"))]
+    assert bounded
+    for command in bounded:
+        assert "delete" in command.custom_timeouts, command.name
+
+
 def test_every_custom_timeout_is_a_duration_the_engine_parses(lab_plan):
     # The engine reads them with Go's time.ParseDuration: lower-case units only.
     timeouts = [value for command in commands(lab_plan) for value in command.custom_timeouts.values()]

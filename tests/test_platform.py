@@ -175,6 +175,17 @@ def test_kind_cluster_is_created_and_deleted_by_name(dev_plan):
     env = kind.inputs["environment"]
     assert (env["CLUSTER_NAME"], env["NODE_IMAGE"]) == ("kamaji", NODE_IMAGE)
     assert env["LAB_OWNER"] == "kamaji-hami-lab.dev", "marks the cluster as this stack's"
+    # kind uses the image Pulumi pulled (and keeps), rather than pulling its own.
+    (image,) = dev_plan.of_type("docker:index/remoteImage:RemoteImage")
+    assert image.inputs["name"] == NODE_IMAGE and image.urn in kind.dependencies
+
+
+def test_a_configured_kind_subnet_carves_the_same_pool_at_preview(up_plan):
+    preview = plan(dev_config(kindSubnet="172.18.0.0/16"), preview=True)
+    (pool,) = preview.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
+    (read_from_docker,) = up_plan.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
+    assert pool.inputs["spec"] == read_from_docker.inputs["spec"]
+    assert not preview.commands("kind-subnet.sh")
 
 
 def kind_command(**overrides):

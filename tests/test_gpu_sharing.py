@@ -64,6 +64,14 @@ def test_hami_values_use_only_keys_the_chart_has(dev_plan):
         assert unknown == []
 
 
+def test_the_mock_schedulers_extender_gets_klogs_verbosity_and_the_node_lock_flag_only(dev_plan):
+    # Both are flags of HAMi's scheduler (cmd/scheduler/main.go@v2.10.0: klog's -v, --node-lock-timeout);
+    # the list replaces the chart's, so anything else would be a flag it refuses to start with.
+    for release in hami_releases(dev_plan):
+        verbosity, lock = release.inputs["values"]["scheduler"]["extender"]["extraArgs"]
+        assert verbosity == "-v=4" and lock.startswith("--node-lock-timeout=")
+
+
 def test_the_value_key_check_catches_a_stale_key():
     assert "scheduler.kubeScheduler.imageTag" not in HAMI_VALUE_KEYS
     assert "scheduler.kubeScheduler.image.tag" in HAMI_VALUE_KEYS

@@ -192,6 +192,25 @@ def test_the_kind_management_cluster_keeps_its_urns(up_plan):
     assert not [r for r in up_plan.registrations if r.type == "kamaji-hami-lab:index:ExistingManagementCluster"]
 
 
+def test_an_existing_cluster_keeps_its_urns_and_records_its_kubeconfig(existing):
+    (cluster,) = existing.of_type("kamaji-hami-lab:index:ExistingManagementCluster")
+    # Labs on an existing cluster hold these URNs: a new type or name would replace what runs there.
+    assert cluster.urn.endswith("$kamaji-hami-lab:index:ExistingManagementCluster::management")
+    assert existing.named("management-kubernetes").parent == cluster.urn
+    assert existing.component_outputs[cluster.urn] == {"kubeconfig": resolve(existing.outputs["managementKubeconfig"])}
+
+
+def test_the_kind_cluster_records_its_kubeconfig_and_subnet(up_plan):
+    (cluster,) = up_plan.of_type("kamaji-hami-lab:index:ManagementCluster")
+    assert up_plan.component_outputs[cluster.urn] == {
+        "kubeconfig": resolve(up_plan.outputs["managementKubeconfig"]),
+        "kindSubnet": "172.18.0.0/16",  # tests.plan's mocked kind network
+    }
+    # kind-subnet.sh reads the docker network kind creates with the cluster.
+    (subnet,) = up_plan.commands("kind-subnet.sh")
+    assert up_plan.commands("kind-up.sh")[0].urn in subnet.dependencies
+
+
 def uses_docker(script: str) -> bool:
     """Whether a host script runs the docker or kind CLI."""
     text = (ROOT / "scripts" / script).read_text()

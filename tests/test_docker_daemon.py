@@ -43,9 +43,33 @@ def test_docker_context_variable_and_docker_config_are_followed(tmp_path):
     assert docker_daemon_address(env) == "unix:///run/other.sock"
 
 
-def test_a_context_without_an_endpoint_is_an_error_naming_it(tmp_path):
-    with pytest.raises(ValueError, match="docker context 'gone'"):
+def test_a_context_without_an_endpoint_is_an_error_naming_it_and_the_fix(tmp_path):
+    with pytest.raises(ValueError) as refused:
         docker_daemon_address({"DOCKER_CONFIG": str(tmp_path), "DOCKER_CONTEXT": "gone"})
+    assert str(refused.value) == (
+        f"docker context 'gone' (from DOCKER_CONTEXT or {tmp_path}/config.json) has no Docker endpoint; "
+        "run `docker context use default` or set DOCKER_HOST"
+    )
+
+
+def test_the_default_context_is_the_local_socket_without_any_context_files(tmp_path):
+    # docker/cli: "default" is built in and has no metadata directory.
+    assert docker_daemon_address({"DOCKER_CONFIG": str(tmp_path), "DOCKER_CONTEXT": "default"}) == (
+        "unix:///var/run/docker.sock"
+    )
+
+
+def test_without_home_in_the_environment_the_users_home_is_read(tmp_path, monkeypatch):
+    (tmp_path / ".docker").mkdir()
+    (tmp_path / ".docker" / "config.json").write_text(json.dumps({"currentContext": "engine"}))
+    write_context(tmp_path / ".docker", "engine", "unix:///run/engine/docker.sock")
+    monkeypatch.setenv("HOME", str(tmp_path))  # what expanding ~ reads
+    assert docker_daemon_address({}) == "unix:///run/engine/docker.sock"
+
+
+def test_a_config_file_that_is_not_an_object_is_ignored(tmp_path):
+    (tmp_path / "config.json").write_text("[]")
+    assert docker_daemon_address({"DOCKER_CONFIG": str(tmp_path)}) == "unix:///var/run/docker.sock"
 
 
 def test_the_provider_gets_that_daemon_in_a_first_preview(monkeypatch):

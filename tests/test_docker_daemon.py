@@ -72,7 +72,11 @@ def test_a_config_file_that_is_not_an_object_is_ignored(tmp_path):
     assert docker_daemon_address({"DOCKER_CONFIG": str(tmp_path)}) == "unix:///var/run/docker.sock"
 
 
-def test_the_provider_gets_that_daemon_in_a_first_preview(monkeypatch):
-    monkeypatch.setenv("DOCKER_HOST", "unix:///srv/docker.sock")
+def test_the_provider_gets_that_daemon_in_a_first_preview(monkeypatch, tmp_path):
+    # From a context: pulumi-docker's SDK would fill in DOCKER_HOST by itself, but not follow a context.
+    write_context(tmp_path, "engine", "unix:///srv/docker.sock")
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.setenv("DOCKER_CONTEXT", "engine")
     (provider,) = plan(dev_config(), preview=True).of_type("pulumi:providers:docker")
     assert provider.inputs["host"] == "unix:///srv/docker.sock"

@@ -123,13 +123,26 @@ def test_kube_proxy_rbac_matches_kubeadms(dev_plan):
     role_bindings = kube_proxy_objects(dev_plan, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
     assert len(bindings) == len(role_bindings) == 2  # one each per tenant
     for binding, role_binding in zip(bindings, role_bindings, strict=True):
-        assert binding.inputs["roleRef"]["name"] == "system:node-proxier"
+        assert binding.inputs["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "system:node-proxier",
+        }
         assert binding.inputs["subjects"] == [
             {"kind": "ServiceAccount", "name": "kube-proxy", "namespace": "kube-system"}
         ]
         assert role_binding.inputs["subjects"] == [
             {"kind": "Group", "name": "system:bootstrappers:kubeadm:default-node-token"}
         ]
+        role_ref = role_binding.inputs["roleRef"]
+        assert role_ref == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kube-proxy"}
+    for role in kube_proxy_objects(dev_plan, "kubernetes:rbac.authorization.k8s.io/v1:Role"):
+        assert role.inputs["metadata"]["namespace"] == "kube-system"
+        assert role.inputs["rules"] == [
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kube-proxy"], "verbs": ["get"]}
+        ]
+    accounts = kube_proxy_objects(dev_plan, "kubernetes:core/v1:ServiceAccount")
+    assert [account.inputs["metadata"]["namespace"] for account in accounts] == ["kube-system"] * 2
 
 
 def test_kamajis_clean_up_never_takes_the_labs_kube_proxy(dev_plan):

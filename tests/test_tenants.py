@@ -50,8 +50,8 @@ def test_the_version_check_runs_once_kamajis_crd_is_there(dev_plan):
 
 
 def test_control_planes_have_time_for_a_first_start_and_an_upgrade(dev_plan):
-    # Kamaji's upgrade rolls the API server, controller manager and scheduler pods and runs
-    # kubeadm's upgrade phases; Pulumi's default wait for a custom resource is 10 minutes.
+    # A first start pulls the control-plane images; an upgrade rolls the API server, controller
+    # manager and scheduler pods and runs kubeadm's upgrade phases. Both take minutes.
     for tcp in control_planes(dev_plan).values():
         assert tcp.custom_timeouts == {"create": "15m", "update": "15m", "delete": "10m"}
 

@@ -126,9 +126,14 @@ class Plan:
     def commands(self, script: str) -> list[Registration]:
         return [r for r in self.of_type("command:local:Command") if r.inputs.get("create", "").endswith(f"/{script}")]
 
+    @property
+    def components(self) -> dict[str, Registration]:
+        """The lab's own components, by URN."""
+        return {r.urn: r for r in self.registrations if r.type.startswith("kamaji-hami-lab:index:")}
+
     def outside_components(self) -> list[str]:
         """Names of resources not parented by one of the lab's components (each child sets parent=self)."""
-        components = {r.urn for r in self.registrations if r.type.startswith("kamaji-hami-lab:index:")}
+        components = self.components
         return [
             r.name
             for r in self.registrations
@@ -139,7 +144,7 @@ class Plan:
         """Resources not named after their component. Names must be unique in a stack, so each component
         prefixes its children with its own name (a sub-component may take it whole, its type differs).
         Workers are named after their node, which the config keeps unique in the lab."""
-        components = {r.urn: r for r in self.registrations if r.type.startswith("kamaji-hami-lab:index:")}
+        components = self.components
         workers = ("kamaji-hami-lab:index:WorkerNode", "kamaji-hami-lab:index:MachineWorker")
         return [
             r.name

@@ -141,15 +141,15 @@ _REQUIRE_ENV = re.compile(r"^require_env ([A-Z0-9_ ]+)$", re.MULTILINE)
 
 def script_variables(script: Path) -> tuple[set[str], set[str]]:
     """(the variables a script's `# env:` header names, those its top-level require_env insists on)."""
-    names, column, in_block = set(), None, False
-    for line in script.read_text().splitlines():
+    text, names, column, in_block = script.read_text(), set(), None, False
+    for line in text.splitlines():
         in_block = line.startswith("# env:") or (in_block and line.startswith("#  "))
         match = _ENV_LINE.match(line) if in_block else None
         # Names sit in one column; a wrapped description further right is not one.
         if match and column in (None, match.start(2)):
             names.add(match[2])
             column = match.start(2)
-    required = _REQUIRE_ENV.search(script.read_text())
+    required = _REQUIRE_ENV.search(text)
     return names, set(required[1].split()) if required else set()
 
 

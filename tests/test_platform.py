@@ -52,10 +52,6 @@ def test_every_release_has_a_fixed_name_and_creates_a_namespace_the_cluster_lack
     }
 
 
-def test_every_resource_belongs_to_a_component_of_the_lab(dev_plan):
-    assert dev_plan.outside_components() == []
-
-
 def test_the_platform_component_records_what_the_stack_outputs_show(up_plan):
     (platform,) = up_plan.of_type("kamaji-hami-lab:index:Platform")
     assert up_plan.component_outputs[platform.urn] == {

@@ -34,5 +34,6 @@ def test_the_resources_of_a_running_lab_keep_their_urns(dev_plan):
     assert found >= running, sorted(running - found)
 
 
-def test_every_resource_is_named_after_its_component(dev_plan):
+def test_every_resource_belongs_to_a_component_and_is_named_after_it(dev_plan):
+    assert dev_plan.outside_components() == []
     assert dev_plan.misnamed() == []

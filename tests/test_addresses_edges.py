@@ -27,3 +27,10 @@ def test_a_cidr_with_host_bits_is_refused_not_widened():
         parse_address_range("172.18.255.201/29")
     with pytest.raises(ValueError):
         metallb_pool("172.18.0.1/16", None, "kamaji")
+
+
+def test_a_range_with_a_second_dash_names_the_part_that_is_not_an_address():
+    # The first dash splits the range; what follows it must be one address.
+    with pytest.raises(ValueError) as refused:
+        parse_address_range("172.18.255.200-172.18.255.210-172.18.255.220")
+    assert str(refused.value) == "Expected 4 octets in '172.18.255.210-172.18.255.220'"

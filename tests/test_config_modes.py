@@ -55,18 +55,46 @@ def test_an_unknown_context_is_refused_naming_the_contexts_there_are():
     assert "kamaji-hami-lab:managementContext: has no context 'prod' (its contexts: 'ctx')" in message
 
 
+def without_cluster(kubeconfig: str) -> str:
+    config = yaml.safe_load(kubeconfig)
+    config["clusters"] = []
+    return yaml.safe_dump(config)
+
+
+def with_contexts(kubeconfig: str, *names: str) -> str:
+    config = yaml.safe_load(kubeconfig)
+    config["contexts"] = [{"name": name, "context": {"cluster": "c", "user": "platform-admin"}} for name in names]
+    config["current-context"] = "gone"
+    return yaml.safe_dump(config)
+
+
 @pytest.mark.parametrize(
     ("kubeconfig", "problem"),
     [
-        ("clusters: [", "is not valid YAML"),
-        ("just text", "is not a kubeconfig"),
-        (KUBECONFIG.replace("current-context: ctx", "current-context: ''"), "names no current context"),
-        (KUBECONFIG.replace("server: https://10.20.0.1:6443", "server: ''"), "names no cluster with a server"),
+        ("clusters: [", "is not valid YAML (the value is not shown: it is a secret)"),
+        ("just text", "is not a kubeconfig (the value is not shown: it is a secret)"),
+        (
+            KUBECONFIG.replace("current-context: ctx", "current-context: ''"),
+            "names no current context (its contexts: 'ctx'); choose one with managementContext",
+        ),
+        (
+            with_contexts(KUBECONFIG, "staging", "prod"),
+            "names no current context (its contexts: 'staging', 'prod'); choose one with managementContext",
+        ),
+        (
+            with_contexts(KUBECONFIG),
+            "names no current context (its contexts: none); choose one with managementContext",
+        ),
+        (
+            KUBECONFIG.replace("server: https://10.20.0.1:6443", "server: ''"),
+            "context 'ctx' names no cluster with a server",
+        ),
+        (without_cluster(KUBECONFIG), "context 'ctx' names no cluster with a server"),
     ],
 )
 def test_a_broken_kubeconfig_is_refused_without_showing_it(kubeconfig, problem):
     message = error(**existing(managementKubeconfig=kubeconfig))
-    assert "kamaji-hami-lab:managementKubeconfig: " in message and problem in message
+    assert f"  kamaji-hami-lab:managementKubeconfig: {problem}" in message.splitlines()
     assert kubeconfig not in message and SECRET_MARKER not in message
 
 

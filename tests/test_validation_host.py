@@ -3,7 +3,7 @@
 import os
 import sys
 
-from validation.host import TIMED_OUT, CommandResult, SubprocessRunner, poll
+from validation.host import TIMED_OUT, Clock, CommandResult, SubprocessRunner, poll
 
 PY = sys.executable
 
@@ -58,3 +58,10 @@ def test_a_wait_asks_again_at_least_every_3_seconds_and_not_after_its_timeout():
 
     assert poll(clock, 9, probe) == (False, None)
     assert asked == [0, 3, 6, 9]
+
+
+def test_the_real_clock_waits_as_long_as_it_is_asked():
+    clock = Clock()
+    start = clock.now()
+    clock.sleep(0.05)
+    assert 0.05 <= clock.now() - start < 1

@@ -56,7 +56,11 @@ def test_a_real_gpu_tenant_whose_plugin_registered_nothing_fails_instead_of_skip
 
     assert code == 1
     found = result(report, "gpu-capacity", "tenant-a")
-    assert found["status"] == "fail" and "no worker reports a GPU" in found["reason"]
+    assert found["status"] == "fail"
+    assert found["reason"] == (
+        "no worker reports a GPU: HAMi's NVIDIA plugin registered none in hami.io/node-nvidia-register "
+        "(kubectl -n kube-system logs ds/hami-device-plugin)"
+    )
 
 
 def test_slots_advertised_short_of_what_the_plugin_registered_are_reported(tmp_path):

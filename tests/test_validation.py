@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.fake_etcd import FakeEtcd
 from tests.kube_api import refusals
@@ -458,7 +459,10 @@ def test_isolation_presents_each_tenants_credentials_to_the_other_api():
     assert outcome["status"] == "pass"
     assert "tenant-b refuses tenant-a (401" in outcome["evidence"]
     (a_to_b,) = [c for c in lab.commands("tenant-a", r"get namespaces")]
-    assert a_to_b.command.startswith("--server https://172.18.255.201:6443 ")
+    assert re.fullmatch(
+        r"--server https://172\.18\.255\.201:6443 --certificate-authority \S+/tenant-b-ca\.crt get namespaces -o name",
+        a_to_b.command,
+    )
     # The CA handed to kubectl is the target's, so a refusal is the target's doing.
     assert "RECORDED-TENANT-B-CA" in seen_ca["https://172.18.255.201:6443"]
     assert "RECORDED-TENANT-A-CA" in seen_ca["https://172.18.255.200:6443"]
@@ -472,6 +476,19 @@ def test_tenant_accepting_foreign_credentials_fails_isolation():
 
     assert code == 1
     assert "tenant-b accepted tenant-a's credentials" in result(report, "isolation", "all tenants")["reason"]
+
+
+@pytest.mark.parametrize("ca_data", ["not base64!", base64.b64encode("caf\u00e9".encode()).decode()])
+def test_a_kubeconfig_ca_that_is_not_base64_pem_fails_isolation_by_name(tmp_path, ca_data):
+    def break_ca(document: dict) -> None:
+        kubeconfig = yaml.safe_load(document["kubeconfigs"]["tenant-b"])
+        kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"] = ca_data
+        document["kubeconfigs"]["tenant-b"] = yaml.safe_dump(kubeconfig)
+
+    code, report = validate(healthy_lab(), "--only", "isolation", outputs=outputs_with(tmp_path, break_ca))
+
+    assert code == 1
+    assert "tenant-b's kubeconfig has an undecodable CA" in result(report, "isolation", "all tenants")["reason"]
 
 
 def test_shared_datastore_schema_fails_isolation():

@@ -238,6 +238,19 @@ def test_a_deployment_with_no_ready_pods_fails_platform():
     assert "Kamaji 0/1 ready (Deployment kamaji)" in platform_reason(lab)
 
 
+def test_every_unready_component_is_named_in_one_reason():
+    workloads = recorded("platform-workloads.json")
+    for workload in workloads["items"]:
+        if workload["metadata"]["name"] in ("kamaji", "cert-manager-webhook"):
+            workload["status"].pop("readyReplicas")
+    lab = healthy_lab()
+    lab.on("management", r"^get deployments,daemonsets --all-namespaces", ok(workloads))
+
+    assert platform_reason(lab) == (
+        "cert-manager webhook 0/1 ready (Deployment cert-manager-webhook); Kamaji 0/1 ready (Deployment kamaji)"
+    )
+
+
 def test_a_deployment_short_of_its_replicas_fails_platform():
     lab = platform_with("kamaji", lambda w: w["spec"].update(replicas=2))
     assert "Kamaji 1/2 ready" in platform_reason(lab)

@@ -51,10 +51,10 @@ def test_provided_pieces_are_checked_by_their_webhooks_and_the_configured_datast
     code, report = validate(lab, "--only", "platform", "load-balancer", outputs=provided_outputs(tmp_path))
 
     assert code == 0, report
-    evidence = result(report, "platform", "management")["evidence"]
-    assert "cert-manager (provided) admits an Issuer" in evidence
-    assert "webhook mtenantcontrolplane.kb.io served" in evidence and "vtenantcontrolplane.kb.io" in evidence
-    assert "DataStore shared-etcd ready" in evidence
+    assert result(report, "platform", "management")["evidence"] == (
+        "cert-manager (provided) admits an Issuer, webhook mtenantcontrolplane.kb.io served, "
+        "webhook vtenantcontrolplane.kb.io served, DataStore shared-etcd ready"
+    )
     assert not lab.commands("management", r"^get deployments"), "a provided piece's workloads may have any name"
     assert not lab.commands("management", r"datastores\.kamaji\.clastix\.io default")
     (probe,) = lab.commands("management", r"--dry-run=server")
@@ -86,6 +86,41 @@ def test_every_missing_part_of_a_provided_kamaji_is_named(tmp_path):
     assert code == 1
     assert "vtenantcontrolplane.kb.io has no CA injected" in reason
     assert "shared-etcd" in reason and "NotFound" in reason
+
+
+def without_entry(name: str) -> dict:
+    configuration = recorded("webhooks-kamaji-validating.json")
+    configuration["webhooks"] = [webhook for webhook in configuration["webhooks"] if webhook["name"] != name]
+    return configuration
+
+
+def test_a_provided_kamaji_configuration_without_the_tenant_control_plane_webhook_fails(tmp_path):
+    lab = provided_lab()
+    lab.on("management", r"^get validatingwebhookconfiguration ", ok(without_entry("vtenantcontrolplane.kb.io")))
+
+    code, report = validate(lab, "--only", "platform", outputs=provided_outputs(tmp_path))
+
+    assert code == 1
+    assert result(report, "platform", "management")["reason"] == (
+        "validatingwebhookconfiguration kamaji-validating-webhook-configuration has no webhook "
+        "vtenantcontrolplane.kb.io"
+    )
+
+
+def test_a_provided_kamaji_webhook_called_by_url_is_named(tmp_path):
+    lab = provided_lab()
+    by_url = recorded("webhooks-kamaji-validating.json")
+    for webhook in by_url["webhooks"]:
+        webhook["clientConfig"] = {"url": "https://kamaji.example:9443/validate", "caBundle": "Q0E="}
+    lab.on("management", r"^get validatingwebhookconfiguration ", ok(by_url))
+
+    code, report = validate(lab, "--only", "platform", outputs=provided_outputs(tmp_path))
+
+    assert code == 1
+    assert result(report, "platform", "management")["reason"] == (
+        "webhook vtenantcontrolplane.kb.io names no service in its clientConfig (a URL?); this check reads the "
+        "endpoints of the service that Kamaji's chart creates for it"
+    )
 
 
 def test_a_provided_kamaji_without_a_ready_webhook_endpoint_fails(tmp_path):

@@ -88,10 +88,18 @@ def test_no_coredns_pods_at_all_is_a_problem_naming_where_they_were_looked_for()
 
 def test_a_node_kubelet_never_reported_on_has_no_ready_condition():
     # A node object exists before its kubelet posts status (e.g. registered, then the kubelet died).
-    problems = node_problems([{"metadata": {"name": "w1"}, "status": {}}], ("w1",), "v1.36.4")
-    assert problems[0] == "node w1 NotReady (no Ready condition)"
+    unknown_version = "node w1 runs kubelet of unknown version, not the tenant's v1.36.4 (an unfinished upgrade? " \
+        "run pulumi up again)"
+    for node in ({"metadata": {"name": "w1"}, "status": {}}, {"metadata": {"name": "w1"}}):
+        problems = node_problems([node], ("w1",), "v1.36.4")
+        assert problems == ["node w1 NotReady (no Ready condition)", unknown_version]
 
 
 def test_a_container_stuck_without_reason_is_named_by_its_state():
     stopped = {"name": "coredns", "restartCount": 0, "state": {"terminated": {"exitCode": 1}}}
     assert container_trouble(stopped) == "coredns terminated, 0 restarts"
+
+
+def test_a_container_or_pod_the_kubelet_has_not_reported_on_yet_is_not_ready():
+    assert container_trouble({"name": "coredns", "ready": False, "restartCount": 1}) == "coredns not ready, 1 restart"
+    assert pod_readiness_problem({"metadata": {"name": "coredns-1"}}) == "Unknown (no Ready condition)"

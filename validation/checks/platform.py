@@ -61,11 +61,12 @@ KAMAJI_WEBHOOKS = (
 
 def find(workloads: list[dict[str, Any]], component: Component) -> dict[str, Any] | None:
     for workload in workloads:
-        metadata = workload.get("metadata", {})
+        # Deployments and DaemonSets are namespaced: the API server always returns both fields.
+        metadata = workload["metadata"]
         if (
             workload.get("kind") == component.kind
-            and fnmatchcase(metadata.get("namespace", ""), component.namespace)
-            and fnmatchcase(metadata.get("name", ""), component.name)
+            and fnmatchcase(metadata["namespace"], component.namespace)
+            and fnmatchcase(metadata["name"], component.name)
         ):
             return workload
     return None
@@ -78,7 +79,8 @@ def ready_counts(workload: dict[str, Any]) -> tuple[int, int]:
         # Mid-rollout, pods of the old template still count as ready; only updated ones are wanted.
         ready = min(status.get("numberReady", 0), status.get("updatedNumberScheduled", 0))
         return ready, status.get("desiredNumberScheduled", 0)
-    return status.get("readyReplicas", 0), workload.get("spec", {}).get("replicas", 1)
+    # The API server defaults spec.replicas to 1 (kubernetes/kubernetes pkg/apis/apps/v1/defaults.go@v1.29.2).
+    return status.get("readyReplicas", 0), workload["spec"]["replicas"]
 
 
 def workloads_report(workloads: list[dict[str, Any]], components: tuple[Component, ...]) -> tuple[list[str], list[str]]:
@@ -130,8 +132,14 @@ def webhook_served(management: Kubectl, kind: str, configuration: str, webhook: 
     client = entry.get("clientConfig") or {}
     if not client.get("caBundle"):
         raise CheckFailed(f"webhook {webhook} has no CA injected (clientConfig.caBundle is empty)")
-    service = client.get("service") or {}
-    namespace, name = service.get("namespace", ""), service.get("name", "")
+    service = client.get("service")
+    if not service:
+        raise CheckFailed(
+            f"webhook {webhook} names no service in its clientConfig (a URL?); this check reads the endpoints of "
+            "the service that Kamaji's chart creates for it"
+        )
+    # admissionregistration/v1 ServiceReference requires both.
+    namespace, name = service["namespace"], service["name"]
     slices = management.get("endpointslices", "-n", namespace, "-l", f"kubernetes.io/service-name={name}")
     endpoints = [endpoint for item in slices.get("items") or [] for endpoint in item.get("endpoints") or []]
     # An unset ready is unknown, which consumers read as ready (k8s.io/api discovery/v1 EndpointConditions).

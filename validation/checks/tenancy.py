@@ -112,7 +112,7 @@ def shared_values(values: dict[str, str]) -> dict[str, list[str]]:
 def datastore_schema(tcp: dict[str, Any]) -> str:
     """The etcd prefix Kamaji actually uses (status), else the requested one (spec)."""
     setup = tcp.get("status", {}).get("storage", {}).get("setup", {})
-    return setup.get("schema") or tcp.get("spec", {}).get("dataStoreSchema", "")
+    return setup.get("schema") or tcp["spec"].get("dataStoreSchema", "")
 
 
 def present_credentials(lab: Lab, owner: Tenant, target: Tenant) -> CommandResult:
@@ -123,10 +123,11 @@ def present_credentials(lab: Lab, owner: Tenant, target: Tenant) -> CommandResul
     """
     ca_file = lab.workdir / f"{target.name}-ca.crt"
     try:
-        ca = base64.b64decode(lab.kubeconfig(target.name).ca_data, validate=True)
-    except binascii.Error:
+        # PEM is ASCII text.
+        ca = base64.b64decode(lab.kubeconfig(target.name).ca_data, validate=True).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError):
         raise CheckFailed(f"{target.name}'s kubeconfig has an undecodable CA") from None
-    write_private_file(ca_file, ca.decode("ascii", errors="replace"))
+    write_private_file(ca_file, ca)
     return lab.kubectl(owner).call(
         "--server",
         target.endpoint,
@@ -221,7 +222,7 @@ def container_trouble(status: dict[str, Any]) -> str:
     else:
         why = "not ready"
     restarts = status.get("restartCount", 0)
-    return f"{status.get('name', '?')} {why}, {restarts} restart{'' if restarts == 1 else 's'}"
+    return f"{status['name']} {why}, {restarts} restart{'' if restarts == 1 else 's'}"
 
 
 def pod_readiness_problem(pod: dict[str, Any]) -> str | None:

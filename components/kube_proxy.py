@@ -109,6 +109,7 @@ class KubeProxy(pulumi.ComponentResource):
             metadata={"name": NAME, "namespace": NAMESPACE},
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
             subjects=[{"kind": "Group", "name": BOOTSTRAP_GROUP}],
+            # After its Role: only a client allowed to `bind` may bind a Role that does not exist yet.
             opts=pulumi.ResourceOptions.merge(in_tenant, pulumi.ResourceOptions(depends_on=[config_reader])),
         )
 

@@ -101,15 +101,21 @@ def test_kube_proxy_runs_the_tenant_version_on_every_node(dev_plan):
         assert {"operator": "Exists"} in pod["tolerations"]  # also NotReady nodes, before the CNI is up
 
 
-def test_a_new_endpoint_rolls_kube_proxy():
-    def checksum(server_suffix):
-        plan_ = plan(dev_config(tenants=[{"name": f"a{server_suffix}"}]), preview=False)
-        (daemon_set,) = kube_proxy_objects(plan_, DAEMON_SET)
-        return daemon_set.inputs["spec"]["template"]["metadata"]["annotations"]["kamaji-hami-lab.io/config-sha256"]
+def config_checksum_of(tenant: dict) -> str:
+    plan_ = plan(dev_config(tenants=[tenant]), preview=False)
+    (daemon_set,) = kube_proxy_objects(plan_, DAEMON_SET)
+    return daemon_set.inputs["spec"]["template"]["metadata"]["annotations"]["kamaji-hami-lab.io/config-sha256"]
 
+
+def test_a_new_endpoint_rolls_kube_proxy():
     # The fake tenant server depends on the tenant name, so two names give two endpoints.
     assert tenant_server("a1") != tenant_server("a2")
-    assert checksum(1) != checksum(2)
+    assert config_checksum_of({"name": "a1"}) != config_checksum_of({"name": "a2"})
+
+
+def test_a_new_pod_network_rolls_kube_proxy():
+    # kube-proxy reads clusterCIDR from its config file once, at start.
+    assert config_checksum_of({"name": "a1"}) != config_checksum_of({"name": "a1", "podCidr": "10.200.0.0/16"})
 
 
 def test_kube_proxy_rbac_matches_kubeadms(dev_plan):
@@ -134,10 +140,15 @@ def test_kube_proxy_rbac_matches_kubeadms(dev_plan):
         assert role_binding.inputs["subjects"] == [
             {"kind": "Group", "name": "system:bootstrappers:kubeadm:default-node-token"}
         ]
+        assert role_binding.inputs["metadata"] == {"name": "kube-proxy", "namespace": "kube-system"}
+        # Only a client allowed to `bind` may bind a Role that does not exist yet.
+        (role,) = [r for r in dev_plan.registrations if r.urn in role_binding.dependencies]
+        assert role.type == "kubernetes:rbac.authorization.k8s.io/v1:Role"
+        assert role.provider_urn == role_binding.provider_urn
         role_ref = role_binding.inputs["roleRef"]
         assert role_ref == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kube-proxy"}
     for role in kube_proxy_objects(dev_plan, "kubernetes:rbac.authorization.k8s.io/v1:Role"):
-        assert role.inputs["metadata"]["namespace"] == "kube-system"
+        assert role.inputs["metadata"] == {"name": "kube-proxy", "namespace": "kube-system"}
         assert role.inputs["rules"] == [
             {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kube-proxy"], "verbs": ["get"]}
         ]
@@ -162,6 +173,20 @@ def test_hami_waits_for_kube_proxy_in_its_own_tenant(dev_plan):
     daemon_sets = {r.provider_urn: r.urn for r in kube_proxy_objects(dev_plan, DAEMON_SET)}
     assert daemon_sets[tenant_provider(dev_plan, "tenant-a")] in upstream
     assert daemon_sets[tenant_provider(dev_plan, "tenant-b")] not in upstream
+
+
+def test_kube_proxy_pods_start_after_their_account_binding_and_config(dev_plan):
+    # A pod of a missing ServiceAccount is refused, and one of a missing ConfigMap never starts.
+    for daemon_set in kube_proxy_objects(dev_plan, DAEMON_SET):
+        dependencies = [
+            r for r in dev_plan.registrations if r.urn in daemon_set.dependencies and r.type.startswith("kubernetes:")
+        ]
+        waits_for = {(r.type, r.inputs["metadata"]["name"]) for r in dependencies}
+        assert waits_for == {
+            ("kubernetes:core/v1:ServiceAccount", "kube-proxy"),
+            ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "kubeadm:node-proxier"),
+            ("kubernetes:core/v1:ConfigMap", "kube-proxy"),
+        }
 
 
 def test_kube_proxy_is_kubeadms_daemon_set(dev_plan):

@@ -478,8 +478,9 @@ def test_tenant_accepting_foreign_credentials_fails_isolation():
     assert "tenant-b accepted tenant-a's credentials" in result(report, "isolation", "all tenants")["reason"]
 
 
-@pytest.mark.parametrize("ca_data", ["not base64!", base64.b64encode("caf\u00e9".encode()).decode()])
+@pytest.mark.parametrize("ca_data", ["Q0!E=", base64.b64encode("caf\u00e9".encode()).decode()])
 def test_a_kubeconfig_ca_that_is_not_base64_pem_fails_isolation_by_name(tmp_path, ca_data):
+    # A lenient decoder would drop the "!" and go on with two bytes that are no certificate.
     def break_ca(document: dict) -> None:
         kubeconfig = yaml.safe_load(document["kubeconfigs"]["tenant-b"])
         kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"] = ca_data

@@ -79,7 +79,7 @@ def ready_counts(workload: dict[str, Any]) -> tuple[int, int]:
         # Mid-rollout, pods of the old template still count as ready; only updated ones are wanted.
         ready = min(status.get("numberReady", 0), status.get("updatedNumberScheduled", 0))
         return ready, status.get("desiredNumberScheduled", 0)
-    # The API server defaults spec.replicas to 1 (kubernetes/kubernetes pkg/apis/apps/v1/defaults.go@v1.29.2).
+    # The API server defaults spec.replicas to 1 (kubernetes/kubernetes pkg/apis/apps/v1/defaults.go@04791b490660).
     return status.get("readyReplicas", 0), workload["spec"]["replicas"]
 
 

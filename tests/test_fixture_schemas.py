@@ -1,8 +1,9 @@
 """The hand-made API answers under tests/fixtures/ are ones Kubernetes v1.36 could return: its own schemas say so.
 
 Every object of a built-in kind (each item of a List too) is judged by the strict v1.36.0 JSON Schemas that
-kubernetes-validate ships: a field v1.36 does not know, a value of the wrong type, or a field every answer
-carries but the fixture lacks fails the test, naming the fixture, the object and the path of the field.
+kubernetes-validate ships, a custom resource by its CRD's schema at the pinned version (tests/fixtures/crds/):
+a field they do not know, a value of the wrong type, or a required field the fixture lacks fails the test,
+naming the fixture, the object and the path of the field.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def answers() -> Iterator[tuple[str, dict[str, Any]]]:
     for path in sorted(FIXTURES.rglob("*.json")):
         document = json.loads(path.read_text())
         if not isinstance(document, dict) or "kind" not in document:
-            continue  # stack outputs, /version and schemas are not API objects
+            continue  # stack outputs, /version and CRD schemas are not API objects
         name = path.relative_to(FIXTURES).as_posix()
         if document["kind"] == "List":
             for index, item in enumerate(document["items"]):
@@ -35,21 +36,27 @@ def answers() -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"{name} {document['kind']}/{document['metadata']['name']}", document
 
 
-BUILT_IN = {label: obj for label, obj in answers() if is_built_in(obj)}
+ANSWERS = dict(answers())
 
 
 def verdict(label: str, obj: dict[str, Any]) -> list[str]:
     return [f"{label}: {problem}" for problem in problems(obj, CURRENT)]
 
 
-@pytest.mark.parametrize("label", list(BUILT_IN))
-def test_every_hand_made_answer_of_a_built_in_kind_is_one_kubernetes_v1_36_returns(label):
-    assert verdict(label, BUILT_IN[label]) == []
+@pytest.mark.parametrize("label", list(ANSWERS))
+def test_every_hand_made_answer_is_one_kubernetes_v1_36_and_the_pinned_crds_accept(label):
+    assert verdict(label, ANSWERS[label]) == []
 
 
-def test_the_fixtures_hold_answers_of_each_built_in_kind_the_code_reads():
-    kinds = {(obj["apiVersion"], obj["kind"]) for obj in BUILT_IN.values()}
-    assert kinds >= {
+def test_the_fixtures_hold_answers_of_each_kind_the_code_reads():
+    built_in = {(obj["apiVersion"], obj["kind"]) for obj in ANSWERS.values() if is_built_in(obj)}
+    custom = {(obj["apiVersion"], obj["kind"]) for obj in ANSWERS.values() if not is_built_in(obj)}
+    assert custom == {
+        ("kamaji.clastix.io/v1alpha1", "TenantControlPlane"),
+        ("kamaji.clastix.io/v1alpha1", "DataStore"),
+        ("cert-manager.io/v1", "Issuer"),
+    }
+    assert built_in >= {
         ("v1", "Node"),
         ("v1", "Pod"),
         ("v1", "Event"),
@@ -111,11 +118,11 @@ def test_a_field_left_out_on_purpose_is_absent_and_one_the_schema_lets_be_absent
 
 
 def broken(label: str) -> dict[str, Any]:
-    return copy.deepcopy(BUILT_IN[label])
+    return copy.deepcopy(ANSWERS[label])
 
 
 def only(label_part: str) -> str:
-    (label,) = [label for label in BUILT_IN if label_part in label]
+    (label,) = [label for label in ANSWERS if label_part in label]
     return label
 
 
@@ -156,6 +163,30 @@ def test_a_broken_list_item_is_named_by_its_fixture_and_index():
 
     assert verdict(label, pod) == [
         "validation/pods-sharing-running.json items[1] Pod/share-1: spec.containers[0].resources.limit: unknown field"
+    ]
+
+
+def test_a_custom_resource_that_breaks_its_crd_fails_with_the_paths():
+    tcp = broken(only("validation/tcp-tenant-a.json"))
+    tcp["spec"]["addons"]["konectivity"] = tcp["spec"]["addons"].pop("konnectivity")  # the API server prunes it
+    del tcp["spec"]["kubernetes"]["version"]
+    tcp["status"]["kubernetesResources"]["version"]["status"] = "Healthy"
+    store = broken(only("datastore-default.json"))
+    del store["spec"]["driver"]
+    store["metadata"]["label"] = {}
+
+    assert problems(tcp, CURRENT) == [
+        "spec.addons.konectivity: unknown field",
+        "spec.kubernetes.version: required field missing",
+        "status.kubernetesResources.version.status: 'Healthy' is not one of ['Unknown', 'Provisioning', "
+        "'CertificateAuthorityRotating', 'Upgrading', 'Migrating', 'Ready', 'NotReady', 'Sleeping', 'WriteLimited']",
+    ]
+    assert problems(store, CURRENT) == ["metadata.label: unknown field", "spec.driver: required field missing"]
+
+
+def test_an_object_no_schema_here_knows_is_refused_not_passed():
+    assert problems({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}, CURRENT) == [
+        "example.com/v1 Widget: neither a kind of Kubernetes 1.36.0 nor a known CRD"
     ]
 
 

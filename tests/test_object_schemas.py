@@ -1,9 +1,10 @@
-"""Every object the program and the validation suite send to an API server is one Kubernetes' own schemas accept.
+"""Every object the program and the validation suite send to an API server is one its schemas accept.
 
 The program's objects are recorded from its plans (tests/plan.py) in every mode and example stack; the suite's
-from the objects its checks pipe into `kubectl create -f -` (tests/test_validation.py's fake lab). Each is judged
-strictly by v1.36.0's schemas, and an object created inside a tenant also by those of the oldest Kubernetes
-version the config accepts for a tenant, the release a tenant's API server may run.
+from the objects its checks pipe into `kubectl create -f -` (tests/test_validation.py's fake lab). Each built-in
+one is judged strictly by v1.36.0's schemas, and one created inside a tenant also by those of the oldest
+Kubernetes version the config accepts for a tenant, the release a tenant's API server may run. A custom
+resource is judged by its CRD's schema at the pinned chart version.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from components.config import ConfigError, parse_settings
-from tests.kube_schemas import CURRENT, is_built_in, minor, problems, schema_version, shipped_minors
+from tests.kube_schemas import CURRENT, minor, problems, schema_version, shipped_minors
 from tests.plan import ROOT, Plan, dev_config, plan
 from tests.render_charts_module import project_defaults, stack_config
 
@@ -24,13 +25,6 @@ TENANT = "kamaji-hami-lab:index:Tenant"
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 # Not objects: the provider, and Helm releases (the chart renders the objects, outside the program).
 NOT_OBJECTS = ("pulumi:providers:kubernetes", "kubernetes:helm.sh/v3:Release")
-# Custom resources the program creates; their own CRD schemas judge them.
-CUSTOM_KINDS = {
-    ("kamaji.clastix.io/v1alpha1", "TenantControlPlane"),
-    ("metallb.io/v1beta1", "IPAddressPool"),
-    ("metallb.io/v1beta1", "L2Advertisement"),
-    ("cert-manager.io/v1", "Issuer"),
-}
 
 
 @functools.cache
@@ -147,14 +141,14 @@ def judged(sent: Sent) -> list[str]:
 
 
 @pytest.mark.parametrize("name", list(labs()))
-def test_every_built_in_object_the_program_creates_is_one_kubernetes_accepts(name, shared):
+def test_every_object_the_program_creates_is_one_kubernetes_and_the_pinned_crds_accept(name, shared):
     objects = program_objects(name, shared)
-    built_in = [sent for sent in objects if is_built_in(sent.obj)]
 
-    assert built_in
-    assert [problem for sent in built_in for problem in judged(sent)] == []
-    others = {(sent.obj["apiVersion"], sent.obj["kind"]) for sent in objects if not is_built_in(sent.obj)}
-    assert others <= CUSTOM_KINDS, "a kind neither Kubernetes' schemas nor a CRD schema here judges"
+    assert [problem for sent in objects for problem in judged(sent)] == []
+    kinds = {sent.obj["kind"] for sent in objects}
+    assert {"TenantControlPlane", "DaemonSet"} <= kinds
+    # MetalLB's pool and announcement exist unless the cluster provides its own LoadBalancer.
+    assert ({"IPAddressPool", "L2Advertisement"} <= kinds) == (labs()[name][0].get("loadBalancer") != "provided")
 
 
 def test_the_tenant_objects_are_judged_by_the_oldest_version_a_tenant_may_run_too(shared):
@@ -221,16 +215,14 @@ def suite_objects(tmp_path) -> list[Sent]:
     return sent
 
 
-def test_every_built_in_object_the_validation_suite_creates_is_one_kubernetes_accepts(tmp_path):
+def test_every_object_the_validation_suite_creates_is_one_kubernetes_and_the_pinned_crds_accept(tmp_path):
     objects = suite_objects(tmp_path)
-    built_in = [sent for sent in objects if is_built_in(sent.obj)]
 
-    assert [problem for sent in built_in for problem in judged(sent)] == []
-    # Probe, GPU and etcdctl pods, the quota, the marker ConfigMap and the scratch namespaces, on tenants
-    # and on the management cluster (the etcdctl pods).
-    kinds = {(sent.in_tenant, sent.obj["kind"]) for sent in built_in}
-    assert kinds >= {(True, "Namespace"), (True, "Pod"), (True, "ResourceQuota"), (True, "ConfigMap"), (False, "Pod")}
-    etcdctl = [sent for sent in built_in if sent.obj["kind"] == "Pod" and not sent.in_tenant]
+    assert [problem for sent in objects for problem in judged(sent)] == []
+    # Probe, GPU and etcdctl pods, the quota, the marker ConfigMap and the scratch namespaces on tenants;
+    # the etcdctl pods and cert-manager's probe Issuer on the management cluster.
+    kinds = {(sent.in_tenant, sent.obj["kind"]) for sent in objects}
+    assert kinds == {(True, "Namespace"), (True, "Pod"), (True, "ResourceQuota"), (True, "ConfigMap"),
+                     (False, "Pod"), (False, "Issuer")}
+    etcdctl = [sent for sent in objects if sent.obj["kind"] == "Pod" and not sent.in_tenant]
     assert etcdctl and all(sent.obj["spec"]["containers"][0]["command"][0].endswith("/etcdctl") for sent in etcdctl)
-    others = {(sent.obj["apiVersion"], sent.obj["kind"]) for sent in objects if not is_built_in(sent.obj)}
-    assert others <= CUSTOM_KINDS

@@ -16,10 +16,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import importlib_resources
 import jsonschema
 import kubernetes_validate
 from kubernetes_validate.utils import all_versions
@@ -27,7 +27,7 @@ from referencing import Registry, Resource
 
 # The release whose API the tests answer for: the lab's default kubernetesVersion (Pulumi.yaml).
 CURRENT = "1.36.0"
-_SCHEMAS = importlib_resources.files(kubernetes_validate) / "kubernetes-json-schema"
+_SCHEMAS = resources.files(kubernetes_validate) / "kubernetes-json-schema"
 _CRDS = Path(__file__).resolve().parent / "fixtures" / "crds"
 # Custom resources the lab creates or reads, and the file holding their CRD's schema at the pinned version.
 CUSTOM_RESOURCES = {

@@ -57,7 +57,7 @@ def schema_version(version: str) -> str:
     return "{}.{}.0".format(*candidates[-1])
 
 
-def path_text(path: Any) -> str:
+def _path_text(path: Any) -> str:
     """A JSON path as kubectl prints it: spec.containers[0].image."""
     text = ""
     for part in path:
@@ -83,7 +83,7 @@ def _validator(version: str, api_version: str, kind: str) -> jsonschema.Draft202
     return jsonschema.Draft202012Validator(schema, registry=Resource.from_contents(schema) @ _definitions(version))
 
 
-def crd_schema(name: str) -> dict[str, Any]:
+def _crd_schema(name: str) -> dict[str, Any]:
     """A CRD version's structural schema, as stored in tests/fixtures/crds/."""
     return json.loads((_CRDS / f"{name}.schema.json").read_text())
 
@@ -116,7 +116,7 @@ def _custom_validator(version: str, api_version: str, kind: str) -> jsonschema.D
     name = CUSTOM_RESOURCES.get((api_version, kind))
     if name is None:
         return None
-    schema = as_json_schema(crd_schema(name))
+    schema = as_json_schema(_crd_schema(name))
     schema["properties"]["metadata"] = {"$ref": _OBJECT_META}
     return jsonschema.Draft202012Validator(schema, registry=_definitions(version))
 
@@ -146,9 +146,9 @@ def _described(errors: Iterator[jsonschema.ValidationError]) -> Iterator[str]:
             # jsonschema puts a missing field at its parent; name the field itself.
             for field in error.validator_value:
                 if isinstance(error.instance, dict) and field not in error.instance:
-                    yield f"{path_text([*where, field])}: required field missing"
+                    yield f"{_path_text([*where, field])}: required field missing"
         elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
             for field in sorted(set(error.instance) - set(error.schema.get("properties", {}))):
-                yield f"{path_text([*where, field])}: unknown field"
+                yield f"{_path_text([*where, field])}: unknown field"
         else:
-            yield f"{path_text(where) or '(object)'}: {error.message}"
+            yield f"{_path_text(where) or '(object)'}: {error.message}"

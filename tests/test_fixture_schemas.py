@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
-from tests.kube_schemas import CURRENT, is_built_in, problems, schema_version, shipped_minors
+from tests.kube_schemas import CURRENT, as_json_schema, is_built_in, problems, schema_version, shipped_minors
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -202,6 +203,28 @@ def test_an_object_no_schema_here_knows_is_refused_not_passed():
     assert problems({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}, CURRENT) == [
         "example.com/v1 Widget: neither a kind of Kubernetes 1.36.0 nor a known CRD"
     ]
+
+
+def test_a_crd_schema_is_read_as_the_api_server_reads_it():
+    structural = {
+        "type": "object",
+        "properties": {
+            "port": {"x-kubernetes-int-or-string": True},
+            "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "note": {"type": "string", "nullable": True},
+            "pruned": {"type": "object", "properties": {"known": {"type": "string"}}},
+        },
+    }
+    validator = jsonschema.Draft202012Validator(as_json_schema(structural))
+    taken = {"port": "https", "extra": {"anything": [1]}, "labels": {"a": "b"}, "note": None, "pruned": {"known": "x"}}
+
+    assert list(validator.iter_errors(taken)) == []
+    assert validator.is_valid({"port": 8132})
+    assert not validator.is_valid({"port": 1.5})
+    assert not validator.is_valid({"labels": {"a": 1}})
+    assert not validator.is_valid({"pruned": {"unknown": "x"}}), "a field the API server would prune"
+    assert not validator.is_valid({"typo": 1})
 
 
 # --- which release's schemas judge which version ---------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import status_refresh
 from validation.host import TIMED_OUT, CommandResult
 from validation.status import (
     CLUSTER_BOUND,
@@ -822,3 +823,12 @@ def test_memory_reads_in_gib_and_in_mib_with_wide(mib, narrow, wide):
 )
 def test_a_worker_is_named_by_what_follows_its_tenant(node, short):
     assert short_node(node, "tenant-a") == short
+
+
+def test_the_refresh_benchmark_runs_and_prints_its_ratio(monkeypatch, capsys):
+    """benchmarks/status_refresh.py is not a timed test; this only keeps it working."""
+    monkeypatch.setattr(status_refresh, "CALL_SECONDS", 0.0)
+    assert status_refresh.main(["--tenants", "3", "--check"]) == 0
+    printed = capsys.readouterr().out
+    assert "side by side" in printed and "13 calls" in printed  # 1 + 3 x 4 calls, both ways
+    assert "one by one / side by side: " in printed

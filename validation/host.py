@@ -87,6 +87,10 @@ class Clock:
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
+    def strand(self) -> Clock:
+        """The clock for one of several strands of work that run side by side (real time is shared)."""
+        return self
+
     def wall(self) -> datetime.datetime:
         """The time of day, for people (now() only measures intervals)."""
         return datetime.datetime.now(datetime.UTC)

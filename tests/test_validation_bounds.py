@@ -28,9 +28,10 @@ from tests.test_validation import (
     result,
     validate,
 )
-from validation import kube
+from validation import kube, manifests
 from validation.checks import CHECKS_BY_NAME
 from validation.checks.base import ALL_TENANTS
+from validation.checks.datastore import READ_TIMEOUT
 from validation.cli import main
 from validation.kube import Kubectl
 from validation.results import CheckFailed
@@ -359,3 +360,40 @@ def test_no_call_starts_with_less_than_its_shortest_limit_left_before_a_deadline
     clock.sleep(2)
     with pytest.raises(CheckFailed, match=r"tenant-a ran out of time before `kubectl get nodes`"):
         kubectl.call("get", "nodes")
+
+
+def test_etcdctl_gives_up_before_the_check_stops_waiting_for_its_pod():
+    pod = manifests.etcdctl_pod("p", "etcd:v3", "https://e:2379", {("s", "ca.crt"): manifests.ETCD_CA}, {"own": "/"})
+    command = pod["spec"]["containers"][0]["command"]
+    limits = {arg.split("=")[0]: int(arg.split("=")[1].removesuffix("s")) for arg in command if "-timeout=" in arg}
+    # etcdctl dials, then runs its command: both within the wait for the pod to finish.
+    assert limits["--dial-timeout"] + limits["--command-timeout"] < READ_TIMEOUT
+
+
+def test_an_interrupted_run_lets_the_running_checks_clean_up_and_starts_no_other(monkeypatch, capsys):
+    lab = healthy_lab()
+    interrupted = threading.Event()
+    join = threading.Thread.join
+
+    def interrupt_once(thread, timeout=None):
+        if not interrupted.is_set():  # the first wait for a tenant: where Ctrl-C would land
+            interrupted.set()
+            raise KeyboardInterrupt
+        return join(thread, timeout)
+
+    def probe_after_the_interrupt(command: str):
+        interrupted.wait(10)  # each tenant is inside konnectivity when the interrupt comes
+        return ok(recorded("pod-probe-running.json"))
+
+    for tenant in TENANTS:
+        lab.on(tenant, r"^get pod probe ", probe_after_the_interrupt)
+    monkeypatch.setattr(threading.Thread, "join", interrupt_once)
+
+    with pytest.raises(KeyboardInterrupt):
+        validate(lab, "--only", "konnectivity", "webhook", clock=FakeClock())
+
+    for tenant in TENANTS:
+        (namespace,) = created_namespaces(lab, tenant)
+        assert namespace.startswith("validate-konnectivity-")  # webhook never started
+        assert [call.command.split()[2] for call in lab.commands(tenant, r"^delete namespace ")] == [namespace]
+    assert "the running checks finish and clean up first" in capsys.readouterr().err

@@ -82,7 +82,7 @@ def read_side_by_side(readers: dict[str, Callable[[], T]], wait: float) -> dict[
     for done in finished.values():
         done.wait(max(0.0, deadline - time.monotonic()))
     return {
-        name: answers[name] if finished[name].is_set() else TimeoutError(f"no answer within {wait:.0f}s")
+        name: answers[name] if finished[name].is_set() else TimeoutError(f"no answer within {wait:g}s")
         for name in readers
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -98,8 +99,12 @@ def tenants_side_by_side(
 ) -> list[CheckResult]:
     by_tenant: dict[str, list[CheckResult]] = {tenant.name: [] for tenant in lab.tenants}
 
+    interrupted = threading.Event()
+
     def work(tenant: Tenant, strand: Lab) -> None:
         for check in stage:
+            if interrupted.is_set():
+                return
             by_tenant[tenant.name].append(reported(check.for_tenant(strand, tenant)))
 
     # Every strand starts now, before any of them runs: the same clusters and warnings, its own waits.
@@ -110,6 +115,15 @@ def tenants_side_by_side(
     ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:  # Ctrl-C or SIGTERM reach this thread only
+        # The checks that are running end on their own limits and delete their namespaces while the
+        # kubeconfigs still exist; no tenant starts another.
+        interrupted.set()
+        print("validation: interrupted; the running checks finish and clean up first", file=sys.stderr, flush=True)
+        for thread in threads:
+            thread.join()
+        raise
     return [by_tenant[tenant.name][position] for position in range(len(stage)) for tenant in lab.tenants]

@@ -397,3 +397,13 @@ def test_an_interrupted_run_lets_the_running_checks_clean_up_and_starts_no_other
         assert namespace.startswith("validate-konnectivity-")  # webhook never started
         assert [call.command.split()[2] for call in lab.commands(tenant, r"^delete namespace ")] == [namespace]
     assert "the running checks finish and clean up first" in capsys.readouterr().err
+
+
+def test_isolation_tries_the_tenants_apis_side_by_side():
+    lab = healthy_lab()
+    met = waits_for_each_other(lab, r" get namespaces ")
+
+    code, report = validate(lab, "--only", "isolation", clock=FakeClock())
+
+    assert met == [True, True]  # each API was asked while the other's answer was still outstanding
+    assert code == 0 and result(report, "isolation", "all tenants")["status"] == "pass"

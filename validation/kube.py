@@ -38,20 +38,13 @@ def cannot_connect(result: CommandResult) -> bool:
 
 
 class Kubectl:
-    def __init__(
-        self,
-        runner: Runner,
-        kubeconfig: Path,
-        cluster: str,
-        request_timeout: float | None = None,
-        call_timeout: float | None = None,
-    ):
+    def __init__(self, runner: Runner, kubeconfig: Path, cluster: str):
         self.runner = runner
         self.kubeconfig = kubeconfig
         self.cluster = cluster
-        # None: the module's REQUEST_TIMEOUT and CALL_TIMEOUT, read at each call.
-        self.request_timeout = request_timeout
-        self.call_timeout = call_timeout
+        # None: the module's REQUEST_TIMEOUT and CALL_TIMEOUT, read at each call; the status view sets shorter ones.
+        self.request_timeout: float | None = None
+        self.call_timeout: float | None = None
         self.deadline: tuple[Clock, float] | None = None  # (clock, time) after which no call starts
         self.unreachable = ""  # why, once a call could not reach this cluster's API
         self._lock = threading.Lock()  # checks for several tenants share one management cluster

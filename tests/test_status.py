@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ from typing import Any
 import pytest
 
 from benchmarks import status_refresh
+from tests.test_validation_bounds import SilentServer, outputs_pointing_at
+from validation import status
 from validation.host import TIMED_OUT, CommandResult
 from validation.status import (
     CLUSTER_BOUND,
@@ -835,3 +838,31 @@ def test_the_refresh_benchmark_runs_and_prints_its_ratio(monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert "side by side" in printed and "13 calls" in printed  # 1 + 3 x 4 calls, both ways
     assert "one by one / side by side: " in printed
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a real kubectl")
+def test_clusters_that_accept_connections_and_never_answer_end_one_refresh_within_the_bound(tmp_path, monkeypatch):
+    # Short limits keep the test quick; read one after another, the four clusters would take 4 x 2 s.
+    monkeypatch.setattr(status, "STATUS_REQUEST_TIMEOUT", 1)
+    monkeypatch.setattr(status, "STATUS_CALL_TIMEOUT", 2)
+    monkeypatch.setattr(status, "CLUSTER_BOUND", 3)
+    monkeypatch.setattr(status, "GRACE", 1)
+    server = SilentServer()
+    outputs = outputs_pointing_at(tmp_path, f"https://127.0.0.1:{server.port}", FIXTURES / "outputs.json")
+    stdout = io.StringIO()
+    started = time.monotonic()
+    try:
+        code = main(["--outputs", str(outputs), "--json"], stdout=stdout)
+    finally:
+        server.close()
+    elapsed = time.monotonic() - started
+
+    assert elapsed < status.CLUSTER_BOUND + status.GRACE + 2  # 2 s for starting kubectl and Python
+    doc = json.loads(stdout.getvalue())
+    assert code == 1 and not doc["management"]["reachable"]
+    assert [(item["name"], item["reachable"]) for item in doc["tenants"]] == [
+        ("tenant-a", False),
+        ("tenant-b", False),
+        ("tenant-c", False),
+    ]
+    assert all(item["error"].startswith(f"cannot reach the {item['name']} API server: ") for item in doc["tenants"])

@@ -70,9 +70,9 @@ class SilentServer:
             connection.close()
 
 
-def outputs_pointing_at(tmp_path: Path, server: str) -> Path:
+def outputs_pointing_at(tmp_path: Path, server: str, outputs: Path = OUTPUTS) -> Path:
     """The recorded outputs with every kubeconfig leading to server (whose certificate is never checked)."""
-    document = json.loads(OUTPUTS.read_text())
+    document = json.loads(outputs.read_text())
 
     def moved(text: str) -> str:
         config = yaml.safe_load(text)

@@ -36,6 +36,10 @@ for plugin in bridge host-local portmap loopback; do
 done
 [ -f /sys/fs/cgroup/cgroup.controllers ] && echo cgroup=v2 || echo cgroup=v1
 echo "swap_devices=$(tail -n +2 /proc/swaps | wc -l)"
+echo "ip_forward=$(sysctl -n net.ipv4.ip_forward 2>/dev/null)"
+echo "bridge_nf_call_iptables=$(sysctl -n net.bridge.bridge-nf-call-iptables 2>/dev/null)"
+[ -d /sys/module/br_netfilter ] && echo br_netfilter=loaded || echo br_netfilter=absent
+grep -qsx "br_netfilter" /etc/modules-load.d/*.conf && echo br_netfilter_persisted=yes || echo br_netfilter_persisted=no
 if timeout 5 bash -c ": </dev/tcp/$1/$2" 2>/dev/null; then echo endpoint=reachable; else echo endpoint=unreachable; fi
 if [ "$3" = true ]; then
 	echo "gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU ")"
@@ -62,6 +66,10 @@ newer_than_tenant() {
 }
 
 problems=()
+# unmet WHAT FIX: a setting of the machine is not what the join needs. Every call
+# names a fixed FIX, which docs/beyond-one-host.md lists (tests/test_machine_ssh.py checks).
+unmet() { problems+=("$1; fix: $2"); }
+
 for tool in kubeadm kubelet; do
 	version=$(fact "$tool")
 	if [[ -z $version ]]; then
@@ -76,8 +84,25 @@ done
 [[ $(fact containerd) == active ]] || problems+=("containerd is not running (systemctl is-active containerd: $(fact containerd))")
 missing=$(sed -n 's/^cni_missing=//p' <<<"$facts" | paste -sd' ' -)
 [[ -z $missing ]] || problems+=("CNI plugins missing from /opt/cni/bin: $missing (install the containernetworking plugins)")
-[[ $(fact cgroup) == v2 ]] || problems+=("runs cgroup v1; boot it with cgroup v2 (systemd.unified_cgroup_hierarchy=1)")
-[[ $(fact swap_devices) == 0 ]] || problems+=("swap is on (kubelet refuses to start); run swapoff -a and remove it from /etc/fstab")
+[[ $(fact cgroup) == v2 ]] ||
+	unmet "runs cgroup v1" "boot with systemd.unified_cgroup_hierarchy=1 on the kernel command line"
+[[ $(fact swap_devices) == 0 ]] ||
+	unmet "swap is on (the kubelet refuses to start)" "swapoff -a, and remove the swap entries from /etc/fstab"
+# kubeadm join's preflight fails without IPv4 forwarding (FileContentCheck of
+# /proc/sys/net/ipv4/ip_forward = 1: kubernetes/kubernetes cmd/kubeadm/app/preflight/checks.go JoinNodeChecks
+# and checks_linux.go addIPv4Checks, master as indexed after v1.32; the v1.36 tag was too large to fetch).
+[[ $(fact ip_forward) == 1 ]] ||
+	unmet "net.ipv4.ip_forward is '$(fact ip_forward)', not 1 (kubeadm join's preflight refuses the machine)" \
+		"echo net.ipv4.ip_forward=1 >/etc/sysctl.d/90-kubernetes-forward.conf && sysctl --system"
+# kube-proxy's iptables rules and flannel's bridge see pod-to-pod traffic only through br_netfilter.
+[[ $(fact br_netfilter) == loaded ]] ||
+	unmet "the br_netfilter kernel module is not loaded" "modprobe br_netfilter"
+[[ $(fact br_netfilter_persisted) == yes ]] ||
+	unmet "br_netfilter is not listed in /etc/modules-load.d (it is gone after a reboot)" \
+		"echo br_netfilter >/etc/modules-load.d/br_netfilter.conf"
+[[ $(fact bridge_nf_call_iptables) == 1 ]] ||
+	unmet "net.bridge.bridge-nf-call-iptables is '$(fact bridge_nf_call_iptables)', not 1 (bridged pod traffic bypasses kube-proxy's rules)" \
+		"echo net.bridge.bridge-nf-call-iptables=1 >/etc/sysctl.d/90-kubernetes-bridge.conf && sysctl --system"
 [[ $(fact endpoint) == reachable ]] || problems+=("cannot reach the tenant API server at $ENDPOINT")
 if [[ $real_gpus == true ]]; then
 	[[ $(fact gpus) =~ ^[1-9] ]] || problems+=("nvidia-smi lists no GPU (is the NVIDIA driver installed and loaded?)")
@@ -91,5 +116,5 @@ if ((${#problems[@]})); then
 	for problem in "${problems[@]}"; do log "$NODE: $problem"; done
 	die "$NODE cannot join its tenant: ${#problems[@]} problem(s) above"
 fi
-log "$NODE can join: kubeadm and kubelet on v$wanted_minor, containerd, CNI plugins, cgroup v2, no swap, $ENDPOINT reachable"
+log "$NODE can join: kubeadm and kubelet on v$wanted_minor, containerd, CNI plugins, cgroup v2, no swap, IPv4 forwarding, br_netfilter, $ENDPOINT reachable"
 printf '%s can join %s at %s\n' "$NODE" "$KUBERNETES_VERSION" "$ENDPOINT"

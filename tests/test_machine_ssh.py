@@ -35,7 +35,7 @@ def machine(tmp_path):
 def probed(tmp_path):
     """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
     fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
-                                     "nvidia-ctk"))
+                                     "nvidia-ctk", "sysctl"))
     yield fakes
     fakes.stop()
 
@@ -181,7 +181,14 @@ def check(machine, endpoint: str, **env):
                        **machine.transport(**env))
 
 
+# procps sysctl -n prints the bare value; a key whose /proc/sys file is missing (net.bridge.* without
+# br_netfilter) fails with "cannot stat" (procps-ng sysctl.c ReadSetting).
+NO_BRIDGE_SYSCTL = reply(stderr="sysctl: cannot stat /proc/sys/net/bridge/bridge-nf-call-iptables: No such file or "
+                                "directory\n", exit=255)
+
+
 def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(probed):
+    probed.on("machine-sysctl", "net.ipv4.ip_forward", "0\n").on("machine-sysctl", "bridge-nf-call", NO_BRIDGE_SYSCTL)
     probed.on("machine-kubeadm", "version", "v1.35.2\n").on("machine-kubelet", "--version", "Kubernetes v1.36.9\n")
     probed.on("machine-systemctl", "is-active containerd", reply("inactive\n", exit=3))
     probed.on("machine-nvidia-smi", "-L", "No devices were found\n")
@@ -201,12 +208,16 @@ def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(prob
         "nvidia-smi lists no GPU",
         "the NVIDIA container toolkit is not installed",
         "containerd's default runtime is 'runc', not nvidia",
+        "net.ipv4.ip_forward is '0', not 1 (kubeadm join's preflight refuses the machine); fix: echo "
+        "net.ipv4.ip_forward=1 >/etc/sysctl.d/90-kubernetes-forward.conf && sysctl --system",
+        "net.bridge.bridge-nf-call-iptables is '', not 1",
     ]
     assert all(any(problem.startswith(f"m1: {want}") for problem in problems) for want in expected), problems
     assert "m1 cannot join its tenant" in result.stderr
 
 
 def test_the_machine_check_finds_what_a_ready_machine_has(probed):
+    probed.on("machine-sysctl", "net.ipv4.ip_forward", "1\n").on("machine-sysctl", "bridge-nf-call", "1\n")
     probed.on("machine-kubeadm", "version", "v1.36.4\n").on("machine-kubelet", "--version", "Kubernetes v1.36.1\n")
     probed.on("machine-systemctl", "is-active containerd", "active\n")
     probed.on("machine-nvidia-smi", "-L", "GPU 0: NVIDIA L4 (UUID: GPU-1)\n")
@@ -217,7 +228,7 @@ def test_the_machine_check_finds_what_a_ready_machine_has(probed):
     result = check(probed, f"127.0.0.1:{probed.port}", REAL_GPUS="true")
 
     # The test host's own CNI plugins, cgroups and swap are what they are; the rest is the fakes'.
-    host_facts = ("CNI plugins", "cgroup v1", "swap is on")
+    host_facts = ("CNI plugins", "cgroup v1", "swap is on", "br_netfilter")
     problems = [line for line in result.stderr.splitlines()
                 if "] m1: " in line and not any(fact in line for fact in host_facts)]
     assert problems == []
@@ -231,6 +242,10 @@ kubectl=/usr/bin/kubectl
 containerd=active
 cgroup=v2
 swap_devices=0
+ip_forward=1
+bridge_nf_call_iptables=1
+br_netfilter=loaded
+br_netfilter_persisted=yes
 endpoint=reachable
 """
 
@@ -245,8 +260,16 @@ endpoint=reachable
         (FACTS_OF_A_READY_MACHINE.replace("swap_devices=0", "swap_devices=1"), "swap is on"),
         (FACTS_OF_A_READY_MACHINE.replace("kubeadm=v1.36.4", "kubeadm="), "kubeadm is not installed"),
         (FACTS_OF_A_READY_MACHINE.replace("kubectl=/usr/bin/kubectl", "kubectl="), "kubectl is not installed"),
+        (FACTS_OF_A_READY_MACHINE.replace("ip_forward=1", "ip_forward=0"), "net.ipv4.ip_forward is '0', not 1"),
+        (FACTS_OF_A_READY_MACHINE.replace("br_netfilter=loaded", "br_netfilter=absent"),
+         "the br_netfilter kernel module is not loaded; fix: modprobe br_netfilter"),
+        (FACTS_OF_A_READY_MACHINE.replace("br_netfilter_persisted=yes", "br_netfilter_persisted=no"),
+         "br_netfilter is not listed in /etc/modules-load.d"),
+        (FACTS_OF_A_READY_MACHINE.replace("bridge_nf_call_iptables=1", "bridge_nf_call_iptables=0"),
+         "net.bridge.bridge-nf-call-iptables is '0', not 1"),
     ],
-    ids=["ready", "cni", "cgroup-v1", "swap", "no-kubeadm", "no-kubectl"],
+    ids=["ready", "cni", "cgroup-v1", "swap", "no-kubeadm", "no-kubectl", "ip-forward", "br-netfilter",
+         "br-netfilter-not-persisted", "bridge-nf-call-iptables"],
 )
 def test_the_machine_check_judges_each_fact_the_probe_reports(machine, facts, problem):
     machine.on("machine-timeout", r"(?s)^60 sh -c .*kubeadm version", facts)

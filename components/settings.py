@@ -34,7 +34,7 @@ class Machine:
     private_key: str = field(repr=False)
     """SSH private key text from secret config; components keep it a Pulumi secret."""
     host_key: str
-    """'<type> <base64>' the machine must present; empty accepts any (and the scripts warn)."""
+    """'<type> <base64>' the machine must present; the scripts connect to nothing else."""
 
 
 @dataclass(frozen=True)

@@ -126,11 +126,11 @@ wait_for_systemd() {
 # default) or `ssh` to a machine, chosen by NODE_TRANSPORT. Over ssh:
 #   SSH_ADDRESS, SSH_PORT (22), SSH_USER (root; another user needs passwordless sudo),
 #   SSH_PRIVATE_KEY (key text, written only to a scratch file), SSH_HOST_KEY
-#   ("<type> <base64>" the machine must present; empty accepts any, with a warning).
+#   ("<type> <base64>" the machine must present; required: a join sends a bootstrap token).
 
 _ssh_options=()
 _ssh_setup() {
-	require_env SSH_ADDRESS SSH_PRIVATE_KEY NODE
+	require_env SSH_ADDRESS SSH_PRIVATE_KEY SSH_HOST_KEY NODE
 	local key known_hosts
 	scratch_file key
 	printf '%s\n' "$SSH_PRIVATE_KEY" >"$key"
@@ -139,14 +139,8 @@ _ssh_setup() {
 	_ssh_options=(-i "$key" -o IdentitiesOnly=yes -o BatchMode=yes -o ConnectTimeout=10
 		-o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR
 		-o UserKnownHostsFile="$known_hosts" -o GlobalKnownHostsFile=/dev/null -o HostKeyAlias="$NODE"
-		-p "${SSH_PORT:-22}" -l "${SSH_USER:-root}")
-	if [[ -n ${SSH_HOST_KEY:-} ]]; then
-		printf '%s %s\n' "$NODE" "$SSH_HOST_KEY" >"$known_hosts"
-		_ssh_options+=(-o StrictHostKeyChecking=yes)
-	else
-		warn "no hostKey configured for $NODE: accepting whatever host key $SSH_ADDRESS presents"
-		_ssh_options+=(-o StrictHostKeyChecking=no)
-	fi
+		-o StrictHostKeyChecking=yes -p "${SSH_PORT:-22}" -l "${SSH_USER:-root}")
+	printf '%s %s\n' "$NODE" "$SSH_HOST_KEY" >"$known_hosts"
 }
 
 # _sh_quote ARG: ARG quoted for any POSIX shell (the remote login shell may be dash).

@@ -109,13 +109,14 @@ def test_a_wrong_host_key_stops_the_join_before_anything_runs_on_the_machine(mac
     assert machine.calls("machine-sh") == [] and machine.calls("kubectl", "create") == []
 
 
-def test_without_a_host_key_the_join_warns_that_any_key_is_accepted(machine, tenant_ca):
+def test_without_a_host_key_nothing_reaches_the_machine_and_no_token_is_made(machine, tenant_ca):
     joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
 
     result = join(machine, SSH_HOST_KEY="")
 
-    assert result.returncode == 0, result.stderr
-    assert "no hostKey configured for m1" in result.stderr
+    assert result.returncode == 1
+    assert "environment variable SSH_HOST_KEY is required" in result.stderr
+    assert not machine.ssh_argv.exists() and machine.calls("kubectl", "create") == []
 
 
 def leave(machine, **env):
@@ -291,7 +292,7 @@ def test_a_user_other_than_root_runs_every_command_through_sudo_without_a_passwo
     fakes.on("ssh", r" true$", "").on("ssh", r"systemctl disable", "")
 
     result = fakes.run("unregister-gpus.sh", NODE=NODE, NODE_TRANSPORT="ssh", SSH_ADDRESS="10.0.0.11",
-                       SSH_USER="ops", SSH_PRIVATE_KEY="key text", SSH_HOST_KEY="")
+                       SSH_USER="ops", SSH_PRIVATE_KEY="key text", SSH_HOST_KEY="ssh-ed25519 AAAAC3Nza")
 
     assert result.returncode == 0, result.stderr
     (call,) = fakes.calls("ssh", "systemctl disable")

@@ -17,10 +17,12 @@ EXISTING = {"managementCluster": "existing", "metallbAddressRange": "192.168.50.
 SECRETS = {"managementKubeconfig": EXISTING_KUBECONFIG, "sshPrivateKeys": {"default": LAB_KEY, "gpu-2": OWN_KEY}}
 MACHINES = [
     {"name": "gpu-1", "address": "10.0.0.11", "hostKey": HOST_KEY},
-    {"name": "gpu-2", "address": "gpu-2.lab.example", "port": 2222, "user": "ops", "sshKey": "gpu-2"},
+    {"name": "gpu-2", "address": "gpu-2.lab.example", "port": 2222, "user": "ops", "sshKey": "gpu-2",
+     "hostKey": "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIHostKeyOfGpu2="},
 ]
 MOCK_GPU_TENANT = {"name": "research", "machines": MACHINES, "gpus": [{"model": "NVIDIA L4 24GB"}]}
-REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5"}], "gpuDevices": "real"}
+REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5", "hostKey": HOST_KEY}],
+                   "gpuDevices": "real"}
 COMMAND = "command:local:Command"
 
 @pytest.fixture(params=[(g, p) for g in ("mock", "real") for p in (True, False)],
@@ -53,7 +55,7 @@ def test_each_machine_is_checked_then_joined_over_ssh_as_configured(mock_gpus):
     env = resolve(join.inputs["environment"])
     assert (env["NODE_TRANSPORT"], env["SSH_ADDRESS"], env["SSH_PORT"], env["SSH_USER"]) == (
         "ssh", "gpu-2.lab.example", "2222", "ops")
-    assert env["SSH_PRIVATE_KEY"] == OWN_KEY and env["SSH_HOST_KEY"] == ""
+    assert env["SSH_PRIVATE_KEY"] == OWN_KEY and env["SSH_HOST_KEY"] == MACHINES[1]["hostKey"]
     assert {"gpu-2.lab.example", "2222"} <= set(resolve(join.inputs["triggers"]))  # another address re-joins
     assert resolve(of_machine(mock_gpus, "join-worker.sh", "gpu-1").inputs["environment"])["SSH_HOST_KEY"] == HOST_KEY
     assert check.urn in join.all_dependencies
@@ -137,6 +139,16 @@ def test_secret_keys_in_plain_config_are_refused_before_any_resource():
              preview=True)
     assert LAB_KEY not in str(refused.value)
     assert not refused.value.plan.registrations
+
+
+@pytest.mark.parametrize("preview", [True, False], ids=["preview", "up"])
+def test_a_machine_without_a_pinned_host_key_is_refused_before_any_resource(preview):
+    unpinned = {**MOCK_GPU_TENANT, "machines": [MACHINES[0], {k: v for k, v in MACHINES[1].items() if k != "hostKey"}]}
+    missing = r"tenants\[0\]\.machines\[1\]\.hostKey: required; pin the key"
+    with pytest.raises(config.ConfigError, match=missing) as refused:
+        plan(dev_config(tenants=[unpinned]), preview=preview, secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+    assert "ssh-keyscan -t ed25519 -p 2222 gpu-2.lab.example" in str(refused.value)
+    assert refused.value.plan.registrations == []
 
 
 def test_machine_kubelets_keep_disk_eviction_and_swap_checks_that_containers_turn_off():

@@ -150,7 +150,7 @@ ObjectName = _matching(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain
 HostAddress = _matching(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?", "a host name or IP address", strip=False)
 SshUser = _matching(r"[a-z_][a-z0-9_-]{0,31}", "a user name", strip=False)
 # The public half of a host key as sshd's key files and ssh-keyscan print it: "<type> <base64>".
-SshHostKey = _matching(r"((ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2})?", "'<key type> <base64 key>'",
+SshHostKey = _matching(r"(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2}", "'<key type> <base64 key>'",
                        strip=False)
 DockerNetwork = _matching(r"([a-zA-Z0-9][a-zA-Z0-9_.-]*)?", "a docker network name")
 ImageReference = _matching(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")

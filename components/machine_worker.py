@@ -10,6 +10,7 @@ from components.commands import script_command
 from components.gpus import GpuSpec
 from components.node_join import join_node
 from components.settings import Machine
+from components.tenant_control_plane import KONNECTIVITY_PORT
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class MachineWorker(pulumi.ComponentResource):
                 "NODE": machine.name,
                 "KUBERNETES_VERSION": args.kubernetes_version,
                 "ENDPOINT": endpoint,
+                # Served beside the API server: logs, exec and HAMi's webhook go through it.
+                "KONNECTIVITY_PORT": str(KONNECTIVITY_PORT),
                 "REAL_GPUS": "true" if args.real_gpus else "false",
             },
             opts=pulumi.ResourceOptions(

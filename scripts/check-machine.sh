@@ -7,6 +7,7 @@
 # env:    NODE                machine name = Kubernetes node name
 #         KUBERNETES_VERSION  the tenant's, e.g. v1.36.4: kubeadm and kubelet must run its minor, never newer
 #         ENDPOINT            the tenant API server as host:port, which the machine must reach
+#         KONNECTIVITY_PORT   the tenant's Konnectivity server port on the same host, which the machine must reach too
 #         REAL_GPUS           optional, true: the NVIDIA driver, container toolkit and default runtime must be set up (default false)
 #         NODE_TRANSPORT      ssh, with the SSH_* variables (scripts/lib.sh)
 #         BOOT_TIMEOUT        optional, seconds to wait for the machine to answer (default 90)
@@ -16,7 +17,7 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-require_env NODE KUBERNETES_VERSION ENDPOINT
+require_env NODE KUBERNETES_VERSION ENDPOINT KONNECTIVITY_PORT
 real_gpus=${REAL_GPUS:-false}
 [[ $KUBERNETES_VERSION =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] || die "KUBERNETES_VERSION must be vX.Y.Z, got '$KUBERNETES_VERSION'"
 wanted_minor="${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
@@ -31,6 +32,19 @@ echo "kubeadm=$(kubeadm version -o short 2>/dev/null)"
 echo "kubelet=$(kubelet --version 2>/dev/null)"
 echo "kubectl=$(command -v kubectl)"
 echo "containerd=$(systemctl is-active containerd 2>/dev/null)"
+# The CRI on the socket the join names, and the cgroup driver of the default runtime as the CRI plugin
+# runs it: crictl info renders the CRI config of containerd under .config, whose containerd section holds
+# defaultRuntimeName and runtimes.<name>.options (kubernetes-sigs/cri-tools cmd/crictl/info.go and
+# util.go outputStatusData @v1.36.0; containerd internal/cri/config/config.go and server/status.go @v2.2.7).
+if cri=$(crictl --runtime-endpoint "$5" info -o go-template \
+	--template "{{with .config.containerd}}{{with index .runtimes .defaultRuntimeName}}{{.options.SystemdCgroup}}{{end}}{{end}}" 2>&1); then
+	echo cri=answers
+	echo "systemd_cgroup=$cri"
+else
+	echo "cri_error=$(printf "%s\n" "$cri" | tail -n 1)"
+fi
+# containerd 2.x migrates a disabled "cri" to its full ID io.containerd.grpc.v1.cri (cmd/containerd/server/config/config.go @v2.2.7).
+echo "disabled_plugins=$(containerd config dump 2>/dev/null | sed -n "s/^disabled_plugins = //p" | head -n 1)"
 for plugin in bridge host-local portmap loopback; do
 	[ -x "/opt/cni/bin/$plugin" ] || echo "cni_missing=$plugin"
 done
@@ -41,6 +55,7 @@ echo "bridge_nf_call_iptables=$(sysctl -n net.bridge.bridge-nf-call-iptables 2>/
 [ -d /sys/module/br_netfilter ] && echo br_netfilter=loaded || echo br_netfilter=absent
 grep -qsx "br_netfilter" /etc/modules-load.d/*.conf && echo br_netfilter_persisted=yes || echo br_netfilter_persisted=no
 if timeout 5 bash -c ": </dev/tcp/$1/$2" 2>/dev/null; then echo endpoint=reachable; else echo endpoint=unreachable; fi
+if timeout 5 bash -c ": </dev/tcp/$1/$4" 2>/dev/null; then echo konnectivity=reachable; else echo konnectivity=unreachable; fi
 if [ "$3" = true ]; then
 	echo "gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU ")"
 	echo "container_toolkit=$(nvidia-ctk --version 2>/dev/null | head -n 1)"
@@ -49,7 +64,8 @@ if [ "$3" = true ]; then
 fi'
 
 # Cut off on the machine: a hung tool would keep the ssh session (and its keepalives) going.
-facts=$(node_exec timeout 60 sh -c "$probe" probe "${ENDPOINT%:*}" "${ENDPOINT##*:}" "$real_gpus") ||
+facts=$(node_exec timeout 60 sh -c "$probe" probe "${ENDPOINT%:*}" "${ENDPOINT##*:}" "$real_gpus" "$KONNECTIVITY_PORT" \
+	"$cri_socket") ||
 	die "$NODE: the machine check could not run over ssh"
 
 # fact KEY: the value of KEY= in the probe's answer (the first one).
@@ -82,6 +98,17 @@ for tool in kubeadm kubelet; do
 done
 [[ -n $(fact kubectl) ]] || problems+=("kubectl is not installed (the join reads the kubelet's binding with it)")
 [[ $(fact containerd) == active ]] || problems+=("containerd is not running (systemctl is-active containerd: $(fact containerd))")
+# Docker's containerd.io package ships disabled_plugins = ["cri"]: kubeadm only warns, and the kubelet never starts.
+if [[ $(fact disabled_plugins) == *cri* ]]; then
+	unmet "containerd's cri plugin is disabled (disabled_plugins = $(fact disabled_plugins))" \
+		"remove cri from disabled_plugins in /etc/containerd/config.toml, then systemctl restart containerd"
+elif [[ $(fact cri) != answers ]]; then
+	problems+=("no CRI answers on $cri_socket, the socket the join uses (crictl info: $(fact cri_error))")
+# The lab's kubelets use the systemd cgroup driver (kubeadm's default); containerd's runc defaults to cgroupfs.
+elif [[ $(fact systemd_cgroup) != true ]]; then
+	unmet "containerd's default runtime does not set SystemdCgroup = true (it has '$(fact systemd_cgroup)'), but the kubelet uses the systemd cgroup driver" \
+		"set SystemdCgroup = true in the options of containerd's default runtime in /etc/containerd/config.toml, then systemctl restart containerd"
+fi
 missing=$(sed -n 's/^cni_missing=//p' <<<"$facts" | paste -sd' ' -)
 [[ -z $missing ]] || problems+=("CNI plugins missing from /opt/cni/bin: $missing (install the containernetworking plugins)")
 [[ $(fact cgroup) == v2 ]] ||
@@ -104,6 +131,8 @@ missing=$(sed -n 's/^cni_missing=//p' <<<"$facts" | paste -sd' ' -)
 	unmet "net.bridge.bridge-nf-call-iptables is '$(fact bridge_nf_call_iptables)', not 1 (bridged pod traffic bypasses kube-proxy's rules)" \
 		"echo net.bridge.bridge-nf-call-iptables=1 >/etc/sysctl.d/90-kubernetes-bridge.conf && sysctl --system"
 [[ $(fact endpoint) == reachable ]] || problems+=("cannot reach the tenant API server at $ENDPOINT")
+[[ $(fact konnectivity) == reachable ]] ||
+	problems+=("cannot reach the tenant's Konnectivity server at ${ENDPOINT%:*}:$KONNECTIVITY_PORT (kubectl logs and exec, and HAMi's webhook, go through it)")
 if [[ $real_gpus == true ]]; then
 	[[ $(fact gpus) =~ ^[1-9] ]] || problems+=("nvidia-smi lists no GPU (is the NVIDIA driver installed and loaded?)")
 	[[ -n $(fact container_toolkit) ]] || problems+=("the NVIDIA container toolkit is not installed (nvidia-ctk not found)")
@@ -116,5 +145,5 @@ if ((${#problems[@]})); then
 	for problem in "${problems[@]}"; do log "$NODE: $problem"; done
 	die "$NODE cannot join its tenant: ${#problems[@]} problem(s) above"
 fi
-log "$NODE can join: kubeadm and kubelet on v$wanted_minor, containerd, CNI plugins, cgroup v2, no swap, IPv4 forwarding, br_netfilter, $ENDPOINT reachable"
+log "$NODE can join: kubeadm and kubelet on v$wanted_minor, containerd's CRI with the systemd cgroup driver, CNI plugins, cgroup v2, no swap, IPv4 forwarding, br_netfilter, $ENDPOINT and Konnectivity reachable"
 printf '%s can join %s at %s\n' "$NODE" "$KUBERNETES_VERSION" "$ENDPOINT"

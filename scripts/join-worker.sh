@@ -113,7 +113,7 @@ discovery:
     caCertHashes: ["$ca_hash"]
 nodeRegistration:
   name: "$NODE"
-  criSocket: unix:///run/containerd/containerd.sock
+  criSocket: "$cri_socket"
   ignorePreflightErrors: [SystemVerification, Swap]
 timeouts:
   discovery: 1m

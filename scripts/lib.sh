@@ -128,6 +128,10 @@ wait_for_systemd() {
 #   SSH_PRIVATE_KEY (key text, written only to a scratch file), SSH_HOST_KEY
 #   ("<type> <base64>" the machine must present; required: a join sends a bootstrap token).
 
+# The CRI socket every worker's kubelet uses: containerd's default address.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+cri_socket=unix:///run/containerd/containerd.sock
+
 _ssh_options=()
 _ssh_setup() {
 	require_env SSH_ADDRESS SSH_PRIVATE_KEY SSH_HOST_KEY NODE

@@ -35,7 +35,7 @@ def machine(tmp_path):
 def probed(tmp_path):
     """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
     fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
-                                     "nvidia-ctk", "sysctl"))
+                                     "nvidia-ctk", "sysctl", "crictl"))
     yield fakes
     fakes.stop()
 
@@ -177,9 +177,17 @@ def test_registering_gpus_on_a_machine_that_never_joined_says_so(machine):
     assert "m1 has not joined its tenant" in result.stderr
 
 
-def check(machine, endpoint: str, **env):
+def check(machine, endpoint: str, konnectivity_port: int = 8132, **env):
     return machine.run("check-machine.sh", NODE=NODE, KUBERNETES_VERSION="v1.36.4", ENDPOINT=endpoint,
-                       **machine.transport(**env))
+                       KONNECTIVITY_PORT=str(konnectivity_port), **machine.transport(**env))
+
+
+# crictl info renders containerd's CRI config under .config (kubernetes-sigs/cri-tools cmd/crictl/util.go
+# outputStatusData @v1.36.0); the probe's go-template prints the default runtime's options.SystemdCgroup as Go
+# prints a bool. A containerd whose cri plugin is off does not serve the CRI's RuntimeService; crictl then
+# exits 1 with "getting status of runtime: <grpc error>" (cmd/crictl/info.go @v1.36.0).
+CRI_SERVICE_MISSING = reply(stderr='time="2026-12-04T10:00:00Z" level=fatal msg="getting status of runtime: rpc error: '
+                                  'code = Unimplemented desc = unknown service runtime.v1.RuntimeService"\n', exit=1)
 
 
 # procps sysctl -n prints the bare value; a key whose /proc/sys file is missing (net.bridge.* without
@@ -193,11 +201,12 @@ def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(prob
     probed.on("machine-kubeadm", "version", "v1.35.2\n").on("machine-kubelet", "--version", "Kubernetes v1.36.9\n")
     probed.on("machine-systemctl", "is-active containerd", reply("inactive\n", exit=3))
     probed.on("machine-nvidia-smi", "-L", "No devices were found\n")
+    probed.on("machine-crictl", "--runtime-endpoint unix:///run/containerd/containerd.sock info", CRI_SERVICE_MISSING)
     # containerd 1.7 prints TOML strings in double quotes.
-    probed.on("machine-containerd", "config dump", '    default_runtime_name = "runc"\n')
+    probed.on("machine-containerd", "config dump", 'disabled_plugins = ["cri"]\n    default_runtime_name = "runc"\n')
     closed_port = probed.port + 1 if probed.port < 65535 else probed.port - 1
 
-    result = check(probed, f"127.0.0.1:{closed_port}", REAL_GPUS="true")
+    result = check(probed, f"127.0.0.1:{closed_port}", closed_port, REAL_GPUS="true")
 
     assert result.returncode == 1 and result.stdout == ""
     problems = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if "] m1: " in line]
@@ -212,6 +221,8 @@ def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(prob
         "net.ipv4.ip_forward is '0', not 1 (kubeadm join's preflight refuses the machine); fix: echo "
         "net.ipv4.ip_forward=1 >/etc/sysctl.d/90-kubernetes-forward.conf && sysctl --system",
         "net.bridge.bridge-nf-call-iptables is '', not 1",
+        "containerd's cri plugin is disabled (disabled_plugins = [\"cri\"]); fix: remove cri from disabled_plugins",
+        f"cannot reach the tenant's Konnectivity server at 127.0.0.1:{closed_port}",
     ]
     assert all(any(problem.startswith(f"m1: {want}") for problem in problems) for want in expected), problems
     assert "m1 cannot join its tenant" in result.stderr
@@ -224,9 +235,11 @@ def test_the_machine_check_finds_what_a_ready_machine_has(probed):
     probed.on("machine-nvidia-smi", "-L", "GPU 0: NVIDIA L4 (UUID: GPU-1)\n")
     probed.on("machine-nvidia-ctk", "--version", "NVIDIA Container Toolkit CLI version 1.18.0\n")
     # containerd 2.x prints TOML strings in single quotes.
-    probed.on("machine-containerd", "config dump", "    default_runtime_name = 'nvidia'\n")
+    probed.on("machine-containerd", "config dump", "disabled_plugins = []\n    default_runtime_name = 'nvidia'\n")
+    probed.on("machine-crictl", "--runtime-endpoint unix:///run/containerd/containerd.sock info -o go-template",
+              "true\n")
 
-    result = check(probed, f"127.0.0.1:{probed.port}", REAL_GPUS="true")
+    result = check(probed, f"127.0.0.1:{probed.port}", probed.port, REAL_GPUS="true")
 
     # The test host's own CNI plugins, cgroups and swap are what they are; the rest is the fakes'.
     host_facts = ("CNI plugins", "cgroup v1", "swap is on", "br_netfilter")
@@ -241,6 +254,9 @@ FACTS_OF_A_READY_MACHINE = """kubeadm=v1.36.4
 kubelet=Kubernetes v1.36.4
 kubectl=/usr/bin/kubectl
 containerd=active
+cri=answers
+systemd_cgroup=true
+disabled_plugins=[]
 cgroup=v2
 swap_devices=0
 ip_forward=1
@@ -248,6 +264,7 @@ bridge_nf_call_iptables=1
 br_netfilter=loaded
 br_netfilter_persisted=yes
 endpoint=reachable
+konnectivity=reachable
 """
 
 
@@ -268,9 +285,24 @@ endpoint=reachable
          "br_netfilter is not listed in /etc/modules-load.d"),
         (FACTS_OF_A_READY_MACHINE.replace("bridge_nf_call_iptables=1", "bridge_nf_call_iptables=0"),
          "net.bridge.bridge-nf-call-iptables is '0', not 1"),
+        # containerd 2.x shows a disabled "cri" by its full ID, single-quoted
+        # (cmd/containerd/server/config/config.go v1MigratePluginName @v2.2.7).
+        (FACTS_OF_A_READY_MACHINE.replace("disabled_plugins=[]", "disabled_plugins=['io.containerd.grpc.v1.cri']"),
+         "containerd's cri plugin is disabled (disabled_plugins = ['io.containerd.grpc.v1.cri']); fix: remove cri "
+         "from disabled_plugins in /etc/containerd/config.toml, then systemctl restart containerd"),
+        (FACTS_OF_A_READY_MACHINE.replace("cri=answers", "cri_error=connect: no such file or directory"),
+         "no CRI answers on unix:///run/containerd/containerd.sock, the socket the join uses (crictl info: connect: "
+         "no such file or directory)"),
+        (FACTS_OF_A_READY_MACHINE.replace("systemd_cgroup=true", "systemd_cgroup=false"),
+         "containerd's default runtime does not set SystemdCgroup = true (it has 'false')"),
+        (FACTS_OF_A_READY_MACHINE.replace("systemd_cgroup=true", "systemd_cgroup=<no value>"),
+         "containerd's default runtime does not set SystemdCgroup = true (it has '<no value>')"),
+        (FACTS_OF_A_READY_MACHINE.replace("konnectivity=reachable", "konnectivity=unreachable"),
+         "cannot reach the tenant's Konnectivity server at 10.0.0.1:8132"),
     ],
     ids=["ready", "cni", "cgroup-v1", "swap", "no-kubeadm", "no-kubectl", "ip-forward", "br-netfilter",
-         "br-netfilter-not-persisted", "bridge-nf-call-iptables"],
+         "br-netfilter-not-persisted", "bridge-nf-call-iptables", "cri-disabled", "no-cri", "cgroupfs",
+         "no-systemd-cgroup-key", "konnectivity"],
 )
 def test_the_machine_check_judges_each_fact_the_probe_reports(machine, facts, problem):
     machine.on("machine-timeout", r"(?s)^60 sh -c .*kubeadm version", facts)

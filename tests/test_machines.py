@@ -45,6 +45,14 @@ def machine_commands(plan_):
     return [c for c in plan_.of_type(COMMAND) if resolve(c.inputs.get("environment", {})).get("NODE_TRANSPORT")]
 
 
+def test_each_machine_must_reach_the_konnectivity_port_its_control_plane_serves(mock_gpus):
+    (tcp,) = mock_gpus.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
+    served = resolve(tcp.inputs["spec"])["addons"]["konnectivity"]["server"]["port"]
+    for machine in ("gpu-1", "gpu-2"):
+        assert resolve(of_machine(mock_gpus, "check-machine.sh", machine).inputs["environment"])[
+            "KONNECTIVITY_PORT"] == str(int(served))
+
+
 def test_machines_on_an_existing_cluster_touch_no_docker_and_no_kind(machines):
     assert not [r for r in machines.registrations if r.type.startswith(("docker:", "pulumi:providers:docker"))]
     assert not any(machines.commands(s) for s in ("kind-up.sh", "install-cni.sh", "kind-subnet.sh"))

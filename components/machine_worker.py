@@ -16,6 +16,9 @@ from components.tenant_control_plane import KONNECTIVITY_PORT
 @dataclass(frozen=True)
 class MachineWorkerArgs:
     machine: Machine
+    lab_id: str
+    """"<project>/<stack>/<managementClusterName>": the mark the join leaves on the machine (join-worker.sh)."""
+    tenant: str
     kubernetes_version: str
     """The tenant's: the machine's kubeadm and kubelet must run its minor, never newer."""
     endpoint: pulumi.Input[str]
@@ -87,6 +90,8 @@ class MachineWorker(pulumi.ComponentResource):
             parent=self,
             after=[checked],
             unregister_gpus=True,
+            # Which machines the join may reset: those this lab marked, or adopts (join-worker.sh).
+            join_env={"LAB_ID": args.lab_id, "TENANT": args.tenant, "ADOPT": "true" if machine.adopt else "false"},
         )
         self.joined, self.gpus_registered, self.done = steps.joined, steps.gpus_registered, steps.done
 

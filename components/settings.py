@@ -35,6 +35,8 @@ class Machine:
     """SSH private key text from secret config; components keep it a Pulumi secret."""
     host_key: str
     """'<type> <base64>' the machine must present; the scripts connect to nothing else."""
+    adopt: bool = False
+    """A join may reset it although it holds Kubernetes state that is not this lab's."""
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,8 @@ class Tenant(pulumi.ComponentResource):
                 machine.name,
                 MachineWorkerArgs(
                     machine=machine,
+                    lab_id=f"{pulumi.get_project()}/{pulumi.get_stack()}/{args.lab.management_cluster_name}",
+                    tenant=tenant.name,
                     kubernetes_version=tenant.kubernetes_version,
                     endpoint=control_plane.endpoint,
                     control_plane_ready=control_plane.ready,

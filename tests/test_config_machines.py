@@ -63,6 +63,8 @@ def test_real_gpus_are_a_tenant_choice():
          "'AAAA' is not '<key type> <base64 key>'"),
         ([tenant(machines=[{**GPU_1, "hostKey": ""}])], {}, "tenants[0].machines[0].hostKey",
          "'' is not '<key type> <base64 key>'"),
+        ([tenant(machines=[{**GPU_1, "adopt": "yes"}])], {}, "tenants[0].machines[0].adopt",
+         "input should be a valid boolean"),
         ([tenant(machines=[{**GPU_1, "sshKey": "ops"}])], {}, "tenants[0].machines[0].sshKey",
          "'ops' is not in sshPrivateKeys (it has: 'default')"),
         ([tenant(machines=[{**GPU_1, "ip": "x"}])], {}, "tenants[0].machines[0].ip", "unknown key"),

@@ -16,12 +16,25 @@ import pytest
 
 from tests.sshd import machine_fakes
 from tests.test_join_worker import other_tenant_ca  # noqa: F401 (fixture)
-from tests.test_scripts import ENDPOINT, TENANT_KUBECONFIG, b64, fakes, reply, tenant_api, tenant_ca  # noqa: F401
+from tests.test_scripts import (  # noqa: F401
+    ENDPOINT,
+    TENANT_KUBECONFIG,
+    b64,
+    fakes,
+    reply,
+    spki_sha256,
+    tenant_api,
+    tenant_ca,
+)
 
 NODE = "m1"
 JOIN = r"(?s)^-c .*kubeadm join"
-RESET_BEFORE_JOIN = r"^-c pkill -x kubeadm"
+RESET = r"kubeadm reset --force --cri-socket"
+STATE = r'found=\$path'
+MARK = r"^-c mkdir -p"
 BINDING = r"^--kubeconfig=/etc/kubernetes/kubelet.conf config view"
+LAB_ID, OTHER_LAB = "kamaji-hami-lab/dev/kamaji", "kamaji-hami-lab/prod/gpu-lab"
+TENANT = "tenant-a"
 
 
 @pytest.fixture
@@ -44,16 +57,28 @@ def bound_to(machine, server: str, ca_pem: str):
     return machine.on("machine-kubectl", BINDING, f"{server} {b64(ca_pem)}")
 
 
-def joinable(machine, ca_pem: str):
+def holding(*paths: str, lab: str | None = None, tenant: str = "tenant-b") -> str:
+    """What the join's look at the machine prints: the lab's mark, if any, and the Kubernetes state found."""
+    mark = f"marker={lab}\nmarker_tenant={tenant}\n" if lab else ""
+    return mark + "".join(f"found={path}\n" for path in paths)
+
+
+def joinable(machine, ca_pem: str, state: str = ""):
     tenant_api(machine, ca_pem)
     machine.on("kubectl", r"create -f -", "secret/bootstrap-token created\n")
     machine.on("kubectl", r"delete secret", "")
-    machine.on("machine-sh", RESET_BEFORE_JOIN, "").on("machine-modprobe", "br_netfilter", "")
+    machine.on("machine-sh", STATE, state).on("machine-sh", MARK, "").on("machine-sh", RESET, "")
+    machine.on("machine-modprobe", "br_netfilter", "")
     return machine.on("machine-sh", JOIN, "")
 
 
 def join(machine, **env):
-    return machine.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, **machine.transport(**env))
+    return machine.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, LAB_ID=LAB_ID, TENANT=TENANT,
+                       **machine.transport(**env))
+
+
+def scripts_run(machine) -> list[str]:
+    return [call["argv"][1] for call in machine.calls("machine-sh")]
 
 
 def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_ca):
@@ -82,20 +107,65 @@ def test_re_running_the_join_leaves_a_machine_of_this_tenant_alone(machine, tena
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"{NODE} already joined {ENDPOINT}\n"
-    assert machine.calls("machine-sh") == [] and machine.calls("kubectl", "create") == []
+    assert machine.calls("kubectl", "create") == []
+    # Nothing is reset; a machine joined before the lab marked its machines is marked now.
+    (mark,) = machine.calls("machine-sh")
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", f"lab={LAB_ID}\ntenant={TENANT}"]
 
 
-def test_a_machine_of_another_tenant_is_reset_before_it_joins(machine, tenant_ca, other_tenant_ca):
-    joinable(machine, tenant_ca)
+def test_a_machine_of_another_tenant_of_this_lab_is_reset_then_marked_then_joined(machine, tenant_ca, other_tenant_ca):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID))
     bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
 
     result = join(machine)
 
     assert result.returncode == 0, result.stderr
-    assert "not to this tenant" in result.stderr
-    order = [" ".join(call["argv"]) for call in machine.calls("machine-sh")]
-    assert order[0].startswith("-c pkill -x kubeadm") and "kubeadm reset --force" in order[0]
-    assert "kubeadm join" in order[-1]
+    assert "not to this tenant" in result.stderr and "carries this lab's mark (tenant tenant-b)" in result.stderr
+    scripts = scripts_run(machine)
+    assert ["found=$path" in scripts[0], "kubeadm reset" in scripts[1], "kubeadm join" in scripts[-1]] == [True] * 3
+    (mark,) = machine.calls("machine-sh", MARK)
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", f"lab={LAB_ID}\ntenant={TENANT}"]
+    assert scripts.index(mark["argv"][1]) == len(scripts) - 2, "marked right before kubeadm join"
+
+
+def test_a_machine_half_joined_by_this_lab_is_reset_and_joined(machine, tenant_ca):
+    # Killed after the mark, before kubeadm wrote kubelet.conf: no binding, but its bootstrap kubeconfig.
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/bootstrap-kubelet.conf", lab=LAB_ID, tenant=TENANT))
+    machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert len(machine.calls("machine-sh", RESET)) == 1 and machine.calls("machine-sh", JOIN)
+
+
+@pytest.mark.parametrize("lab", [None, OTHER_LAB], ids=["no-mark", "another-lab"])
+def test_a_machine_of_another_cluster_is_refused_naming_what_was_found(machine, tenant_ca, other_tenant_ca, lab):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", "/var/lib/etcd/member", lab=lab))
+    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+
+    result = join(machine)
+
+    assert result.returncode == 1
+    (refusal,) = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert "m1 holds Kubernetes state that is not this lab's" in refusal
+    assert "found /etc/kubernetes/kubelet.conf /var/lib/etcd/member" in refusal
+    assert f"bound to 10.0.0.9:6443 sha256:{spki_sha256(other_tenant_ca)}" in refusal
+    assert f"lab mark: {lab or 'none'} (this lab is {LAB_ID})" in refusal and "set adopt: true" in refusal
+    assert machine.calls("machine-sh", RESET) == [] and machine.calls("machine-sh", JOIN) == []
+    assert machine.calls("kubectl", "create") == [], "no token is made for a machine that is refused"
+
+
+def test_an_adopted_machine_of_another_cluster_is_reset_with_a_warning(machine, tenant_ca, other_tenant_ca):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf"))
+    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+
+    result = join(machine, ADOPT="true")
+
+    assert result.returncode == 0, result.stderr
+    assert "WARNING: m1 holds Kubernetes state (/etc/kubernetes/kubelet.conf) that is not this lab's (mark: none); " \
+           "adopt: true" in result.stderr
+    assert len(machine.calls("machine-sh", RESET)) == 1
 
 
 def test_a_wrong_host_key_stops_the_join_before_anything_runs_on_the_machine(machine, tenant_ca):
@@ -124,16 +194,83 @@ def leave(machine, **env):
     return machine.run("leave-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, **machine.transport(**env))
 
 
-def test_leaving_resets_a_machine_still_bound_to_this_tenant(machine, tenant_ca):
-    tenant_api(machine, tenant_ca)
-    bound_to(machine, f"https://{ENDPOINT}", tenant_ca).on("machine-sh", r"kubeadm reset", "")
+def test_leaving_resets_a_machine_still_bound_to_this_tenant_as_a_join_does(machine, tenant_ca, other_tenant_ca):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID))
+    # Bound to another tenant when it joins, to this one when it leaves.
+    machine.on("machine-kubectl", BINDING, f"https://10.0.0.9:6443 {b64(other_tenant_ca)}",
+               f"https://{ENDPOINT} {b64(tenant_ca)}")
+    assert join(machine).returncode == 0
 
     result = leave(machine)
 
     assert result.returncode == 0, result.stderr
     assert machine.calls("kubectl", "delete node m1")
-    (reset,) = machine.calls("machine-sh")
-    assert "kubeadm reset --force" in reset["argv"][1] and "10-flannel.conflist" in reset["argv"][1]
+    before_join, left = machine.calls("machine-sh", RESET)
+    assert left["argv"][3:] == ["60", "unix:///run/containerd/containerd.sock", "/run/kamaji-hami-lab-join.yaml",
+                                "/etc/kamaji-hami-lab/worker"]
+    assert before_join["argv"][1] == left["argv"][1], "one reset helper for join and leave"
+
+
+@pytest.fixture
+def resettable(tmp_path):
+    """The reset runs in the machine's real shell; only the tools it calls are fakes (rm too: it runs here)."""
+    fakes = machine_fakes(tmp_path, ("kubectl", "kubeadm", "pkill", "rm", "ip", "iptables-save", "iptables-restore"))
+    yield fakes
+    fakes.stop()
+
+
+# iptables-save's format (one *table block per table, ":CHAIN POLICY [packets:bytes]", "-A" rules, COMMIT), with
+# the chains kube-proxy's iptables mode (kubernetes/kubernetes pkg/proxy/iptables/proxier.go) and flannel
+# (flannel-io/flannel pkg/trafficmngr/iptables/iptables.go@v0.28.9) create, beside a firewall's own.
+IPTABLES_SAVE = """# Generated by iptables-save v1.8.10 (nf_tables) on Fri Dec  4 10:00:00 2026
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:FLANNEL-FWD - [0:0]
+:KUBE-FORWARD - [0:0]
+:ufw-user-input - [0:0]
+-A INPUT -j ufw-user-input
+-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD
+-A FLANNEL-FWD -s 10.244.0.0/16 -m comment --comment "flanneld forward" -j ACCEPT
+-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
+-A ufw-user-input -p tcp -m tcp --dport 22 -j ACCEPT
+COMMIT
+# Completed on Fri Dec  4 10:00:00 2026
+*nat
+:PREROUTING ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:FLANNEL-POSTRTG - [0:0]
+:KUBE-SERVICES - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG
+-A POSTROUTING -s 192.168.122.0/24 -j MASQUERADE
+COMMIT
+"""
+
+
+def test_the_reset_removes_the_cni_and_the_kube_and_flannel_chains_and_the_mark_last(resettable, tenant_ca):
+    tenant_api(resettable, tenant_ca)
+    bound_to(resettable, f"https://{ENDPOINT}", tenant_ca)
+    resettable.on("machine-kubeadm", "reset", "").on("machine-pkill", "", reply(exit=1)).on("machine-rm", "", "")
+    resettable.on("machine-ip", "link delete", "").on("machine-iptables-save", "", IPTABLES_SAVE)
+    resettable.on("machine-iptables-restore", "", "")
+
+    result = leave(resettable)
+
+    assert result.returncode == 0, result.stderr
+    (reset,) = resettable.calls("machine-kubeadm")
+    assert reset["argv"] == ["reset", "--force", "--cri-socket", "unix:///run/containerd/containerd.sock"]
+    removed = [call["argv"] for call in resettable.calls("machine-rm")]
+    assert removed[1][0] == "-rf" and removed[1][1].startswith("/etc/cni/net.d/")
+    assert removed[1][2:] == ["/var/lib/cni", "/run/flannel"]
+    assert removed[-1] == ["-f", "/etc/kamaji-hami-lab/worker"]
+    assert [call["argv"][2] for call in resettable.calls("machine-ip")] == ["cni0", "flannel.1"]
+    (restored,) = resettable.calls("machine-iptables-restore")
+    kept = [line for line in IPTABLES_SAVE.splitlines() if "KUBE-" not in line and "FLANNEL-" not in line]
+    assert restored["stdin"].splitlines() == kept
+    assert "-A ufw-user-input -p tcp -m tcp --dport 22 -j ACCEPT" in kept and "*nat" in kept
 
 
 def test_leaving_does_not_reset_a_machine_that_already_joined_another_tenant(machine, tenant_ca, other_tenant_ca):

@@ -45,6 +45,19 @@ def machine_commands(plan_):
     return [c for c in plan_.of_type(COMMAND) if resolve(c.inputs.get("environment", {})).get("NODE_TRANSPORT")]
 
 
+def test_a_machine_is_marked_with_the_lab_and_tenant_and_reset_only_when_adopted_or_marked():
+    adopted = {**MOCK_GPU_TENANT, "machines": [MACHINES[0], {**MACHINES[1], "adopt": True}]}
+    lab = plan(dev_config(tenants=[adopted], managementClusterName="gpu-lab"), preview=True,
+               secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+    envs = {machine: resolve(of_machine(lab, "join-worker.sh", machine).inputs["environment"])
+            for machine in ("gpu-1", "gpu-2")}
+    # The project and stack the program runs as (tests/plan.py), and the lab's name.
+    assert {env["LAB_ID"] for env in envs.values()} == {"kamaji-hami-lab/dev/gpu-lab"}
+    assert {env["TENANT"] for env in envs.values()} == {"research"}
+    assert (envs["gpu-1"]["ADOPT"], envs["gpu-2"]["ADOPT"]) == ("false", "true")
+    assert not any("LAB_ID" in resolve(c.inputs["environment"]) for c in lab.commands("check-machine.sh"))
+
+
 def test_each_machine_must_reach_the_konnectivity_port_its_control_plane_serves(mock_gpus):
     (tcp,) = mock_gpus.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
     served = resolve(tcp.inputs["spec"])["addons"]["konnectivity"]["server"]["port"]

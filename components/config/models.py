@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -209,6 +210,10 @@ class MachineWorker(ConfigModel):
     host_key: SshHostKey = Field(
         description="public host key '<type> <base64>' the machine must present (ssh-keyscan prints it; check its "
         "fingerprint out of band)")
+
+    adopt: StrictBool = Field(
+        False, description="true: a join may reset the machine although it holds Kubernetes state this lab did not "
+        "leave (another cluster's node); false refuses such a machine, naming what it found")
 
     @classmethod
     def missing_hint(cls, key: str, written: Any) -> str | None:
@@ -650,7 +655,8 @@ class StackConfig(ConfigModel):
                     kubernetes_version=tenant.kubernetes_version or self.kubernetes_version,
                     node_image=self.node_image_of(tenant),
                     machines=tuple(
-                        Machine(m.name, m.address, m.port, m.user, self.ssh_private_keys[m.ssh_key], m.host_key)
+                        Machine(m.name, m.address, m.port, m.user, self.ssh_private_keys[m.ssh_key], m.host_key,
+                                m.adopt)
                         for m in tenant.machines
                     ),
                     real_gpus=tenant.gpu_devices == "real",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components.commands import script_command
+from components.gpu_sharing import REAL_GPU_NODE_LABELS
 from components.gpus import GpuSpec
 from components.node_join import join_node
 from components.settings import Machine
@@ -90,9 +91,17 @@ class MachineWorker(pulumi.ComponentResource):
             parent=self,
             after=[checked],
             unregister_gpus=True,
-            # Which machines the join may reset: those this lab marked, or adopts (join-worker.sh).
-            join_env={"LAB_ID": args.lab_id, "TENANT": args.tenant, "ADOPT": "true" if machine.adopt else "false"},
+            join_env=self._join_env(args),
         )
         self.joined, self.gpus_registered, self.done = steps.joined, steps.gpus_registered, steps.done
 
         self.register_outputs({"nodeName": machine.name})
+
+    @staticmethod
+    def _join_env(args: MachineWorkerArgs) -> dict[str, str]:
+        # Which machines the join may reset: those this lab marked, or adopts (join-worker.sh).
+        env = {"LAB_ID": args.lab_id, "TENANT": args.tenant, "ADOPT": "true" if args.machine.adopt else "false"}
+        if args.real_gpus:
+            # The kubelet registers the label HAMi's NVIDIA plugin selects, so a re-joined Node has it at once.
+            env["NODE_LABELS"] = ",".join(f"{key}={value}" for key, value in REAL_GPU_NODE_LABELS.items())
+        return env

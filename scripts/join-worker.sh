@@ -24,6 +24,8 @@
 #         LAB_ID           with ssh: "<project>/<stack>/<managementClusterName>", the lab's mark on the machine
 #         TENANT           with ssh: the tenant's name, also in that mark
 #         ADOPT            optional, with ssh: true resets a machine with Kubernetes state that is not this lab's (default false)
+#         NODE_LABELS      optional, labels the kubelet registers its Node with, e.g. gpu=on (kubelet --node-labels)
+#         NODE_IP          optional, the address the kubelet advertises (kubelet --node-ip); default: the one of its default route
 #         BOOT_TIMEOUT     optional, seconds to wait for systemd in a container, or for a machine to answer (default 90)
 #         JOIN_ATTEMPTS    optional, kubeadm join attempts (default 3)
 # bound:  1000 s (BOOT_TIMEOUT 90 + JOIN_ATTEMPTS 3 x kubeadm's 5 min discovery timeout, kubeadm v1beta4 defaults)
@@ -154,6 +156,17 @@ MANIFEST
 # kubeadm's own timeouts (kubeadm.k8s.io/v1beta4 JoinConfiguration.timeouts) end
 # a stuck step well inside attempt_seconds, with kubeadm's message.
 # Field names: kubernetes/website content/en/docs/reference/config-api/kubeadm-config.v1beta4.md (Timeouts).
+# kubeletExtraArgs is a list of {name, value} in v1beta4 (kubernetes/kubernetes
+# cmd/kubeadm/app/apis/kubeadm/v1beta4/doc.go). A label the kubelet sets itself
+# survives a re-join, which deletes and re-creates the Node; an unprefixed label is
+# one a kubelet may set on itself (cmd/kubelet/app/options/options.go refuses only
+# unknown kubernetes.io/k8s.io ones; staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go).
+kubelet_args=""
+for arg in "node-labels=${NODE_LABELS:-}" "node-ip=${NODE_IP:-}"; do
+	[[ -n ${arg#*=} ]] && kubelet_args+=$'\n'"    - name: ${arg%%=*}"$'\n'"      value: \"${arg#*=}\""
+done
+[[ -z $kubelet_args ]] || kubelet_args=$'\n'"  kubeletExtraArgs:$kubelet_args"
+
 join_configuration=$(
 	cat <<CONFIG
 apiVersion: kubeadm.k8s.io/v1beta4
@@ -166,7 +179,7 @@ discovery:
 nodeRegistration:
   name: "$NODE"
   criSocket: "$cri_socket"
-  ignorePreflightErrors: [SystemVerification, Swap]
+  ignorePreflightErrors: [SystemVerification, Swap]$kubelet_args
 timeouts:
   discovery: 1m
   tlsBootstrap: 1m

@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+import yaml
 
 from tests.sshd import machine_fakes
 from tests.test_join_worker import other_tenant_ca  # noqa: F401 (fixture)
@@ -97,6 +98,23 @@ def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_c
     assert "ADMIN-CLIENT-KEY" not in joined["stdin"] + remote_argv, "admin credentials stay on the host"
     assert list(machine.runtime.iterdir()) == [], "the private key and kubeconfig are gone"
     assert machine.private_key not in machine.ssh_argv.read_text()
+
+
+@pytest.mark.parametrize(("env", "extra_args"), [
+    ({}, None),
+    ({"NODE_LABELS": "gpu=on"}, [{"name": "node-labels", "value": "gpu=on"}]),
+    ({"NODE_LABELS": "gpu=on", "NODE_IP": "10.1.0.7"},
+     [{"name": "node-labels", "value": "gpu=on"}, {"name": "node-ip", "value": "10.1.0.7"}]),
+], ids=["none", "labels", "labels-and-ip"])
+def test_the_kubelet_registers_its_labels_and_address_itself(machine, tenant_ca, env, extra_args):
+    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+
+    assert join(machine, **env).returncode == 0
+    (joined,) = machine.calls("machine-sh", JOIN)
+    registration = yaml.safe_load(joined["stdin"])["nodeRegistration"]
+    # kubeadm.k8s.io/v1beta4 takes kubelet flags as a list of {name, value} (cmd/kubeadm/app/apis/kubeadm/v1beta4).
+    assert registration.get("kubeletExtraArgs") == extra_args
+    assert registration["criSocket"] == "unix:///run/containerd/containerd.sock"
 
 
 def test_re_running_the_join_leaves_a_machine_of_this_tenant_alone(machine, tenant_ca):

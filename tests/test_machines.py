@@ -219,6 +219,11 @@ def test_real_gpu_machines_are_labelled_for_the_nvidia_plugin_once_joined(previe
     assert label.inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
     assert label.provider_urn == hami.provider_urn
     assert join.urn in real.upstream(label.urn)
+    # The kubelet registers the label itself, so a Node re-created by a re-join has it too.
+    assert resolve(join.inputs["environment"])["NODE_LABELS"] == ",".join(
+        f"{key}={value}" for key, value in REAL_PLUGIN_NODE_SELECTOR.items())
+    (mock_join, _) = machine_plan("mock", preview).commands("join-worker.sh")
+    assert "NODE_LABELS" not in resolve(mock_join.inputs["environment"])
     (ready,) = real.commands("wait-gpus.sh")
     env = resolve(ready.inputs["environment"])
     assert (env["NODES"], env["EXPECTED_GPUMEM"], env["DEVICE_PLUGIN"]) == ("dgx-1", "", REAL_PLUGIN_DAEMONSET)

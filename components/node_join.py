@@ -84,6 +84,8 @@ def join_node(
             "NODE": node_name,
             "GPU_REGISTER_JSON": register_annotation(node_name, gpus, gpu_slots),
             "GPU_CAPACITY": str(node_gpu_count(gpus) * gpu_slots),
+            # unregister-gpus.sh leaves a machine alone that another tenant has by now.
+            **({"KUBECONFIG_DATA": tenant_kubeconfig} if unregister_gpus else {}),
         },
         delete="unregister-gpus.sh" if unregister_gpus else None,
         triggers=list(node_identity),

@@ -312,15 +312,36 @@ def test_leaving_an_unreachable_machine_warns_and_lets_destroy_go_on(machine, te
     assert "machine m1 is unreachable over ssh" in result.stderr
 
 
-def test_unregistering_mock_gpus_removes_the_timer_and_its_files(machine):
-    machine.on("machine-sh", r"systemctl disable", "")
+def unregister(machine):
+    return machine.run("unregister-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, **machine.transport())
 
-    result = machine.run("unregister-gpus.sh", NODE=NODE, **machine.transport())
+
+@pytest.mark.parametrize("bound", ["this-tenant", "nothing"])
+def test_unregistering_mock_gpus_removes_the_timer_and_its_files(machine, tenant_ca, bound):
+    tenant_api(machine, tenant_ca).on("machine-sh", r"systemctl disable", "")
+    if bound == "this-tenant":
+        bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+    else:
+        machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = unregister(machine)
 
     assert result.returncode == 0, result.stderr
     (call,) = machine.calls("machine-sh")
     assert call["argv"][3] == "hami-mock-gpu-register"
     assert "/etc/systemd/system/hami-mock-gpu-register.timer" in call["argv"][4:]
+
+
+def test_unregistering_leaves_the_gpus_of_a_machine_another_tenant_has_by_now_alone(machine, tenant_ca,
+                                                                                    other_tenant_ca):
+    tenant_api(machine, tenant_ca).on("machine-sh", r"systemctl disable", "")
+    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+
+    result = unregister(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert machine.calls("machine-sh") == []
+    assert "m1 is bound to another tenant by now (10.0.0.9:6443" in result.stderr
 
 
 def test_registering_gpus_on_a_machine_that_never_joined_says_so(machine):
@@ -476,9 +497,10 @@ def test_a_user_other_than_root_runs_every_command_through_sudo_without_a_passwo
     shim = fakes.bin / "ssh"
     shim.write_text((fakes.bin / "kubectl").read_text().replace(" kubectl ", " ssh "))
     shim.chmod(0o755)
-    fakes.on("ssh", r" true$", "").on("ssh", r"systemctl disable", "")
+    fakes.on("ssh", r" true$", "").on("ssh", r"systemctl disable", "").on("ssh", r"config view", reply(exit=1))
 
-    result = fakes.run("unregister-gpus.sh", NODE=NODE, NODE_TRANSPORT="ssh", SSH_ADDRESS="10.0.0.11",
+    result = fakes.run("unregister-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, NODE_TRANSPORT="ssh",
+                       SSH_ADDRESS="10.0.0.11",
                        SSH_USER="ops", SSH_PRIVATE_KEY="key text", SSH_HOST_KEY="ssh-ed25519 AAAAC3Nza")
 
     assert result.returncode == 0, result.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components import config
-from tests.plan import dev_config, fake_kubeconfig, plan, resolve
+from tests.plan import dev_config, fake_kubeconfig, is_unknown, plan, resolve
 from tests.test_gpu_sharing import HAMI_VALUE_KEYS, leaf_paths
 from tests.test_state_safety import qualified
 
@@ -115,6 +115,10 @@ def test_a_machine_leaves_the_tenant_and_drops_its_mock_gpus_on_destroy(mock_gpu
     assert join.inputs["delete"].endswith("/leave-worker.sh") and join.delete_before_replace
     assert gpus.inputs["delete"].endswith("/unregister-gpus.sh")
     assert join.urn in gpus.all_dependencies
+    # unregister-gpus.sh compares the machine's binding with the tenant's; the kubeconfig stays a secret.
+    kubeconfig = resolve(gpus.inputs["environment"])["KUBECONFIG_DATA"]
+    assert is_unknown(kubeconfig) or kubeconfig == resolve(join.inputs["environment"])["KUBECONFIG_DATA"]
+    assert "environment" in gpus.secret_inputs
 
 
 def test_machine_tenants_get_a_cni_from_the_cluster_side_on_their_own_provider(machines):

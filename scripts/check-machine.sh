@@ -5,7 +5,8 @@
 # judgement happens here.
 #
 # env:    NODE                machine name = Kubernetes node name
-#         KUBERNETES_VERSION  the tenant's, e.g. v1.36.4: kubeadm and kubelet must run its minor, never newer
+#         KUBERNETES_VERSION  the tenant's, e.g. v1.36.4: kubeadm may run its minor or one older, the kubelet up to
+#                             three older (Kubernetes' version skew policy); never a newer minor, any patch
 #         ENDPOINT            the tenant API server as host:port, which the machine must reach
 #         KONNECTIVITY_PORT   the tenant's Konnectivity server port on the same host, which the machine must reach too
 #         REAL_GPUS           optional, true: the NVIDIA driver, container toolkit and default runtime must be set up (default false)
@@ -20,7 +21,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_env NODE KUBERNETES_VERSION ENDPOINT KONNECTIVITY_PORT
 real_gpus=${REAL_GPUS:-false}
 [[ $KUBERNETES_VERSION =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] || die "KUBERNETES_VERSION must be vX.Y.Z, got '$KUBERNETES_VERSION'"
-wanted_minor="${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
+tenant_major=${BASH_REMATCH[1]} tenant_minor=${BASH_REMATCH[2]}
+wanted_minor="$tenant_major.$tenant_minor"
 wait_for_node "${BOOT_TIMEOUT:-90}"
 
 # Runs on the machine (any POSIX sh; the endpoint probe needs bash). The CNI
@@ -71,29 +73,29 @@ facts=$(node_exec timeout 60 sh -c "$probe" probe "${ENDPOINT%:*}" "${ENDPOINT##
 # fact KEY: the value of KEY= in the probe's answer (the first one).
 fact() { sed -n "s/^$1=//p" <<<"$facts" | head -n 1; }
 
-# minor_of TEXT: "X.Y" of the first vX.Y.Z in TEXT, or nothing.
-minor_of() { grep -oE 'v[0-9]+\.[0-9]+\.[0-9]+' <<<"$1" | head -n 1 | sed -E 's/^v([0-9]+\.[0-9]+)\..*/\1/'; }
-
-# newer_than_tenant TEXT: is the first vX.Y.Z in TEXT newer than the tenant's version?
-newer_than_tenant() {
-	local found
-	found=$(grep -oE 'v[0-9]+\.[0-9]+\.[0-9]+' <<<"$1" | head -n 1)
-	[[ -n $found && $(printf '%s\n%s\n' "${found#v}" "${KUBERNETES_VERSION#v}" | sort -V | tail -n 1) != "${KUBERNETES_VERSION#v}" ]]
-}
-
 problems=()
 # unmet WHAT FIX: a setting of the machine is not what the join needs. Every call
 # names a fixed FIX, which docs/beyond-one-host.md lists (tests/test_machine_ssh.py checks).
 unmet() { problems+=("$1; fix: $2"); }
 
-for tool in kubeadm kubelet; do
+# How many minors older than the tenant each may be: kubeadm compares major.minor only, and upgrades a
+# node one minor at a time; a kubelet may be up to three minors older than its API server (Kubernetes'
+# version skew policy). So the control plane may go first, and its machines follow (docs/beyond-one-host.md).
+for tool_behind in kubeadm:1 kubelet:3; do
+	tool=${tool_behind%:*} behind=${tool_behind#*:}
 	version=$(fact "$tool")
+	found=$(grep -oE 'v[0-9]+\.[0-9]+\.[0-9]+' <<<"$version" | head -n 1 || true)
+	oldest="$tenant_major.$((tenant_minor - behind))"
 	if [[ -z $version ]]; then
 		problems+=("$tool is not installed (install $tool $KUBERNETES_VERSION)")
-	elif [[ $(minor_of "$version") != "$wanted_minor" ]]; then
-		problems+=("$tool is ${version##* }, but the tenant runs $KUBERNETES_VERSION (install the v$wanted_minor release)")
-	elif newer_than_tenant "$version"; then
-		problems+=("$tool is ${version##* }, newer than the tenant's API server $KUBERNETES_VERSION")
+	elif [[ ! $found =~ ^v([0-9]+)\.([0-9]+)\. ]] || ((BASH_REMATCH[1] != tenant_major)); then
+		problems+=("$tool is '$version', not a v$tenant_major release (install the v$wanted_minor release)")
+	elif ((BASH_REMATCH[2] > tenant_minor)); then
+		problems+=("$tool is $found, newer than the tenant's API server $KUBERNETES_VERSION (install the v$wanted_minor release)")
+	elif ((BASH_REMATCH[2] < tenant_minor - behind)); then
+		problems+=("$tool is $found, older than the v$oldest the tenant's $KUBERNETES_VERSION allows (install the v$wanted_minor release)")
+	elif ((BASH_REMATCH[2] < tenant_minor)); then
+		warn "$NODE: $tool is $found, older than the tenant's $KUBERNETES_VERSION; the skew policy allows it, upgrade it to v$wanted_minor (docs/beyond-one-host.md, Upgrading machines)"
 	fi
 done
 [[ -n $(fact kubectl) ]] || problems+=("kubectl is not installed (the join reads the kubelet's binding with it)")
@@ -145,5 +147,5 @@ if ((${#problems[@]})); then
 	for problem in "${problems[@]}"; do log "$NODE: $problem"; done
 	die "$NODE cannot join its tenant: ${#problems[@]} problem(s) above"
 fi
-log "$NODE can join: kubeadm and kubelet on v$wanted_minor, containerd's CRI with the systemd cgroup driver, CNI plugins, cgroup v2, no swap, IPv4 forwarding, br_netfilter, $ENDPOINT and Konnectivity reachable"
+log "$NODE can join: kubeadm and kubelet within the tenant's skew of v$wanted_minor, containerd's CRI with the systemd cgroup driver, CNI plugins, cgroup v2, no swap, IPv4 forwarding, br_netfilter, $ENDPOINT and Konnectivity reachable"
 printf '%s can join %s at %s\n' "$NODE" "$KUBERNETES_VERSION" "$ENDPOINT"

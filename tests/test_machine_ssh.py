@@ -374,7 +374,7 @@ NO_BRIDGE_SYSCTL = reply(stderr="sysctl: cannot stat /proc/sys/net/bridge/bridge
 
 def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(probed):
     probed.on("machine-sysctl", "net.ipv4.ip_forward", "0\n").on("machine-sysctl", "bridge-nf-call", NO_BRIDGE_SYSCTL)
-    probed.on("machine-kubeadm", "version", "v1.35.2\n").on("machine-kubelet", "--version", "Kubernetes v1.36.9\n")
+    probed.on("machine-kubeadm", "version", "v1.34.2\n").on("machine-kubelet", "--version", "Kubernetes v1.37.0\n")
     probed.on("machine-systemctl", "is-active containerd", reply("inactive\n", exit=3))
     probed.on("machine-nvidia-smi", "-L", "No devices were found\n")
     probed.on("machine-crictl", "--runtime-endpoint unix:///run/containerd/containerd.sock info", CRI_SERVICE_MISSING)
@@ -387,8 +387,8 @@ def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(prob
     assert result.returncode == 1 and result.stdout == ""
     problems = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if "] m1: " in line]
     expected = [
-        "kubeadm is v1.35.2, but the tenant runs v1.36.4",
-        "kubelet is v1.36.9, newer than the tenant's API server v1.36.4",
+        "kubeadm is v1.34.2, older than the v1.35 the tenant's v1.36.4 allows (install the v1.36 release)",
+        "kubelet is v1.37.0, newer than the tenant's API server v1.36.4",
         "containerd is not running",
         f"cannot reach the tenant API server at 127.0.0.1:{closed_port}",
         "nvidia-smi lists no GPU",
@@ -490,6 +490,35 @@ def test_the_machine_check_judges_each_fact_the_probe_reports(machine, facts, pr
     else:
         assert result.returncode == 1
         assert f"m1: {problem}" in result.stderr
+
+
+# Kubernetes' version skew policy (kubernetes/website content/en/releases/version-skew-policy.md): a kubelet
+# may be up to three minors older than its API server, never newer; kubeadm upgrades a node one minor at a
+# time and compares major.minor only. The tenant runs v1.36.4.
+MINORS_BEHIND = {"kubeadm": 1, "kubelet": 3}
+
+
+def skew_cases():
+    for tool, behind in MINORS_BEHIND.items():
+        other = next(name for name in MINORS_BEHIND if name != tool)
+        yield tool, other, "v1.36.9", None  # a newer patch of the tenant's minor
+        yield tool, other, f"v1.{36 - behind}.0", "older than the tenant's v1.36.4; the skew policy allows it"
+        yield tool, other, f"v1.{36 - behind - 1}.9", f"older than the v1.{36 - behind} the tenant's v1.36.4 allows"
+        yield tool, other, "v1.37.0", "newer than the tenant's API server v1.36.4"
+
+
+@pytest.mark.parametrize(("tool", "other", "version", "said"), list(skew_cases()))
+def test_the_machine_check_follows_the_version_skew_policy(machine, tool, other, version, said):
+    facts = FACTS_OF_A_READY_MACHINE.replace(f"{tool}=", f"{tool}={version}\n{tool}_was=")
+    machine.on("machine-timeout", r"(?s)^60 sh -c .*kubeadm version", facts)
+
+    result = check(machine, "10.0.0.1:6443")
+
+    refused = said is not None and "skew policy allows" not in said
+    assert result.returncode == (1 if refused else 0), result.stderr
+    if said:
+        assert f"m1: {tool} is {version}, {said}" in result.stderr
+    assert f"{other} is" not in result.stderr
 
 
 def test_a_user_other_than_root_runs_every_command_through_sudo_without_a_password(fakes):

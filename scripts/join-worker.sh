@@ -28,6 +28,7 @@
 #         NODE_IP          optional, the address the kubelet advertises (kubelet --node-ip); default: the one of its default route
 #         BOOT_TIMEOUT     optional, seconds to wait for systemd in a container, or for a machine to answer (default 90)
 #         JOIN_ATTEMPTS    optional, kubeadm join attempts (default 3)
+#         NODE_TIMEOUT     optional, seconds a joined node's restarted kubelet has to register its missing Node (default 120)
 # bound:  1000 s (BOOT_TIMEOUT 90 + JOIN_ATTEMPTS 3 x kubeadm's 5 min discovery timeout, kubeadm v1beta4 defaults)
 # stdout: one summary line, e.g. "tenant-a-w1 joined 172.18.255.200:6443"
 set -euo pipefail
@@ -63,14 +64,25 @@ mark_machine() {
 		"$(printf 'lab=%s\ntenant=%s' "$LAB_ID" "$TENANT")" >&2
 }
 
+node_timeout=${NODE_TIMEOUT:-120}
+node_registered() { [[ -n $(kube get node "$NODE" --ignore-not-found -o name) ]]; }
+
 node_binding=$(node_binding)
 if [[ -n $node_binding ]]; then
 	if [[ $node_binding == "$endpoint $ca_hash" ]]; then
-		log "$NODE already joined this tenant ($endpoint, CA $ca_hash); nothing to do"
 		# A machine joined before the lab marked its machines gets the mark now.
 		if $machine; then
 			mark_machine || warn "could not mark $NODE as this lab's"
 		fi
+		# Its Node may be gone (deleted by hand, or by a leave that could not reach the
+		# node); the kubelet registers it again only when it starts.
+		if [[ -z $(kube get node "$NODE" --ignore-not-found -o name) ]]; then
+			log "$NODE is joined to this tenant but has no Node; restarting its kubelet so it registers"
+			node_exec systemctl restart kubelet >&2
+			retry "$node_timeout" "$RETRY_INTERVAL" node_registered ||
+				die "$NODE: its kubelet did not register a Node within ${node_timeout}s of a restart (see: journalctl -u kubelet on $NODE)"
+		fi
+		log "$NODE already joined this tenant ($endpoint, CA $ca_hash); nothing to do"
 		printf '%s already joined %s\n' "$NODE" "$endpoint"
 		exit 0
 	fi

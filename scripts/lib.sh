@@ -80,11 +80,16 @@ kubeconfig_file() {
 	export KUBECONFIG=$path
 }
 
-# scratch_file VAR: create a private file on the runtime tmpfs (if any), removed
-# on exit, and store its path in variable VAR.
+# scratch_file VAR: create a private file on the runtime tmpfs, removed on exit, and
+# store its path in variable VAR. Without a per-user one, /dev/shm (a tmpfs as well:
+# a key never reaches a disk); only a host with neither (macOS) uses $TMPDIR.
 scratch_file() {
-	local made
-	made=$(mktemp -p "${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}")
+	local made dir=${XDG_RUNTIME_DIR:-}
+	if [[ -z $dir ]]; then
+		dir=/dev/shm
+		[[ -d $dir && -w $dir ]] || dir=${TMPDIR:-/tmp}
+	fi
+	made=$(mktemp -p "$dir")
 	remove_on_exit "$made"
 	printf -v "$1" '%s' "$made"
 }

@@ -109,7 +109,7 @@ class MachineFakes(Fakes):
 
     def run(self, script, **env):
         self.rules_file.write_text(json.dumps(self.rules))
-        return super().run(script, XDG_RUNTIME_DIR=str(self.runtime), **env)
+        return super().run(script, **{"XDG_RUNTIME_DIR": str(self.runtime), **env})
 
     def stop(self) -> None:
         self.sshd.terminate()

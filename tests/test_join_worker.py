@@ -53,7 +53,7 @@ def run_join(fakes, **env):
 
 def test_a_node_joined_to_this_tenant_is_left_alone(fakes, tenant_ca):
     tenant_api(node_booted(fakes), tenant_ca)
-    bound_to(fakes, f"https://{ENDPOINT}", tenant_ca)
+    bound_to(fakes, f"https://{ENDPOINT}", tenant_ca).on("kubectl", "get node w1", "node/w1\n")
 
     result = run_join(fakes)
 

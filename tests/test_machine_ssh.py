@@ -10,7 +10,9 @@ with NODE_TRANSPORT=ssh. What the machine runs is recorded by fake tools there.
 
 from __future__ import annotations
 
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -118,7 +120,7 @@ def test_the_kubelet_registers_its_labels_and_address_itself(machine, tenant_ca,
 
 
 def test_re_running_the_join_leaves_a_machine_of_this_tenant_alone(machine, tenant_ca):
-    joinable(machine, tenant_ca)
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "node/m1\n")
     bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
 
     result = join(machine)
@@ -129,6 +131,28 @@ def test_re_running_the_join_leaves_a_machine_of_this_tenant_alone(machine, tena
     # Nothing is reset; a machine joined before the lab marked its machines is marked now.
     (mark,) = machine.calls("machine-sh")
     assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", f"lab={LAB_ID}\ntenant={TENANT}"]
+
+
+def test_a_joined_machine_whose_node_is_gone_restarts_its_kubelet_to_register_it(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "", "", "node/m1\n")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca).on("machine-systemctl", "restart kubelet", "")
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{NODE} already joined {ENDPOINT}\n"
+    assert len(machine.calls("machine-systemctl", "restart kubelet")) == 1
+    assert machine.calls("machine-sh", RESET) == [] and machine.calls("kubectl", "create") == []
+
+
+def test_a_restarted_kubelet_that_registers_no_node_fails_the_join_saying_so(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca).on("machine-systemctl", "restart kubelet", "")
+
+    result = join(machine, NODE_TIMEOUT="0")
+
+    assert result.returncode == 1
+    assert "m1: its kubelet did not register a Node within 0s of a restart" in result.stderr
 
 
 def test_a_machine_of_another_tenant_of_this_lab_is_reset_then_marked_then_joined(machine, tenant_ca, other_tenant_ca):
@@ -519,6 +543,18 @@ def test_the_machine_check_follows_the_version_skew_policy(machine, tool, other,
     if said:
         assert f"m1: {tool} is {version}, {said}" in result.stderr
     assert f"{other} is" not in result.stderr
+
+
+def test_without_a_runtime_directory_the_private_key_goes_to_dev_shm_never_to_tmp(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "node/m1\n")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+
+    result = join(machine, XDG_RUNTIME_DIR="")
+
+    assert result.returncode == 0, result.stderr
+    key_files = set(re.findall(r"(?:^| )-i (\S+)", machine.ssh_argv.read_text()))
+    assert len(key_files) == 1 and next(iter(key_files)).startswith("/dev/shm/")
+    assert not any(Path(path).exists() for path in key_files)
 
 
 def test_a_user_other_than_root_runs_every_command_through_sudo_without_a_password(fakes):

@@ -101,6 +101,8 @@ class MachineWorker(pulumi.ComponentResource):
     def _join_env(args: MachineWorkerArgs) -> dict[str, str]:
         # Which machines the join may reset: those this lab marked, or adopts (join-worker.sh).
         env = {"LAB_ID": args.lab_id, "TENANT": args.tenant, "ADOPT": "true" if args.machine.adopt else "false"}
+        if args.machine.node_ip:
+            env["NODE_IP"] = args.machine.node_ip
         if args.real_gpus:
             # The kubelet registers the label HAMi's NVIDIA plugin selects, so a re-joined Node has it at once.
             env["NODE_LABELS"] = ",".join(f"{key}={value}" for key, value in REAL_GPU_NODE_LABELS.items())

@@ -37,6 +37,10 @@ class Machine:
     """'<type> <base64>' the machine must present; the scripts connect to nothing else."""
     adopt: bool = False
     """A join may reset it although it holds Kubernetes state that is not this lab's."""
+    node_ip: str = ""
+    """The address its kubelet advertises; empty: the kubelet's choice (its default route's)."""
+    flannel_interface: str = ""
+    """Interface name or address flannel uses on it; empty: flannel's choice (its default route's)."""
 
 
 @dataclass(frozen=True)

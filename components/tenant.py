@@ -165,7 +165,11 @@ class Tenant(pulumi.ComponentResource):
         tenant = args.tenant
         network = Flannel(
             f"{name}",
-            FlannelArgs(provider=control_plane.provider, pod_cidr=tenant.pod_cidr),
+            FlannelArgs(
+                provider=control_plane.provider,
+                pod_cidr=tenant.pod_cidr,
+                interfaces=tuple(m.flannel_interface for m in tenant.machines if m.flannel_interface),
+            ),
             opts=pulumi.ResourceOptions(parent=self),
         ).ready
         workers: dict[str, MachineWorker] = {}

@@ -63,6 +63,10 @@ def test_real_gpus_are_a_tenant_choice():
          "'AAAA' is not '<key type> <base64 key>'"),
         ([tenant(machines=[{**GPU_1, "hostKey": ""}])], {}, "tenants[0].machines[0].hostKey",
          "'' is not '<key type> <base64 key>'"),
+        ([tenant(machines=[{**GPU_1, "nodeIp": "10.1.0.300"}])], {}, "tenants[0].machines[0].nodeIp",
+         "'10.1.0.300' is not an IPv4 address"),
+        ([tenant(machines=[{**GPU_1, "flannelInterface": "enp1s0f0-storage"}])], {},
+         "tenants[0].machines[0].flannelInterface", "'enp1s0f0-storage' is not an interface name"),
         ([tenant(machines=[{**GPU_1, "adopt": "yes"}])], {}, "tenants[0].machines[0].adopt",
          "input should be a valid boolean"),
         ([tenant(machines=[{**GPU_1, "sshKey": "ops"}])], {}, "tenants[0].machines[0].sshKey",
@@ -149,3 +153,14 @@ def test_a_machine_without_a_pinned_host_key_is_told_how_to_get_and_check_one(po
     assert line.startswith(f"  kamaji-hami-lab:tenants[0].machines[0].hostKey: required; pin the key the machine "
                            f"presents: `{scan}` prints")
     assert f"`{scan} | ssh-keygen -lf -`" in line and "out of band" in line
+
+
+def test_flannel_uses_the_kubelets_address_unless_given_its_own_interface():
+    machines = [
+        {**GPU_1, "nodeIp": "10.1.0.11"},
+        {**GPU_1, "name": "gpu-2", "address": "10.0.0.12", "nodeIp": "10.1.0.12", "flannelInterface": "bond0"},
+        {**GPU_1, "name": "gpu-3", "address": "h3"},
+    ]
+    found = settings([tenant(machines=machines)]).tenants[0].machines
+    assert [(m.node_ip, m.flannel_interface) for m in found] == [("10.1.0.11", "10.1.0.11"), ("10.1.0.12", "bond0"),
+                                                                ("", "")]

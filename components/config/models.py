@@ -52,6 +52,8 @@ from components.config.values import (
     LoadBalancerMode,
     ManagementClusterMode,
     MetallbVersion,
+    NetworkInterface,
+    NodeIp,
     ObjectName,
     PieceMode,
     Port,
@@ -211,6 +213,12 @@ class MachineWorker(ConfigModel):
         description="public host key '<type> <base64>' the machine must present (ssh-keyscan prints it; check its "
         "fingerprint out of band)")
 
+    node_ip: NodeIp = Field(
+        "", description="with several NICs: the address the kubelet advertises (kubelet --node-ip); default: the "
+        "one of the default route")
+    flannel_interface: NetworkInterface = Field(
+        "", description="with several NICs: the interface (name or IPv4 address) flannel carries pod traffic on; "
+        "default: nodeIp when set, else the default route's")
     adopt: StrictBool = Field(
         False, description="true: a join may reset the machine although it holds Kubernetes state this lab did not "
         "leave (another cluster's node); false refuses such a machine, naming what it found")
@@ -656,7 +664,7 @@ class StackConfig(ConfigModel):
                     node_image=self.node_image_of(tenant),
                     machines=tuple(
                         Machine(m.name, m.address, m.port, m.user, self.ssh_private_keys[m.ssh_key], m.host_key,
-                                m.adopt)
+                                m.adopt, m.node_ip or "", m.flannel_interface or m.node_ip or "")
                         for m in tenant.machines
                     ),
                     real_gpus=tenant.gpu_devices == "real",

@@ -21,6 +21,8 @@ from tests.sshd import machine_fakes
 from tests.test_join_worker import other_tenant_ca  # noqa: F401 (fixture)
 from tests.test_scripts import (  # noqa: F401
     ENDPOINT,
+    ROOT,
+    SCRIPTS,
     TENANT_KUBECONFIG,
     b64,
     fakes,
@@ -580,3 +582,29 @@ def test_a_user_other_than_root_runs_every_command_through_sudo_without_a_passwo
     assert words[:2] == ["sh", "-c"] and 'systemctl disable --now "$unit.timer"' in words[2]
     assert words[3:5] == ["unregister", "hami-mock-gpu-register"]
     assert "key text" not in " ".join(call["argv"])
+
+
+def test_every_setting_the_machine_check_probes_is_in_the_docs_with_its_fix(machine):
+    # Every `unmet` of the check fails in one of these two (the CRI's come one at a time).
+    broken = FACTS_OF_A_READY_MACHINE
+    for fact, bad in (("cgroup=v2", "cgroup=v1"), ("swap_devices=0", "swap_devices=2"),
+                      ("ip_forward=1", "ip_forward=0"), ("br_netfilter=loaded", "br_netfilter=absent"),
+                      ("persisted=yes", "persisted=no"),
+                      ("bridge_nf_call_iptables=1", "bridge_nf_call_iptables=0"),
+                      ("disabled_plugins=[]", "disabled_plugins=['io.containerd.grpc.v1.cri']")):
+        broken = broken.replace(fact, bad)
+    cgroupfs = FACTS_OF_A_READY_MACHINE.replace("systemd_cgroup=true", "systemd_cgroup=false")
+    machine.on("machine-timeout", r"(?s)^60 sh -c .*kubeadm version", broken, cgroupfs)
+
+    fixes = set()
+    for _ in range(2):
+        result = check(machine, "10.0.0.1:6443")
+        assert result.returncode == 1
+        fixes |= set(re.findall(r"\] m1: .*?; fix: (.*)$", result.stderr, re.M))
+
+    script = (SCRIPTS / "check-machine.sh").read_text()
+    assert len(fixes) == len(re.findall(r"^\s*unmet ", script, re.M)), "a probed setting is missing from this test"
+    doc = (ROOT / "docs" / "beyond-one-host.md").read_text()
+    prerequisites = doc.split("\n## Machine prerequisites\n", 1)[1].split("\n## ", 1)[0]
+    assert [fix for fix in sorted(fixes) if f"`{fix}`" not in prerequisites] == []
+    assert "\n## Upgrading machines\n" in doc

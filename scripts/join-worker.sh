@@ -48,7 +48,7 @@ fi
 # The token outlives all attempts; components/worker_node.py's create timeout
 # (20 min) covers the boot wait plus that token lifetime.
 attempt_seconds=240
-reset_seconds=20
+reset_seconds=15
 token_ttl_minutes=$(((join_attempts * (attempt_seconds + 30) + 59) / 60 + 1))
 
 wait_for_node "${BOOT_TIMEOUT:-90}"

@@ -38,12 +38,12 @@ echo "containerd=$(systemctl is-active containerd 2>/dev/null)"
 # runs it: crictl info renders the CRI config of containerd under .config, whose containerd section holds
 # defaultRuntimeName and runtimes.<name>.options (kubernetes-sigs/cri-tools cmd/crictl/info.go and
 # util.go outputStatusData @v1.36.0; containerd internal/cri/config/config.go and server/status.go @v2.2.7).
-if cri=$(crictl --runtime-endpoint "$5" info -o go-template \
-	--template "{{with .config.containerd}}{{with index .runtimes .defaultRuntimeName}}{{.options.SystemdCgroup}}{{end}}{{end}}" 2>&1); then
+template="{{with .config.containerd}}{{with index .runtimes .defaultRuntimeName}}{{.options.SystemdCgroup}}{{end}}{{end}}"
+if cri=$(crictl --runtime-endpoint "$5" info -o go-template --template "$template" 2>/dev/null); then
 	echo cri=answers
-	echo "systemd_cgroup=$cri"
+	echo "systemd_cgroup=$(printf "%s\n" "$cri" | tail -n 1)"
 else
-	echo "cri_error=$(printf "%s\n" "$cri" | tail -n 1)"
+	echo "cri_error=$(crictl --runtime-endpoint "$5" info 2>&1 >/dev/null | tail -n 1)"
 fi
 # containerd 2.x migrates a disabled "cri" to its full ID io.containerd.grpc.v1.cri (cmd/containerd/server/config/config.go @v2.2.7).
 echo "disabled_plugins=$(containerd config dump 2>/dev/null | sed -n "s/^disabled_plugins = //p" | head -n 1)"

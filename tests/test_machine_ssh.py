@@ -430,6 +430,21 @@ def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(prob
     assert "m1 cannot join its tenant" in result.stderr
 
 
+def test_the_machine_check_says_what_crictl_said_when_no_cri_answers(probed):
+    probed.on("machine-kubeadm", "version", "v1.36.4\n").on("machine-kubelet", "--version", "Kubernetes v1.36.4\n")
+    probed.on("machine-systemctl", "is-active containerd", "active\n")
+    probed.on("machine-sysctl", "net.ipv4.ip_forward", "1\n").on("machine-sysctl", "bridge-nf-call", "1\n")
+    probed.on("machine-crictl", "--runtime-endpoint unix:///run/containerd/containerd.sock info", CRI_SERVICE_MISSING)
+    probed.on("machine-containerd", "config dump", "version = 3\ndisabled_plugins = []\n")
+
+    result = check(probed, f"127.0.0.1:{probed.port}", probed.port)
+
+    assert result.returncode == 1
+    assert ("m1: no CRI answers on unix:///run/containerd/containerd.sock, the socket the join uses (crictl info: "
+            'time="2026-12-04T10:00:00Z" level=fatal msg="getting status of runtime: rpc error: code = Unimplemented '
+            'desc = unknown service runtime.v1.RuntimeService")') in result.stderr
+
+
 def test_the_machine_check_finds_what_a_ready_machine_has(probed):
     probed.on("machine-sysctl", "net.ipv4.ip_forward", "1\n").on("machine-sysctl", "bridge-nf-call", "1\n")
     probed.on("machine-kubeadm", "version", "v1.36.4\n").on("machine-kubelet", "--version", "Kubernetes v1.36.1\n")

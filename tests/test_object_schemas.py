@@ -1,25 +1,32 @@
 """Every object the program and the validation suite send to an API server is one its schemas accept.
 
-The program's objects are recorded from its plans (tests/plan.py) in every mode and example stack; the suite's
-from the objects its checks pipe into `kubectl create -f -` (tests/test_validation.py's fake lab). Each built-in
+The program's objects are recorded from its plans (tests/plan.py) in every mode and example stack, and from what
+its scripts pipe into kubectl (tests/test_scripts.py's fake tools); the suite's from the objects its checks pipe
+into `kubectl create -f -` (tests/test_validation.py's fake lab). Each built-in
 one is judged strictly by v1.36.0's schemas, and one created inside a tenant also by those of the oldest
 Kubernetes version the config accepts for a tenant, the release a tenant's API server may run. A custom
 resource is judged by its CRD's schema at the pinned chart version.
 """
+
+# The fixture `tenant_ca` is imported from test_scripts, so test arguments "redefine" it.
+# ruff: noqa: F811
 
 from __future__ import annotations
 
 import functools
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.config import ConfigError, parse_settings
 from tests.kube_schemas import CURRENT, minor, problems, schema_version, shipped_minors
 from tests.plan import ROOT, Plan, dev_config, plan
 from tests.render_charts_module import project_defaults, stack_config
+from tests.test_scripts import tenant_ca  # noqa: F401 (fixture)
 
 TENANT = "kamaji-hami-lab:index:Tenant"
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
@@ -226,3 +233,60 @@ def test_every_object_the_validation_suite_creates_is_one_kubernetes_and_the_pin
                      (False, "Pod"), (False, "Issuer")}
     etcdctl = [sent for sent in objects if sent.obj["kind"] == "Pod" and not sent.in_tenant]
     assert etcdctl and all(sent.obj["spec"]["containers"][0]["command"][0].endswith("/etcdctl") for sent in etcdctl)
+
+
+# --- what the program's scripts send ------------------------------------------------------------------
+
+
+def script_objects(tmp_path: Path, ca_pem: str) -> list[Sent]:
+    """Every object the scripts pipe into kubectl (create, apply, server dry runs), each script run as its
+    own tests run it, against fake tools that answer as a healthy cluster would."""
+    from tests.test_platform_checks import check_load_balancer, load_balancer_parts
+    from tests.test_scripts import (
+        DATASTORE_STATE,
+        KAMAJI_MANIFEST,
+        MANAGEMENT_KUBECONFIG,
+        RELEASE_RECORD,
+        TENANT_KUBECONFIG,
+        Fakes,
+        helm_release_secret_data,
+        joinable_worker,
+    )
+
+    def fresh(name: str) -> Fakes:
+        (tmp_path / name).mkdir()
+        return Fakes(tmp_path / name)
+
+    management = {"KUBECONFIG_DATA": MANAGEMENT_KUBECONFIG}
+    runs = []
+    issuer = fresh("cert-manager").on("kubectl", r"create --dry-run=server -f -", "issuer created (server dry run)\n")
+    runs.append((issuer, issuer.run("check-cert-manager.sh", **management), False))
+    pool = fresh("metallb").on("kubectl", r"apply --dry-run=server", "ipaddresspool created (server dry run)\n")
+    runs.append((pool, pool.run("wait-metallb.sh", NAMESPACE="metallb-system", **management), False))
+    probe = load_balancer_parts(fresh("load-balancer"), "203.0.113.7 ")
+    runs.append((probe, check_load_balancer(probe), False))
+    restore = fresh("kamaji").on("kubectl", r"get deployment kamaji", "True")
+    restore.on("kubectl", DATASTORE_STATE, "", "|true").on("kubectl", RELEASE_RECORD,
+                                                         helm_release_secret_data(KAMAJI_MANIFEST))
+    restore.on("kubectl", r"create -f -", "datastore.kamaji.clastix.io/default created\n")
+    runs.append((restore, restore.run("wait-kamaji.sh", **management), False))
+    join = joinable_worker(fresh("join"), ca_pem)
+    runs.append((join, join.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1"), True))
+
+    sent = []
+    for fakes, result, in_tenant in runs:
+        assert result.returncode == 0, result.stderr
+        for call in fakes.calls("kubectl", r"(create|apply)( --dry-run=server)? -f -"):
+            obj = yaml.safe_load(call["stdin"])
+            sent.append(Sent(f"{' '.join(call['argv'])}: {obj['kind']}", obj, in_tenant, _versions(in_tenant)))
+    return sent
+
+
+def test_every_object_the_scripts_send_is_one_kubernetes_and_the_pinned_crds_accept(tmp_path, tenant_ca):
+    objects = script_objects(tmp_path, tenant_ca)
+
+    assert [problem for sent in objects for problem in judged(sent)] == []
+    # cert-manager's and MetalLB's probes, the LoadBalancer probe, the DataStore restored from Kamaji's
+    # release, and the bootstrap token a worker joins its tenant with.
+    assert sorted((sent.in_tenant, sent.obj["kind"]) for sent in objects) == [
+        (False, "DataStore"), (False, "IPAddressPool"), (False, "Issuer"), (False, "Service"), (True, "Secret")]

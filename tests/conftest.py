@@ -1,12 +1,14 @@
 """Plans of the dev stack, made once per test session (tests only read them)."""
 
 import os
+import shutil
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.plan import dev_config, plan
+from tests.real_etcd import start_etcd
 
 
 def under_mutmut_stats() -> bool:
@@ -52,3 +54,16 @@ def machine_plan(shared):
         return shared(f"machines-{gpus}-{preview}", lambda: plan(config, preview=preview, secrets=SECRETS))
 
     return get
+
+
+@pytest.fixture
+def real_etcd(request):
+    """A real etcd server on loopback with client-certificate auth, stopped and removed when the test ends."""
+    server, directory = start_etcd()
+
+    def stop() -> None:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    request.addfinalizer(stop)
+    return server

@@ -419,3 +419,23 @@ def test_a_pod_left_behind_by_an_unreachable_cluster_is_a_warning_saying_so():
         "was not deleted (cannot reach the management API server: Unable to connect" in warning
         for warning in report["warnings"]
     )
+
+
+# --- the real etcd the tests below read ------------------------------------------------------
+
+
+def test_a_tenant_provisioned_as_kamaji_does_reads_its_prefix_and_no_part_of_anothers(real_etcd):
+    real_etcd.provision_root_and_enable_auth()
+    real_etcd.provision_tenant("uid-a", "tenants_tenant_a")
+    real_etcd.provision_tenant("uid-b", "tenants_tenant_b")
+    real_etcd.admin("role", "grant-permission", "tenants_tenant_a", "read", "/tenants_tenant_b/secrets/", "--prefix")
+    real_etcd.put("/tenants_tenant_a/configmaps/kube-system/kube-root-ca.crt")
+    tenant = real_etcd.client("uid-a")
+
+    own = real_etcd.etcdctl(tenant, "get", "/tenants_tenant_a/", "--prefix", "--keys-only")
+    other = real_etcd.etcdctl(tenant, "get", "/tenants_tenant_b/", "--prefix", "--keys-only")
+
+    assert own.returncode == 0 and "/tenants_tenant_a/configmaps/kube-system/kube-root-ca.crt" in own.stdout
+    # etcd refuses a range unless all of it is granted (etcd-io/etcd server/auth/range_perm_cache.go@v3.6.12),
+    # so a grant on one sub-prefix of tenant-b hides behind the refusal of the whole prefix.
+    assert other.returncode == 1 and "Error: etcdserver: permission denied" in other.stderr

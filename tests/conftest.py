@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.etcd_pods import stop_shared
 from tests.plan import dev_config, plan
 from tests.real_etcd import start_etcd
 
@@ -67,3 +68,10 @@ def real_etcd(request):
 
     request.addfinalizer(stop)
     return server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_etcd_stops():
+    """Stops the real etcd that tests/etcd_pods.py shares between tests, if one was started."""
+    yield
+    stop_shared()

@@ -13,14 +13,16 @@ stores it (clastix/kamaji internal/builders/controlplane/deployment.go@ddbabd87e
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.real_etcd import CALL_TIMEOUT, ETCDCTL, RealEtcd
+from tests.real_etcd import CALL_TIMEOUT, ETCDCTL, RealEtcd, start_etcd
 from validation import manifests
 from validation.host import CommandResult
 
@@ -67,6 +69,37 @@ def self_signed_secrets(server: RealEtcd) -> Secrets:
         ("kamaji-system", "kamaji-etcd-certs"): {"ca.crt": server.ca, "ca.key": server.ca_key},
         ("kamaji-system", "kamaji-etcd-root-client-certs"): {"tls.crt": root.cert, "tls.key": root.key},
     }
+
+
+def provision(server: RealEtcd, schemas: dict[str, str], users: dict[str, str], *, auth: bool = True) -> None:
+    """Every tenant as Kamaji's driver makes it, its prefix holding a key its API server wrote; then, unless the
+    setup job is to have failed, root and auth as kamaji-etcd's setup job makes them."""
+    for tenant, schema in schemas.items():
+        server.provision_tenant(users[tenant], schema)
+        server.put(f"/{schema}/configmaps/kube-system/kube-root-ca.crt")
+    if auth:
+        server.provision_root_and_enable_auth()
+
+
+# One segregated server for the many tests that only need the check to pass: started on first use, stopped by
+# conftest's session finaliser in the process that started it (a forked test run shares it, never stops it).
+SHARED: list[tuple[int, RealEtcd, Path, Secrets]] = []
+
+
+def shared_pods(schemas: dict[str, str], users: dict[str, str]) -> EtcdPods:
+    if not SHARED:
+        server, directory = start_etcd()
+        provision(server, schemas, users)
+        SHARED.append((os.getpid(), server, directory, tenant_secrets(server, users) | self_signed_secrets(server)))
+    _, server, _, secrets = SHARED[0]
+    return EtcdPods(server, schemas, secrets)
+
+
+def stop_shared() -> None:
+    if SHARED and SHARED[0][0] == os.getpid():
+        _, server, directory, _ = SHARED.pop()
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @dataclass
@@ -141,7 +174,11 @@ class EtcdPods:
             try:
                 if not self.mount(namespace, pod, directory):
                     return None
-                self.ran[namespace, name] = {c["name"]: self.run(c, directory) for c in pod["spec"]["containers"]}
+                # A pod's containers run side by side.
+                containers = pod["spec"]["containers"]
+                with ThreadPoolExecutor(len(containers)) as kubelet:
+                    done = kubelet.map(lambda container: self.run(container, directory), containers)
+                    self.ran[namespace, name] = dict(zip((c["name"] for c in containers), done, strict=True))
             finally:
                 shutil.rmtree(directory)
         return self.ran[namespace, name]

@@ -90,7 +90,7 @@ def shared_pods(schemas: dict[str, str], users: dict[str, str]) -> EtcdPods:
     if not SHARED:
         server, directory = start_etcd()
         provision(server, schemas, users)
-        SHARED.append((os.getpid(), server, directory, tenant_secrets(server, users) | self_signed_secrets(server)))
+        SHARED.append((os.getpid(), server, directory, tenant_secrets(server, users) | chart_secrets(server)))
     _, server, _, secrets = SHARED[0]
     return EtcdPods(server, schemas, secrets)
 

@@ -15,7 +15,7 @@ from itertools import dropwhile
 
 import pytest
 
-from tests.etcd_pods import ETCD_IMAGE, EtcdPods, provision, self_signed_secrets, tenant_secrets
+from tests.etcd_pods import ETCD_IMAGE, EtcdPods, chart_secrets, provision, self_signed_secrets, tenant_secrets
 from tests.test_validation import (
     SCHEMAS,
     TENANTS,
@@ -35,11 +35,12 @@ from validation.cli import main
 # Kamaji names the tenant's etcd client certificate <tenant>-datastore-certificate, with keys
 # ca.crt, server.crt and server.key (clastix/kamaji internal/resources/datastore/datastore_certificate.go@26.8.2-edge).
 TENANT_SECRET_KEYS = {"ca.crt", "server.crt", "server.key"}
-# kamaji-etcd's DataStore: root client certificate and CA by secret reference, in the chart's namespace
-# (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml@92f31f0).
-ROOT_SECRETS = {("kamaji-etcd-root-client-certs", "tls.crt"), ("kamaji-etcd-root-client-certs", "tls.key")}
-ROOT_CA = ("kamaji-etcd-certs", "ca.crt")
-ROOT_CREDENTIALS = "the DataStore's root credentials kamaji-system/kamaji-etcd-root-client-certs"
+# kamaji-etcd's DataStore as Kamaji's chart renders it (cert-manager): the root client certificate and the CA by
+# secret reference, in the chart's namespace (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml,
+# the same in chart 0.15.0 @c81ce28 and 0.17.0 @92f31f0).
+ROOT_SECRETS = {("kamaji-etcd-client-certs", "tls.crt"), ("kamaji-etcd-client-certs", "tls.key")}
+ROOT_CA = ("kamaji-etcd-ca", "tls.crt")  # beside it tls.key, the CA's private key
+ROOT_CREDENTIALS = "the DataStore's root credentials kamaji-system/kamaji-etcd-client-certs"
 # What etcdctl 3.5.1 printed (both streams) when the real server refused a range: its client's warning, then the error.
 REFUSAL = (
     '{"level":"warn","ts":"2026-12-04T15:26:20.170Z","logger":"etcd-client","caller":"v3/retry_interceptor.go:62",'
@@ -351,7 +352,7 @@ def test_root_credentials_refused_everywhere_prove_nothing_and_fail_the_check(re
     # The DataStore's client certificate is of no etcd user: etcd takes its CN and finds no grant for it.
     pods = kamaji_etcd(real_etcd)
     stranger = real_etcd.client("stranger")
-    pods.secrets["kamaji-system", "kamaji-etcd-root-client-certs"] = {"tls.crt": stranger.cert, "tls.key": stranger.key}
+    pods.secrets["kamaji-system", "kamaji-etcd-client-certs"] = {"tls.crt": stranger.cert, "tls.key": stranger.key}
 
     report = check_against(pods)
 
@@ -476,7 +477,7 @@ def test_a_tenant_provisioned_as_kamaji_does_reads_its_prefix_and_no_part_of_ano
 # --- setups of a server of the test's own ----------------------------------------------------------
 
 
-def kamaji_etcd(server, *, auth: bool = True, layout=self_signed_secrets, copies=None) -> EtcdPods:
+def kamaji_etcd(server, *, auth: bool = True, layout=chart_secrets, copies=None) -> EtcdPods:
     """server with both tenants as Kamaji's driver makes them, and the secrets of the management cluster."""
     provision(server, SCHEMAS, USERS, auth=auth)
     return EtcdPods(server, SCHEMAS, tenant_secrets(server, USERS) | layout(server), copies=copies or {})
@@ -593,3 +594,53 @@ def test_a_marker_also_stored_under_another_tenants_prefix_fails(real_etcd):
         "/tenants_tenant_b/configmaps/validate-datastore-"
     )
     assert result(report, "datastore", "tenant-b")["status"] == "pass"
+
+
+def test_the_charts_older_self_signed_layout_is_read_the_same_way(real_etcd):
+    # kamaji-etcd without cert-manager: CA kamaji-etcd-certs (ca.crt, ca.key), root kamaji-etcd-root-client-certs.
+    lab = lab_with(kamaji_etcd(real_etcd, layout=self_signed_secrets))
+    lab.on(
+        "management",
+        r"^get datastores\.kamaji\.clastix\.io default ",
+        ok(recorded("datastore-default-self-signed.json")),
+    )
+
+    _, report = validate(lab, "--only", "datastore")
+
+    root = "the DataStore's root credentials kamaji-system/kamaji-etcd-root-client-certs: "
+    assert root in result(report, "datastore", "tenant-a")["evidence"]
+    root_pods = [pod for pod in etcdctl_pods(lab) if namespace_of(lab, pod) == "kamaji-system"]
+    assert [mounted(pod) for pod in root_pods] == [
+        {
+            ("kamaji-etcd-certs", "ca.crt"),
+            ("kamaji-etcd-root-client-certs", "tls.crt"),
+            ("kamaji-etcd-root-client-certs", "tls.key"),
+        }
+    ] * len(TENANTS)
+
+
+TCP_A = recorded("tcp-tenant-a.json")
+
+
+@pytest.mark.parametrize(
+    ("change", "user"),
+    [
+        (lambda tcp: None, TCP_A["status"]["storage"]["setup"]["user"]),
+        (lambda tcp: tcp["status"]["storage"].pop("setup"), TCP_A["metadata"]["uid"]),
+        (lambda tcp: (tcp["status"]["storage"].pop("setup"), tcp["spec"].update(dataStoreUsername="alice")), "alice"),
+    ],
+    ids=["reported", "default-uid", "named-in-spec"],
+)
+def test_the_tenants_etcd_user_is_the_one_kamaji_gave_its_certificate(change, user):
+    # Kamaji's default since 4232a9d is the TenantControlPlane's UID, and the fixtures' status reports just that.
+    assert TCP_A["status"]["storage"]["setup"]["user"] == TCP_A["metadata"]["uid"]
+    tcp = recorded("tcp-tenant-a.json")
+    change(tcp)
+    lab = lab_with()
+    lab.on("management", r"^get tenantcontrolplanes\.kamaji\.clastix\.io tenant-a -n tenants ", ok(tcp))
+
+    validate(lab, "--only", "datastore")
+
+    root_pod = next(pod for pod in etcdctl_pods(lab) if namespace_of(lab, pod) == "kamaji-system")
+    (user_get,) = [c["command"] for c in root_pod["spec"]["containers"] if c["command"][-5:-3] == ["user", "get"]]
+    assert user_get[-3:] == [user, "-w", "json"]

@@ -16,6 +16,7 @@ from itertools import dropwhile
 import pytest
 
 from tests.etcd_pods import ETCD_IMAGE, EtcdPods, chart_secrets, provision, self_signed_secrets, tenant_secrets
+from tests.real_etcd import CALL_TIMEOUT
 from tests.test_validation import (
     SCHEMAS,
     TENANTS,
@@ -29,7 +30,8 @@ from tests.test_validation import (
     result,
     validate,
 )
-from validation.checks.datastore import Read, etcd_endpoints, marker_absent, marker_found, refused
+from validation import manifests
+from validation.checks.datastore import READ_TIMEOUT, Read, etcd_endpoints, marker_absent, marker_found, refused
 from validation.cli import main
 
 # Kamaji names the tenant's etcd client certificate <tenant>-datastore-certificate, with keys
@@ -472,6 +474,22 @@ def test_a_tenant_provisioned_as_kamaji_does_reads_its_prefix_and_no_part_of_ano
     # etcd refuses a range unless all of it is granted (etcd-io/etcd server/auth/range_perm_cache.go@v3.6.12),
     # so a grant on one sub-prefix of tenant-b hides behind the refusal of the whole prefix.
     assert other.returncode == 1 and "Error: etcdserver: permission denied" in other.stderr
+
+
+def etcdctl_waits(seconds_flags: tuple[str, ...]) -> float:
+    """The seconds the check's etcdctl containers may wait, by their own flags."""
+    (container,) = manifests.etcdctl_pod("p", ETCD_IMAGE, "https://e:2379", {}, {"c": ["get", "/"]})["spec"][
+        "containers"
+    ]
+    flags = dict(arg.split("=", 1) for arg in container["command"] if arg.startswith("--") and "=" in arg)
+    return sum(float(flags[flag].removesuffix("s")) for flag in seconds_flags)
+
+
+def test_etcdctl_gives_up_before_the_check_and_the_test_harness_stop_waiting_for_it():
+    waits = etcdctl_waits(("--dial-timeout", "--command-timeout"))
+
+    assert 0 < waits < CALL_TIMEOUT  # a real etcdctl's answer, never the harness's own timeout
+    assert waits < READ_TIMEOUT  # the check waits for the pod to end on its own
 
 
 # --- setups of a server of the test's own ----------------------------------------------------------

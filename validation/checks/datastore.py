@@ -282,8 +282,7 @@ def prefix_of(tenant: Tenant) -> str:
 
 @per_tenant(
     "datastore",
-    "tenant's etcd certificate finds its marker under its prefix, is refused at other prefixes and the root; "
-    "the tenant's etcd user holds only its own role and range",
+    "tenant's etcd certificate reads only its prefix; root credentials find only Kamaji's grant for it",
 )
 def datastore(lab: Lab, tenant: Tenant) -> str:
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)

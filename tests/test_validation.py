@@ -4,6 +4,7 @@ A FakeLab stands in for kubectl and pulumi: it answers with hand-made API
 responses (tests/fixtures/validation/, written to match the stack-output
 contract) chosen by cluster and command, and records every call. A healthy lab
 is the default; each test breaks one thing and checks what the suite reports.
+Behind the `datastore` check's etcdctl pods is a real etcd (tests/etcd_pods.py).
 """
 
 from __future__ import annotations

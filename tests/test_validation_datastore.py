@@ -82,7 +82,7 @@ def namespace_of(lab, pod: dict) -> str:
     return call.command.split()[-1]
 
 
-# --- verdicts on hand-made etcdctl answers --------------------------------------------------
+# --- verdicts on etcdctl answers, as etcdctl 3.5.1 printed them against the real server -------
 
 
 def test_etcds_refusal_is_one_and_the_warnings_before_it_are_no_keys():

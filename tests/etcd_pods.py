@@ -104,6 +104,8 @@ def stop_shared() -> None:
 
 @dataclass
 class EtcdPods:
+    """Installs into a FakeLab the management cluster's answers about etcdctl pods, run against server."""
+
     server: RealEtcd
     schemas: dict[str, str]  # tenant name -> dataStoreSchema
     secrets: Secrets
@@ -129,6 +131,8 @@ class EtcdPods:
             config_map = json.loads(call.stdin)
             namespace = command.split(" -n ")[1].split()[0]
             own = self.schemas[tenant]
+            # Written with root's certificate, so that a setup which took the tenant's role away still finds
+            # the marker stored, and only what the check reads differs between setups.
             for schema in sorted({own, self.copies.get(tenant, own)}):
                 self.server.put(f"/{schema}/configmaps/{namespace}/{config_map['metadata']['name']}", call.stdin)
             return ok()

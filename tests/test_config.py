@@ -89,6 +89,28 @@ def test_unknown_top_level_key_is_a_typo():
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
+        ({"gpuslots": 3}, "kamaji-hami-lab:gpuslots: unknown config key; did you mean 'gpuSlots'?"),
+        ({"workerPerTenant": 2}, "workerPerTenant: unknown config key; did you mean 'workersPerTenant'?"),
+        ({"tenants": [{"name": "a", "gpuSlot": 2}]}, "tenants[0].gpuSlot: unknown key; did you mean 'gpuSlots'?"),
+        ({"tenants": [{"name": "a", "gpus": [{"modle": "x"}]}]}, "gpus[0].modle: unknown key; did you mean 'model'?"),
+        ({"tenants": [{"name": "a", "quotas": [{"namespace": "n", "gpumem": 1}]}]},
+         "quotas[0].gpumem: unknown key; did you mean 'gpumemMiB'?"),
+    ],
+)
+def test_a_misspelt_key_is_told_the_closest_known_key(overrides, expected):
+    assert expected in config_error(**overrides)
+
+
+def test_a_key_like_no_other_gets_no_guess_and_the_known_keys_sorted():
+    line = next(line for line in config_error(zzz=1).splitlines() if "zzz" in line)
+    assert "did you mean" not in line
+    known = line.split("(known: ", 1)[1].rstrip(")").split(", ")
+    assert known == sorted(known) and "tenants" in known
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
         ({"tenants": {"name": "a"}}, 'tenants: expected a list of tenant objects, got {"name"'),
         ({"tenants": []}, "kamaji-hami-lab:tenants: expected a non-empty list"),
         ({"tenants": {}}, "kamaji-hami-lab:tenants: expected a list of tenant objects, got {}"),

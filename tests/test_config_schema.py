@@ -187,7 +187,7 @@ class _ModeStack(ConfigModel):
 @pytest.mark.parametrize(
     ("workers", "expected"),
     [
-        ({"kind": "machine", "hots": "h"}, "workers.hots: unknown key (allowed: host, kind)"),
+        ({"kind": "machine", "hots": "h"}, "workers.hots: unknown key; did you mean 'host'? (allowed: host, kind)"),
         ({"kind": "machine"}, "workers.host: required"),
         ({"kind": "vm"}, "workers.kind: 'vm' is not one of 'container', 'machine'"),
         ({"image": "i"}, "workers.kind: required; one of 'container', 'machine'"),
@@ -232,5 +232,6 @@ def test_a_missing_nested_key_is_required_without_the_tenants_hint():
 def test_an_unknown_top_level_key_lists_every_known_key_comma_separated():
     with pytest.raises(ConfigError) as raised:
         parse_settings(dev_config(tenantz=[]))
-    known = str(raised.value).split("unknown config key (known: ", 1)[1].split(")")[0].split(", ")
+    known = str(raised.value).split("(known: ", 1)[1].split(")")[0].split(", ")
     assert {"managementClusterName", "tenants", "gpuSlots", "sshPrivateKeys"} <= set(known)
+    assert known == sorted(known)

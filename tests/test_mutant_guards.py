@@ -16,7 +16,7 @@ PULUMI_YAML_KEYS = ("managementClusterName", "kubernetesVersion", "metallbAddres
 
 def test_an_unknown_key_lists_the_known_keys_as_the_stack_file_spells_them():
     message = config_error(managementClustrName="x")
-    known = message.split("unknown config key (known: ", 1)[1]
+    known = message.split("unknown config key; did you mean 'managementClusterName'? (known: ", 1)[1]
     assert all(key in known for key in PULUMI_YAML_KEYS)
     assert "_" not in known.split(")")[0], "Python field names are not config keys"
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from components.config import ConfigError, parse_settings
+from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
 from tests.plan import NODE_IMAGE, dev_config, plan
 
 A100 = {"model": "NVIDIA A100 80GB", "count": 1}
@@ -286,7 +286,30 @@ def test_duplicate_names_are_reported_with_the_other_problems_not_after_them():
         "kamaji-hami-lab:tenants[0].quotas[2].namespace: duplicate quota namespace 'x'",
         "kamaji-hami-lab:tenants[1].workers: expected a positive integer, got 'many'",
         "kamaji-hami-lab:tenants[2].name: duplicate tenant name 'a'",
+        MORE_MAY_FOLLOW,
     ]
+
+
+def test_a_malformed_tenant_does_not_hide_another_tenants_broken_rules():
+    tenants = [
+        {"name": "a", "gpus": [{"model": "NVIDIA L4 24GB", "count": "x"}]},
+        {"name": "b", "workers": 3, "podCidr": "10.0.0.0/24", "kubernetesVersion": "v1.40.0"},
+        {"name": "c", "machines": [{"name": "m", "address": "h", "sshKey": "missing"}]},
+        {"name": "b"},
+    ]
+    lines = [line.strip() for line in config_error(tenants=tenants, sshPrivateKeys={"k": "KEY"}).splitlines()[1:]]
+    assert lines[0] == "kamaji-hami-lab:tenants[0].gpus[0].count: expected a positive integer, got 'x'"
+    assert "kamaji-hami-lab:tenants[3].name: duplicate tenant name 'b'" in lines
+    assert "kamaji-hami-lab:tenants[1].podCidr: 10.0.0.0/24 cannot give each of 3 workers a /24" in lines
+    assert any(line.startswith("kamaji-hami-lab:tenants[1].kubernetesVersion: v1.40.0 is newer") for line in lines)
+    assert any(line.startswith("kamaji-hami-lab:tenants[2].machines[0].sshKey: 'missing'") for line in lines)
+    # The lab's own rules (a pool against its subnet) wait for every key to be valid, and the message says so.
+    assert lines[-1] == MORE_MAY_FOLLOW
+
+
+def test_only_broken_rules_leave_nothing_to_follow():
+    message = tenants_error({"name": "a", "podCidr": "10.0.0.0/24", "workers": 3}, {"name": "a"})
+    assert MORE_MAY_FOLLOW not in message
 
 
 def test_an_edge_release_as_kamaji_chart_version_points_at_the_image_tag():

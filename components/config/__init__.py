@@ -13,9 +13,12 @@ from typing import Any
 import pulumi
 from pydantic import ValidationError
 
-from components.config.messages import PROJECT, problem_lines
+from components.config.messages import PROJECT, problem_lines, rules_held_back
 from components.config.models import StackConfig
 from components.settings import LabSettings
+
+# Rules joining several keys (a pool within the kind subnet, a quota against its tenant's GPUs) need each key valid.
+MORE_MAY_FOLLOW = "More problems may follow: rules that join an invalid value to other keys run once it is valid."
 
 
 class ConfigError(pulumi.RunError):
@@ -46,5 +49,6 @@ def parse_settings(raw: Mapping[str, Any], secret_keys: set[str] | None = None) 
     try:
         config = StackConfig.model_validate(dict(raw), context={"secret_keys": secret_keys})
     except ValidationError as invalid:
-        raise ConfigError("invalid stack configuration:\n  " + "\n  ".join(problem_lines(invalid))) from None
+        note = f"\n{MORE_MAY_FOLLOW}" if rules_held_back(invalid) else ""
+        raise ConfigError("invalid stack configuration:\n  " + "\n  ".join(problem_lines(invalid)) + note) from None
     return config.settings()

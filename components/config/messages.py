@@ -23,6 +23,15 @@ def problem_lines(invalid: ValidationError, root: type[BaseModel] = StackConfig)
     yield from _lines(invalid.errors(include_url=False), root)
 
 
+def rules_held_back(invalid: ValidationError) -> bool:
+    """Whether some value was itself invalid, so the rules joining it to other keys have not run yet."""
+
+    def any_value_error(errors: list[ErrorDetails]) -> bool:
+        return any(error["type"] != RULES_ERROR or any_value_error(error["ctx"]["errors"]) for error in errors)
+
+    return any_value_error(invalid.errors(include_url=False))
+
+
 def _lines(errors: list[ErrorDetails], root: type[BaseModel], above: Loc = ()) -> Iterator[str]:
     for error in errors:
         loc = (*above, *error["loc"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -286,9 +286,13 @@ def _newer_than_kamaji(version: str, lab: dict[str, Any]) -> str | None:
     )
 
 
-def _tenant_versions(tenants: tuple[Tenant, ...], lab: dict[str, Any]) -> Iterator[Problem]:
+# Tenants with their place in the list: when some are invalid, the rules check the others where they stand.
+Indexed = Sequence[tuple[int, "Tenant"]]
+
+
+def _tenant_versions(tenants: Indexed, lab: dict[str, Any]) -> Iterator[Problem]:
     """A tenant's own kubernetesVersion and nodeImage against Kamaji and each other."""
-    for index, tenant in enumerate(tenants):
+    for index, tenant in tenants:
         version = tenant.kubernetes_version or lab.get("kubernetes_version")
         if tenant.kubernetes_version and (problem := _newer_than_kamaji(version, lab)):
             yield (index, "kubernetesVersion"), problem
@@ -309,10 +313,30 @@ def _tenant_list(value: Any) -> Any:
     return tenants
 
 
-def _tenant_problems(tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None) -> Iterator:
-    yield from repeats(tenants, "name", "tenant name")
+def _across_tenants(tenants: Indexed, lab: dict[str, Any]) -> Iterator[Problem]:
+    """The rules on tenants that need the lab's keys above them (`lab`: those that are valid)."""
+    yield from _tenant_problems(tenants, lab.get("management_cluster_name"), lab.get("workers_per_tenant"))
+    yield from _tenant_versions(tenants, lab)
+    yield from _machine_keys(tenants, lab.get("ssh_private_keys"))
+
+
+def _tenants_beside_errors(items: Any, validate: Any, info: ValidationInfo) -> Any:
+    """When some tenants are invalid, the valid ones still meet every rule across tenants, and repeats are named."""
+    try:
+        return validate(items)
+    except ValidationError as invalid_items:
+        errors = invalid_items.errors(include_url=False)
+        broken = {error["loc"][0] for error in errors if error["loc"]}
+        valid = [] if not isinstance(items, list) or any(not error["loc"] for error in errors) else [
+            (index, Tenant.model_validate(item, context=info.context))
+            for index, item in enumerate(items) if index not in broken
+        ]
+        report([*repeats(items, "name", "tenant name"), *_across_tenants(valid, info.data)], errors)
+
+
+def _tenant_problems(tenants: Indexed, cluster: str | None, default_workers: int | None) -> Iterator[Problem]:
     yield from _machines_shared(tenants)
-    for index, tenant in enumerate(tenants):
+    for index, tenant in tenants:
         workers = len(tenant.machines) or tenant.workers or default_workers
         if workers is None:  # workersPerTenant is wrong, and says so itself
             continue
@@ -325,8 +349,8 @@ def _tenant_problems(tenants: tuple[Tenant, ...], cluster: str | None, default_w
             yield (index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
 
 
-def _machine_keys(tenants: tuple[Tenant, ...], keys: dict[str, str] | None) -> Iterator[Problem]:
-    for index, tenant in enumerate(tenants):
+def _machine_keys(tenants: Indexed, keys: dict[str, str] | None) -> Iterator[Problem]:
+    for index, tenant in tenants:
         for number, machine in enumerate(tenant.machines):
             if keys is not None and machine.ssh_key not in keys:
                 known = ", ".join(map(repr, keys)) or "none"
@@ -334,10 +358,10 @@ def _machine_keys(tenants: tuple[Tenant, ...], keys: dict[str, str] | None) -> I
                        f"{machine.ssh_key!r} is not in sshPrivateKeys (it has: {known}); {_SET_SSH_KEYS}")
 
 
-def _machines_shared(tenants: tuple[Tenant, ...]) -> Iterator[Problem]:
+def _machines_shared(tenants: Indexed) -> Iterator[Problem]:
     """A machine joins one tenant, and names its worker resources: each name and address once in the lab."""
     first: dict[tuple[str, str], str] = {}
-    for index, tenant in enumerate(tenants):
+    for index, tenant in tenants:
         for number, machine in enumerate(tenant.machines):
             for key, value in (("name", machine.name), ("address", f"{machine.address}:{machine.port}")):
                 if (key, value) in first:
@@ -438,7 +462,7 @@ class StackConfig(ConfigModel):
     gpu_slots: CliPositiveInt = Field(
         10, description="HAMi vGPU slots per mock GPU, i.e. how many pods may share one card (tenants may override).")
     tenants: Annotated[
-        tuple[Tenant, ...], repeats_beside_errors("name", "tenant name"), BeforeValidator(_tenant_list)
+        tuple[Tenant, ...], WrapValidator(_tenants_beside_errors), BeforeValidator(_tenant_list)
     ] = Field(
         json_schema_extra={"minItems": 1},
         description="The tenants: isolated clusters, each with its own control plane, workers and mock GPUs.",
@@ -474,12 +498,7 @@ class StackConfig(ConfigModel):
     @classmethod
     def _fit_the_stack(cls, tenants: tuple[Tenant, ...], info: ValidationInfo) -> tuple[Tenant, ...]:
         # Unlike `problems`, a field validator runs even when another key is wrong: it sees the valid keys above it.
-        cluster, default_workers = info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")
-        report([
-            *_tenant_problems(tenants, cluster, default_workers),
-            *_tenant_versions(tenants, info.data),
-            *_machine_keys(tenants, info.data.get("ssh_private_keys")),
-        ])
+        report([*repeats(tenants, "name", "tenant name"), *_across_tenants(list(enumerate(tenants)), info.data)])
         return tenants
 
     def problems(self) -> Iterator[Problem]:

@@ -2,6 +2,7 @@
 
 import json
 
+import pulumi
 import pytest
 
 from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
@@ -368,3 +369,27 @@ def test_a_bad_default_worker_count_does_not_hide_a_later_tenants_problem():
     assert "kamaji-hami-lab:workersPerTenant: " in message
     too_small = "  kamaji-hami-lab:tenants[1].podCidr: 10.244.0.0/23 cannot give each of 3 workers a /24"
     assert too_small in message.splitlines()
+
+
+def warnings_of(monkeypatch, tenants: list[dict]) -> list[str]:
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    plan(dev_config(tenants=tenants, workersPerTenant=2), preview=True)
+    return warned
+
+
+def test_a_quota_above_the_tenants_gpu_memory_is_warned_about(monkeypatch):
+    # Two workers with one A100 80GB each: 163840 MiB in all.
+    a100 = {"model": "NVIDIA A100 80GB", "count": 1}
+    quotas = [{"namespace": "fits", "gpumemMiB": 163840}, {"namespace": "team", "gpumemMiB": 163841}]
+    warned = warnings_of(monkeypatch, [{"name": "a", "gpus": [a100], "quotas": quotas}])
+    assert warned == [
+        "kamaji-hami-lab:tenants[0].quotas[1].gpumemMiB: 163841 MiB is more GPU memory than the tenant's GPUs "
+        "have (163840 MiB on 2 worker(s)); the quota never limits anything"
+    ]
+
+
+def test_a_gpu_memory_quota_in_a_tenant_without_gpus_is_warned_about(monkeypatch):
+    (warning,) = warnings_of(monkeypatch, [{"name": "a", "workers": 1, "quotas": [{"namespace": "n", "gpumemMiB": 1}]}])
+    assert warning.startswith("kamaji-hami-lab:tenants[0].quotas[0].gpumemMiB: 1 MiB is more")
+    assert "(0 MiB on 1 worker(s))" in warning

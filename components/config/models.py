@@ -522,6 +522,19 @@ class StackConfig(ConfigModel):
             yield ("tenants",), (f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved "
                                  "from the kind network by default; set kamaji-hami-lab:metallbAddressRange")
 
+    def warnings(self) -> Iterator[Problem]:
+        """What is valid but likely not what the user meant."""
+        for index, tenant in enumerate(self.tenants):
+            if tenant.gpu_devices == "real":  # the machines' GPUs are known only once they join
+                continue
+            workers = len(tenant.machines) or tenant.workers or self.workers_per_tenant
+            memory = node_gpu_memory_mib(tenant.gpu_specs) * workers
+            for number, quota in enumerate(tenant.quotas):
+                if quota.gpumem_mib is not None and quota.gpumem_mib > memory:
+                    yield (("tenants", index, "quotas", number, "gpumemMiB"),
+                           f"{quota.gpumem_mib} MiB is more GPU memory than the tenant's GPUs have ({memory} MiB on "
+                           f"{workers} worker(s)); the quota never limits anything")
+
     def _ssh_key_problems(self) -> Iterator[Problem]:
         if self.ssh_private_keys and not any(tenant.machines for tenant in self.tenants):
             yield ("sshPrivateKeys",), "only used by machine workers, and no tenant lists machines"

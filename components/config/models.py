@@ -59,6 +59,7 @@ from components.config.values import (
     SecretText,
     SshHostKey,
     SshUser,
+    TaggedImage,
     TenantName,
     invalid,
 )
@@ -444,6 +445,11 @@ class StackConfig(ConfigModel):
         "empty keeps the chart's default",
     )
     hami_chart_version: HamiChartVersion = Field("2.10.0", description="HAMi chart version (project-hami repository).")
+    mock_device_plugin_image: TaggedImage = Field(
+        "docker.io/projecthami/mock-device-plugin:1.0.1",
+        description="Image of HAMi's mock device plugin, with its tag (and optionally @sha256:<digest>); the device "
+        "config the program writes was checked against 1.0.1.",
+    )
     metallb_address_range: AddressPool = Field(
         "",
         validate_default=True,
@@ -621,6 +627,7 @@ class StackConfig(ConfigModel):
             kamaji_chart=self.kamaji_chart_version,
             kamaji_image_tag=self.kamaji_image_tag,
             hami_chart=self.hami_chart_version,
+            mock_device_plugin=self.mock_device_plugin_image,
         )
         return LabSettings(
             management_cluster_name=self.management_cluster_name,

@@ -156,6 +156,12 @@ DockerNetwork = _matching(r"([a-zA-Z0-9][a-zA-Z0-9_.-]*)?", "a docker network na
 ImageReference = _matching(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")
 # opencontainers/distribution-spec spec.md@v1.1.0: a tag is [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
 ImageTag = _matching(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", "an image tag")
+# A tag is required: HAMi's chart always writes <registry>/<repository>:<tag>
+# (charts/hami/templates/_commons.tpl@v2.10.0, common.images.image).
+TaggedImage = _matching(
+    r"([a-z0-9.-]+(:[0-9]+)?/)?[a-z0-9._/-]+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(@sha256:[a-f0-9]{64})?",
+    "an image reference with a tag, e.g. docker.io/projecthami/mock-device-plugin:1.0.1",
+)
 _SEMVER = r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?"
 CertManagerVersion = _matching(_SEMVER, "a semantic version, e.g. v1.21.2")
 MetallbVersion = _matching(_SEMVER, "a semantic version, e.g. v0.16.1")

@@ -10,6 +10,8 @@ from typing import Annotated, ClassVar, Literal
 
 import pytest
 import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from pydantic import Field, ValidationError
 
 from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
@@ -51,8 +53,8 @@ def test_pulumi_yaml_declares_every_scalar_key_as_the_schema_does():
         assert declared["default"] == spec["default"], key
         assert declared["description"] == spec["description"], key
         # Counts may also be written as text, which is how `pulumi config set` stores them.
-        types = [spec.get("type")] + [option.get("type") for option in spec.get("anyOf", [])]
-        assert declared["type"] in types, key
+        types = spec.get("type") or [option.get("type") for option in spec["anyOf"]]
+        assert declared["type"] in ([types] if isinstance(types, str) else types), key
 
 
 def test_readme_table_lists_every_key_with_its_default_and_description():
@@ -78,10 +80,54 @@ def test_schema_covers_what_pulumi_yaml_cannot_declare():
     tenant = SCHEMA["$defs"]["Tenant"]
     assert tenant["additionalProperties"] is False
     assert {"name", "gpus", "quotas", "workers"} <= set(tenant["properties"])
-    assert SCHEMA["$defs"]["Gpu"]["then"] == {"required": ["memoryMiB"]}
     config = SCHEMA["properties"]["config"]
     assert config["additionalProperties"] is False and "^pulumi:" in config["patternProperties"]
     assert config["required"] == [f"{PREFIX}tenants"]
+
+
+def editor_findings(config: dict) -> list[tuple[str, str]]:
+    """(key path, message) of what a JSON Schema validator finds in a stack file, as an editor lists them."""
+    validator = Draft202012Validator(SCHEMA)
+    document = {"config": {f"{PREFIX}{key}": value for key, value in config.items()}}
+    found = [best_match([error]) for error in validator.iter_errors(document)]
+    return [(".".join(map(str, e.absolute_path)).removeprefix(f"config.{PREFIX}"), e.message) for e in found]
+
+
+def test_the_dev_stack_file_is_valid_under_the_schema():
+    stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    assert list(Draft202012Validator(SCHEMA).iter_errors(stack)) == []
+
+
+def test_an_unknown_gpu_model_is_flagged_at_its_model_not_as_a_missing_memory():
+    tenants = [{"name": "a", "gpus": [{"model": "NVIDIA B200"}, {"model": "Mine", "memoryMiB": 1024}]}]
+    ((path, message),) = editor_findings({"tenants": tenants})
+    assert path == "tenants.0.gpus.0.model"
+    assert message.startswith("'NVIDIA B200' is not one of ['NVIDIA A100 40GB'")
+    assert "memoryMiB" not in message
+    # yaml-language-server shows a schema's errorMessage in place of its own.
+    then = SCHEMA["$defs"]["Gpu"]["then"]["properties"]["model"]
+    assert then["errorMessage"].startswith("unknown GPU model")
+
+
+@pytest.mark.parametrize(
+    ("config", "path"),
+    [
+        ({"gpuSlots": 0}, "gpuSlots"),
+        ({"workersPerTenant": -1}, "workersPerTenant"),
+        ({"tenants": [{"name": "a", "gpuSlots": 0}]}, "tenants.0.gpuSlots"),
+        ({"tenants": [{"name": "a", "gpus": [{"model": "NVIDIA L4 24GB", "count": 0}]}]}, "tenants.0.gpus.0.count"),
+    ],
+)
+def test_a_count_below_one_is_told_the_bound(config, path):
+    config = {"tenants": [{"name": "a"}], **config}
+    ((found_at, message),) = editor_findings(config)
+    assert found_at == path and message.endswith("is less than the minimum of 1")
+
+
+def test_counts_written_as_text_are_valid_in_a_stack_file():
+    assert editor_findings({"gpuSlots": "4", "tenants": [{"name": "a"}]}) == []
+    ((_, message),) = editor_findings({"gpuSlots": "0", "tenants": [{"name": "a"}]})
+    assert "does not match" in message
 
 
 def test_readme_tenant_example_is_a_valid_config():

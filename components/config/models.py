@@ -141,11 +141,15 @@ class ConfigModel(BaseModel):
 
 
 class Gpu(ConfigModel):
-    # Editors flag a model outside the catalogue that lacks memoryMiB, as the program does.
+    # Editors flag a model outside the catalogue that lacks memoryMiB at its model, as the program does;
+    # errorMessage is the message yaml-language-server shows instead of its own.
     model_config = ConfigDict(
         json_schema_extra={
-            "if": {"properties": {"model": {"not": {"enum": list(GPU_CATALOGUE)}}}},
-            "then": {"required": ["memoryMiB"]},
+            "if": {"not": {"required": ["memoryMiB"]}},
+            "then": {"properties": {"model": {
+                "enum": list(GPU_CATALOGUE),
+                "errorMessage": "unknown GPU model: set memoryMiB for it, or use one from the catalogue",
+            }}},
         }
     )
     noun: ClassVar[str] = "{model, count}"

@@ -31,13 +31,22 @@ MIN_VERSIONS = {
     "kind": (0, 33, 0),
     # The pinned Pulumi SDK in requirements.txt; the workflows install this CLI.
     "pulumi": (3, 272, 0),
+    # Kubernetes' version skew policy: kubectl within one minor of the v1.36 API servers.
+    "kubectl": (1, 35, 0),
 }
-VERSION_COMMANDS = {"kind": ("kind", "version"), "pulumi": ("pulumi", "version")}
+# The newest minor a tool may be (kubectl: one above the API servers); a newer one is a warning.
+NEWEST_MINORS = {"kubectl": (1, 37)}
+VERSION_COMMANDS = {
+    "kind": ("kind", "version"),
+    "pulumi": ("pulumi", "version"),
+    # Prints "Client Version: v1.36.3" first (kubernetes/kubectl pkg/cmd/version/version.go@v0.36.3).
+    "kubectl": ("kubectl", "version", "--client"),
+}
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 INSTALL_HINTS = {
     "docker": "Docker Engine: https://docs.docker.com/engine/install/",
     "kind": "kind v0.33.0 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
-    "kubectl": "kubectl: https://kubernetes.io/docs/tasks/tools/#kubectl",
+    "kubectl": "kubectl v1.35 to v1.37: https://kubernetes.io/docs/tasks/tools/#kubectl",
     "pulumi": "the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (https://www.pulumi.com/docs/install/)",
     # scripts/join-worker.sh hashes the tenant CA on the host for `kubeadm join`.
     "openssl": "OpenSSL's command-line tool (e.g. sudo apt-get install openssl)",
@@ -112,34 +121,36 @@ def version_text(version: Sequence[int]) -> str:
     return "v" + ".".join(map(str, version))
 
 
+def wanted_version(tool: str) -> str:
+    """The versions of `tool` the lab works with, as the README's tools table states them."""
+    need, newest = MIN_VERSIONS[tool], NEWEST_MINORS.get(tool)
+    return f"{version_text(need[:2])} to {version_text(newest)}" if newest else f"{version_text(need)} or newer"
+
+
 def check_versions(host: Host, tools: Sequence[str] = tuple(MIN_VERSIONS)) -> list[Finding]:
-    """kind and the Pulumi CLI must be new enough; a missing one is reported by check_tools."""
+    """kind, kubectl and the Pulumi CLI must be new enough, kubectl not too new; a missing one is reported
+    by check_tools."""
     findings = []
     for tool in tools:
         if tool not in MIN_VERSIONS or host.which(tool) is None:
             continue
-        command, need = VERSION_COMMANDS[tool], MIN_VERSIONS[tool]
+        command, install = VERSION_COMMANDS[tool], f"install {INSTALL_HINTS[tool]}"
         status, output = host.run(list(command))
         match = _VERSION.search(output) if status == 0 else None
         if match is None:
             said = output.splitlines()[0] if output else f"exit status {status}"
-            findings.append(
-                Finding(
-                    "warning",
-                    f"cannot tell which {tool} this is (`{' '.join(command)}` said: {said}); "
-                    f"the lab needs {version_text(need)} or newer",
-                    f"install {INSTALL_HINTS[tool]}",
-                )
-            )
-        elif tuple(map(int, match.groups())) < need:
-            have = version_text(tuple(map(int, match.groups())))
-            findings.append(
-                Finding(
-                    "error",
-                    f"{tool} is {have}; the lab needs {version_text(need)} or newer",
-                    f"install {INSTALL_HINTS[tool]}",
-                )
-            )
+            problem = f"cannot tell which {tool} this is (`{' '.join(command)}` said: {said})"
+            findings.append(Finding("warning", f"{problem}; the lab needs {wanted_version(tool)}", install))
+            continue
+        have, newest = tuple(map(int, match.groups())), NEWEST_MINORS.get(tool)
+        if have < MIN_VERSIONS[tool]:
+            problem = f"{tool} is {version_text(have)}; the lab needs {wanted_version(tool)}"
+            findings.append(Finding("error", problem, install))
+        elif newest and have[:2] > newest:
+            # Kubernetes' skew policy: newer still mostly works, unlike an older kubectl missing APIs.
+            problem = (f"{tool} is {version_text(have)}, more than one minor newer than the lab's API servers "
+                       f"(the lab needs {wanted_version(tool)}); most commands still work")
+            findings.append(Finding("warning", problem, install))
     return findings
 
 

@@ -22,7 +22,9 @@ TUNED = {
     "lib/modules/6.8.0-84-generic/modules.dep": "",
 }
 KERNEL = "6.8.0-84-generic"
-DOCKER_ENGINE = (0, "Ubuntu 24.04.3 LTS")  # docker info --format {{.OperatingSystem}}
+DOCKER_ENGINE = (0, "Ubuntu 24.04.3 LTS")
+# `kubectl version --client` (kubernetes/kubectl pkg/cmd/version/version.go@v0.36.3 prints these two lines).
+KUBECTL = (0, "Client Version: v1.36.3\nKustomize Version: v5.7.1")  # docker info --format {{.OperatingSystem}}
 # `docker info --format '{{json .}}'` of a root Docker Engine on overlay2/ext4 (the fields the checks read).
 ENGINE_INFO = {
     "OperatingSystem": "Ubuntu 24.04.3 LTS",
@@ -57,11 +59,11 @@ def make_host(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
     docker_calls = []
-    # What current kind and Pulumi CLIs print for `kind version` and `pulumi version`.
-    versions = {"kind": (0, "kind v0.33.0 go1.25.1 linux/amd64"), "pulumi": (0, "v3.272.0")}
+    # What current kind, Pulumi and kubectl CLIs print for their version commands.
+    versions = {"kind": (0, "kind v0.33.0 go1.25.1 linux/amd64"), "pulumi": (0, "v3.272.0"), "kubectl": KUBECTL}
 
     def run(argv):
-        if list(argv[1:]) == ["version"] and argv[0] in versions:
+        if argv[0] in versions and tuple(argv) == preflight.VERSION_COMMANDS[argv[0]]:
             return versions[argv[0]]
         docker_calls.append(list(argv))
         if list(argv[:3]) == ["pulumi", "config", "--json"]:

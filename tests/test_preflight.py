@@ -31,6 +31,7 @@ ENGINE_INFO = {
     "Driver": "overlay2",
     "DriverStatus": [["Backing Filesystem", "extfs"], ["Supports d_type", "true"]],
     "SecurityOptions": ["name=apparmor", "name=seccomp,profile=builtin", "name=cgroupns"],
+    "DockerRootDir": "/var/lib/docker",
 }
 LOCAL_SOCKET = "unix:///var/run/docker.sock"
 DOCKER_DOWN = (
@@ -51,6 +52,7 @@ def make_host(
     context=LOCAL_SOCKET,
     env=None,
     stack_config=(0, "{}"),
+    free_bytes=None,
 ):
     files = {**TUNED, **(overrides or {})}
     for relative, content in files.items():
@@ -74,6 +76,8 @@ def make_host(
             return 0, json.dumps({**ENGINE_INFO, **(info or {})})
         if argv[:3] == ["docker", "context", "inspect"]:
             return 0, context
+        if argv[:4] == ["docker", "info", "--format", "{{.DockerRootDir}}"]:
+            return 0, {**ENGINE_INFO, **(info or {})}["DockerRootDir"]
         return docker
 
     host = preflight.Host(
@@ -83,6 +87,7 @@ def make_host(
         run=run,
         kernel_release=kernel,
         python=python,
+        free_bytes=free_bytes or (lambda path: None),
     )
     return host, docker_calls
 

@@ -491,7 +491,7 @@ def _capacity_finding(what: str, need: float, terms: list[str], have: str, fix: 
     return Finding(
         "warning",
         f"the stack is estimated to use about {need:g} GiB of {what} ({' + '.join(terms)}); this host has {have}. "
-        "The figures are estimates, not measurements, and a lab already up uses part of this already",
+        "The figures are estimates, not measurements, and a lab that is already up is using part of it",
         fix,
     )
 

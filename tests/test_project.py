@@ -70,3 +70,10 @@ def test_scripts_the_program_runs_exist():
 def test_dev_stack_disables_the_ambient_default_providers():
     stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
     assert {"kubernetes", "docker"} <= set(stack["pulumi:disable-default-providers"])
+
+
+def test_the_project_is_apache_2_licensed_and_the_readme_says_so():
+    license_text = (ROOT / "LICENSE").read_text()
+    assert "Apache License\n                           Version 2.0, January 2004" in license_text
+    assert "END OF TERMS AND CONDITIONS" in license_text, "the full text, not a pointer to it"
+    assert "Apache License 2.0" in README and "](LICENSE)" in README

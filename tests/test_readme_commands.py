@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.plan import changed, dev_config, plan
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -99,3 +101,31 @@ def test_the_readme_has_a_day_2_section_and_moves_reference_tables_out():
     assert "nf_conntrack hash size" not in README
     assert "(docs/host-settings.md)" in README and (ROOT / "docs" / "host-settings.md").is_file()
     assert "seed" not in README.lower()  # wording only the project's authors would know
+
+
+def test_the_upgrade_example_creates_a_tenant_at_an_older_minor_and_upgrades_it():
+    (block,) = [block for block in bash_blocks() if any("kubernetesVersion" in line for line in block.lines)]
+    config, stages = dev_config(), []
+    for line in block.lines:
+        if setting := re.fullmatch(r"pulumi config set --path 'tenants\[(\d+)\]\.(\w+)' (\S+)", line):
+            index, key, value = int(setting[1]), setting[2], setting[3]
+            tenants = [dict(tenant) for tenant in config["tenants"]] + [{}]
+            tenants[index] = {**tenants[index], key: value}
+            config = {**config, "tenants": [tenant for tenant in tenants if tenant]}
+        elif line == "make up":
+            stages.append(config)
+    first, second = stages
+    (name,) = {tenant["name"] for tenant in second["tenants"]} - {tenant["name"] for tenant in dev_config()["tenants"]}
+
+    def version(stage: dict) -> tuple[int, ...]:
+        text = next(t["kubernetesVersion"] for t in stage["tenants"] if t["name"] == name)
+        return tuple(int(part) for part in text.lstrip("v").split("."))
+
+    lab = tuple(int(part) for part in first["kubernetesVersion"].lstrip("v").split("."))
+    assert version(first)[:2] == (lab[0], lab[1] - 1), "created one minor below the lab"
+    assert version(second) == lab, "then raised to the lab's version"
+    running = plan(first, preview=False)
+    upgrade = plan(second, preview=True, previous=running)
+    tenant = next(r.urn for r in upgrade.of_type("kamaji-hami-lab:index:Tenant") if r.name == name)
+    moved = changed(upgrade, running)
+    assert moved and all(tenant in upgrade.ancestors(urn) for urn in moved), "only that tenant changes"

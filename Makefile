@@ -130,8 +130,8 @@ kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<nam
 preview: venv stack ## pulumi preview; PREVIEW_ARGS=--expect-no-changes checks for drift
 	pulumi preview --stack $(STACK) $(PREVIEW_ARGS)
 
-down: venv existing-stack ## destroy the lab (pulumi destroy --yes; needs kubectl, and kind and docker where the stack uses them) and remove the written kubeconfigs
-	@$(PREFLIGHT) --tools kind docker kubectl --stack $(STACK)
+down: venv existing-stack ## destroy the lab (pulumi destroy --yes; needs kubectl, and kind, docker and ssh where the stack uses them) and remove the written kubeconfigs
+	@$(PREFLIGHT) --tools kind docker kubectl ssh --stack $(STACK)
 	pulumi destroy --yes --stack $(STACK)
 	rm -rf $(KUBECONFIG_DIR)
 

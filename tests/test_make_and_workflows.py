@@ -134,12 +134,12 @@ def test_live_lab_is_opt_in_and_always_torn_down_after_the_report_is_kept():
 
 @needs_make
 def test_down_checks_every_tool_destroy_runs_before_destroying(tmp_path):
-    # Destroy runs scripts/kind-down.sh (kind), removes worker containers (docker) and
-    # lets workers leave their tenant (kubectl).
+    # Destroy runs scripts/kind-down.sh (kind), removes worker containers (docker), lets workers
+    # leave their tenant (kubectl) and machines over SSH (scripts/leave-worker.sh: ssh).
     dry = make("-n", "down", f"VENV={tmp_path / 'venv'}", env_drop=("PULUMI_BACKEND_URL",))
     lines = dry.stdout.splitlines()
 
-    check = position(lines, "preflight.py --tools kind docker kubectl")
+    check = position(lines, "preflight.py --tools kind docker kubectl ssh")
     assert check < position(lines, "pulumi destroy --yes")
 
 

@@ -129,3 +129,11 @@ def test_the_upgrade_example_creates_a_tenant_at_an_older_minor_and_upgrades_it(
     tenant = next(r.urn for r in upgrade.of_type("kamaji-hami-lab:index:Tenant") if r.name == name)
     moved = changed(upgrade, running)
     assert moved and all(tenant in upgrade.ancestors(urn) for urn in moved), "only that tenant changes"
+
+
+def test_the_replace_example_finds_a_worker_containers_urn(dev_plan):
+    (line,) = [line for block in bash_blocks() for line in block.lines if "--replace" in line]
+    suffix = re.search(r'endswith\("(::[\w-]+)"\)', line)[1]
+    assert "pulumi stack export" in line and line.startswith("pulumi up --replace ")
+    (urn,) = [r.urn for r in dev_plan.of_type("docker:index/container:Container") if r.urn.endswith(suffix)]
+    assert "kamaji-tenant-a-w1" in urn

@@ -81,7 +81,7 @@ export PULUMI_BACKEND_URL ?= file://~
 # Pulumi writes the stack's passphrase salt (encryptionsalt) into Pulumi.<stack>.yaml: it belongs to
 # your passphrase, not to the project. .gitattributes runs stack files through this git filter, so git
 # never sees that line: `git status` stays clean, a commit never carries it, and Pulumi still reads it
-# from the file (docs/operations.md, "Your git tree stays clean").
+# from the file (docs/configuration.md, "Your git tree stays clean").
 SALT_FILTER := sed -e '/^encryptionsalt: /d'
 define hide-salt-from-git
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \

@@ -1,4 +1,4 @@
-"""The stack-file JSON Schema, Pulumi.yaml and the README's config table describe one config.
+"""The stack-file JSON Schema, Pulumi.yaml and docs/configuration.md's key table describe one config.
 
 Also: values as the CLI and YAML hand them over keep their meaning, and every
 problem line stays in the user's words (key path and value), never pydantic's.
@@ -24,13 +24,13 @@ PREFIX = "kamaji-hami-lab:"
 SCHEMA = json.loads((ROOT / "schema" / "stack-config.schema.json").read_text())
 STACK_KEYS = {key.removeprefix(PREFIX): spec for key, spec in SCHEMA["properties"]["config"]["properties"].items()}
 PROJECT_KEYS = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
-README = (ROOT / "README.md").read_text()
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
 MODELINE = "# yaml-language-server: $schema=schema/stack-config.schema.json"
 
 
 def readme_table() -> dict[str, tuple[str, str]]:
-    """key -> (default cell, meaning cell) of the README's configuration table."""
-    section = README.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    """key -> (default cell, meaning cell) of the configuration doc's table of keys."""
+    section = CONFIGURATION.split("\n## Every key\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \| (.*?) \| (.*?) \|$", section, re.MULTILINE)
     return {key: (default, meaning) for key, default, meaning in rows}
 
@@ -73,7 +73,7 @@ def test_readme_table_lists_every_key_with_its_default_and_description():
 
 def test_stack_files_name_the_schema_for_editors():
     assert (ROOT / "Pulumi.dev.yaml").read_text().splitlines()[0] == MODELINE
-    assert f"\n{MODELINE}\n" in README
+    assert f"\n{MODELINE}\n" in CONFIGURATION
 
 
 def test_schema_covers_what_pulumi_yaml_cannot_declare():
@@ -131,7 +131,7 @@ def test_counts_written_as_text_are_valid_in_a_stack_file():
 
 
 def test_readme_tenant_example_is_a_valid_config():
-    example = re.search(r"```yaml\nconfig:\n(.*?)```", README, re.DOTALL).group(0)
+    example = re.search(r"```yaml\nconfig:\n(.*?)```", CONFIGURATION, re.DOTALL).group(0)
     tenants = yaml.safe_load(example.removeprefix("```yaml\n").removesuffix("```"))["config"][f"{PREFIX}tenants"]
     tenant = parse_settings(dev_config(tenants=tenants)).tenants[0]
     assert (tenant.workers, tenant.gpu_slots, tenant.control_plane_replicas) == (2, 4, 2)
@@ -266,7 +266,7 @@ def test_a_stack_without_tenants_is_told_what_to_set():
     with pytest.raises(ConfigError) as raised:
         parse_settings(config)
     assert str(raised.value).splitlines()[1:] == [
-        "  kamaji-hami-lab:tenants: required; set at least one tenant (see README, 'Configuration')",
+        "  kamaji-hami-lab:tenants: required; set at least one tenant (see docs/configuration.md)",
         MORE_MAY_FOLLOW,
     ]
 
@@ -283,3 +283,30 @@ def test_an_unknown_top_level_key_lists_every_known_key_comma_separated():
     known = str(raised.value).split("(known: ", 1)[1].split(")")[0].split(", ")
     assert {"managementClusterName", "tenants", "gpuSlots", "sshPrivateKeys"} <= set(known)
     assert known == sorted(known)
+
+
+# docs/configuration.md ("what only `pulumi preview` catches"): one mistake of each kind it lists,
+# which an editor's schema check lets through and the program refuses before creating anything.
+A = {"name": "a"}
+ONLY_THE_PROGRAM_CATCHES = [
+    ({"tenants": [A, A]}, "tenants[1].name: duplicate tenant name 'a'"),
+    ({"tenants": [{"name": "a", "quotas": [{"namespace": "n", "gpus": 1}] * 2}]}, "duplicate quota namespace"),
+    ({"tenants": [{"name": "a", "serviceCidr": "10.244.0.0/24"}]}, "tenants[0].serviceCidr: 10.244.0.0/24 overlaps"),
+    ({"tenants": [{"name": "a", "workers": 2, "podCidr": "10.0.0.0/24"}]}, "cannot give each of 2 workers a /24"),
+    ({"kindSubnet": "172.18.0.0/16", "metallbAddressRange": "10.0.0.1-10.0.0.5", "tenants": [A]}, "lies outside"),
+    ({"tenants": [{"name": "a", "nodeImage": "kindest/node:v1.35.7"}]}, "runs Kubernetes v1.35.7"),
+    ({"tenants": [{"name": "a", "kubernetesVersion": "v1.37.0"}]}, "newer than Kamaji supports"),
+    ({"certManager": "provided", "tenants": [A]}, "certManager: 'provided' needs managementCluster existing"),
+    ({"tenants": [{"name": "a", "gpuDevices": "real"}]}, "'real' needs machines"),
+    ({"tenants": [{"name": "a", "gpus": [{"model": "NVIDIA A100 80GB", "count": 2}]}]}, "mock device plugin's limit"),
+    ({"tenants": [{"name": "a" * 60}]}, "would exceed 63 characters"),
+    ({"sshPrivateKeys": {"k": "KEY"}, "tenants": [{"name": "a", "machines": [{"name": "m", "address": "h"}]}]},
+     "'default' is not in sshPrivateKeys"),
+]
+
+
+@pytest.mark.parametrize(("config", "expected"), ONLY_THE_PROGRAM_CATCHES)
+def test_what_only_the_program_catches_passes_the_schema(config, expected):
+    assert editor_findings(config) == []
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        parse_settings(dev_config(**config))

@@ -69,7 +69,7 @@ def test_a_lab_that_installs_its_platform_says_so():
 
 def documented_outputs() -> dict[str, str]:
     """output -> content cell of the outputs table in the docs."""
-    section = (ROOT / "README.md").read_text().split("\n## Outputs\n", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "operations.md").read_text().split("\n## Outputs\n", 1)[1].split("\n## ", 1)[0]
     return dict(re.findall(r"^\| `(\w+)` \| (?:yes|no) \| (.*) \|$", section, re.MULTILINE))
 
 

@@ -48,14 +48,15 @@ def test_defaults_alone_only_lack_tenants():
     assert problem.strip().startswith(f"kamaji-hami-lab:{TENANTS_KEY}: required")
 
 
-def test_readme_documents_every_config_key():
+def test_the_configuration_doc_documents_every_config_key():
+    configuration = (ROOT / "docs" / "configuration.md").read_text()
     for key in STACK_KEYS:
-        assert f"`{key}`" in README, key
+        assert f"`{key}`" in configuration, key
 
 
-def test_readme_test_command_is_what_ci_runs():
+def test_the_documented_test_command_is_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text()
-    (command,) = re.findall(r"^make test$", README, flags=re.MULTILINE)[:1]
+    (command,) = re.findall(r"^make test$", (ROOT / "CONTRIBUTING.md").read_text(), flags=re.MULTILINE)[:1]
     assert re.search(rf"^\s*{command}\b", ci, flags=re.MULTILINE)
 
 

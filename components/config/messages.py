@@ -14,7 +14,7 @@ from components.config.values import VALUE_ERROR, show
 
 PROJECT = "kamaji-hami-lab"
 # Top-level keys without a default, and what to do about a missing one.
-_REQUIRED_HINTS = {"tenants": "set at least one tenant (see README, 'Configuration')"}
+_REQUIRED_HINTS = {"tenants": "set at least one tenant (see docs/configuration.md)"}
 
 Loc = tuple[str | int, ...]
 

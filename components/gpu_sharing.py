@@ -68,8 +68,10 @@ class GpuSharing(pulumi.ComponentResource):
         in_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
         real_gpus = args.tenant.real_gpus
 
-        # Real GPUs: the NVIDIA plugin's DaemonSet runs only on labelled nodes. Applied
-        # server-side, so destroy removes only this label and the node keeps the rest.
+        # Real GPUs: the NVIDIA plugin's DaemonSet runs only on labelled nodes. The kubelet
+        # registers the label itself (join-worker.sh NODE_LABELS), so a re-joined Node has it;
+        # this patch gives it to machines joined before that. Applied server-side, so destroy
+        # removes only this label and the node keeps the rest.
         labels = [
             k8s.core.v1.NodePatch(
                 f"{name}-gpu-label-{node}",

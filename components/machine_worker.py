@@ -7,14 +7,19 @@ from dataclasses import dataclass
 import pulumi
 
 from components.commands import script_command
+from components.gpu_sharing import REAL_GPU_NODE_LABELS
 from components.gpus import GpuSpec
 from components.node_join import join_node
 from components.settings import Machine
+from components.tenant_control_plane import KONNECTIVITY_PORT
 
 
 @dataclass(frozen=True)
 class MachineWorkerArgs:
     machine: Machine
+    lab_id: str
+    """"<project>/<stack>/<managementClusterName>": the mark the join leaves on the machine (join-worker.sh)."""
+    tenant: str
     kubernetes_version: str
     """The tenant's: the machine's kubeadm and kubelet must run its minor, never newer."""
     endpoint: pulumi.Input[str]
@@ -62,6 +67,8 @@ class MachineWorker(pulumi.ComponentResource):
                 "NODE": machine.name,
                 "KUBERNETES_VERSION": args.kubernetes_version,
                 "ENDPOINT": endpoint,
+                # Served beside the API server: logs, exec and HAMi's webhook go through it.
+                "KONNECTIVITY_PORT": str(KONNECTIVITY_PORT),
                 "REAL_GPUS": "true" if args.real_gpus else "false",
             },
             opts=pulumi.ResourceOptions(
@@ -84,7 +91,19 @@ class MachineWorker(pulumi.ComponentResource):
             parent=self,
             after=[checked],
             unregister_gpus=True,
+            join_env=self._join_env(args),
         )
         self.joined, self.gpus_registered, self.done = steps.joined, steps.gpus_registered, steps.done
 
         self.register_outputs({"nodeName": machine.name})
+
+    @staticmethod
+    def _join_env(args: MachineWorkerArgs) -> dict[str, str]:
+        # Which machines the join may reset: those this lab marked, or adopts (join-worker.sh).
+        env = {"LAB_ID": args.lab_id, "TENANT": args.tenant, "ADOPT": "true" if args.machine.adopt else "false"}
+        if args.machine.node_ip:
+            env["NODE_IP"] = args.machine.node_ip
+        if args.real_gpus:
+            # The kubelet registers the label HAMi's NVIDIA plugin selects, so a re-joined Node has it at once.
+            env["NODE_LABELS"] = ",".join(f"{key}={value}" for key, value in REAL_GPU_NODE_LABELS.items())
+        return env

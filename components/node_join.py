@@ -41,6 +41,7 @@ def join_node(
     parent: pulumi.Resource,
     after: Sequence[pulumi.Resource] = (),
     unregister_gpus: bool = False,
+    join_env: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> JoinedNode:
     """Joins `node_name` to its tenant and registers its mock GPUs.
 
@@ -50,12 +51,13 @@ def join_node(
     destroy or before a replacement the node is drained and leaves the tenant (and a
     machine is reset, scripts/leave-worker.sh). `unregister_gpus` removes the mock
     registration on destroy: a machine outlives its worker, a container does not.
+    `join_env` adds variables only the join and leave scripts read.
     """
     tenant_ca = pulumi.Output.unsecret(pulumi.Output.from_input(tenant_kubeconfig).apply(kubeconfig_ca_fingerprint))
     joined = script_command(
         f"{name}-join",
         "join-worker.sh",
-        {**transport, "KUBECONFIG_DATA": tenant_kubeconfig, "NODE": node_name},
+        {**transport, **(join_env or {}), "KUBECONFIG_DATA": tenant_kubeconfig, "NODE": node_name},
         delete="leave-worker.sh",
         secret_output=True,
         triggers=[*node_identity, tenant_ca],
@@ -82,6 +84,8 @@ def join_node(
             "NODE": node_name,
             "GPU_REGISTER_JSON": register_annotation(node_name, gpus, gpu_slots),
             "GPU_CAPACITY": str(node_gpu_count(gpus) * gpu_slots),
+            # unregister-gpus.sh leaves a machine alone that another tenant has by now.
+            **({"KUBECONFIG_DATA": tenant_kubeconfig} if unregister_gpus else {}),
         },
         delete="unregister-gpus.sh" if unregister_gpus else None,
         triggers=list(node_identity),

@@ -34,7 +34,13 @@ class Machine:
     private_key: str = field(repr=False)
     """SSH private key text from secret config; components keep it a Pulumi secret."""
     host_key: str
-    """'<type> <base64>' the machine must present; empty accepts any (and the scripts warn)."""
+    """'<type> <base64>' the machine must present; the scripts connect to nothing else."""
+    adopt: bool = False
+    """A join may reset it although it holds Kubernetes state that is not this lab's."""
+    node_ip: str = ""
+    """The address its kubelet advertises; empty: the kubelet's choice (its default route's)."""
+    flannel_interface: str = ""
+    """Interface name or address flannel uses on it; empty: flannel's choice (its default route's)."""
 
 
 @dataclass(frozen=True)

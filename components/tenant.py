@@ -166,7 +166,11 @@ class Tenant(pulumi.ComponentResource):
         tenant = args.tenant
         network = Flannel(
             f"{name}",
-            FlannelArgs(provider=control_plane.provider, pod_cidr=tenant.pod_cidr),
+            FlannelArgs(
+                provider=control_plane.provider,
+                pod_cidr=tenant.pod_cidr,
+                interfaces=tuple(m.flannel_interface for m in tenant.machines if m.flannel_interface),
+            ),
             opts=pulumi.ResourceOptions(parent=self),
         ).ready
         workers: dict[str, MachineWorker] = {}
@@ -175,6 +179,8 @@ class Tenant(pulumi.ComponentResource):
                 machine.name,
                 MachineWorkerArgs(
                     machine=machine,
+                    lab_id=f"{pulumi.get_project()}/{pulumi.get_stack()}/{args.lab.management_cluster_name}",
+                    tenant=tenant.name,
                     kubernetes_version=tenant.kubernetes_version,
                     endpoint=control_plane.endpoint,
                     control_plane_ready=control_plane.ready,

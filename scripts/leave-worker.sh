@@ -6,9 +6,9 @@
 # deleted (it would die with the container anyway). A drain still blocked after
 # DRAIN_TIMEOUT is given up with a warning and the node removed all the same, so
 # neither an upgrade nor a destroy waits on a budget that never allows an eviction.
-# A machine (NODE_TRANSPORT=ssh) outlives its worker: it is then reset with
-# `kubeadm reset`, but only while it is still bound to this tenant, so a machine
-# that has meanwhile joined another tenant is left alone.
+# A machine (NODE_TRANSPORT=ssh) outlives its worker: it is then reset (lib.sh
+# reset_node, as before a join), but only while it is still bound to this tenant, so
+# a machine that has meanwhile joined another tenant is left alone.
 # Best effort: when the tenant API or the machine is unreachable (e.g. the control
 # plane is already gone) it warns and succeeds, so `pulumi destroy` never hangs.
 #
@@ -54,16 +54,6 @@ remove_node() {
 	fi
 }
 
-# kubeadm reset leaves the CNI behind: flannel's config (its chart writes
-# 10-flannel.conflist) and interfaces would follow the machine into its next tenant.
-# shellcheck disable=SC2016 # expanded by the machine's shell
-in_machine_reset='
-timeout --kill-after=10s "$1" kubeadm reset --force || exit 1
-rm -f /etc/cni/net.d/10-flannel.conflist
-ip link delete flannel.1 2>/dev/null
-ip link delete cni0 2>/dev/null
-exit 0'
-
 reset_machine() {
 	local binding wanted
 	if ! node_exec true; then
@@ -76,8 +66,8 @@ reset_machine() {
 		log "machine $NODE is not bound to this tenant (${binding:-not joined}); leaving it as it is"
 		return 0
 	fi
-	if node_exec sh -c "$in_machine_reset" reset "$reset_timeout" >&2; then
-		log "machine $NODE reset (kubeadm reset, flannel's CNI config removed)"
+	if reset_node "$reset_timeout"; then
+		log "machine $NODE reset (kubeadm reset, CNI config, state and links, KUBE-*/FLANNEL-* chains, the lab's mark)"
 	else
 		warn "kubeadm reset on machine $NODE failed; run 'kubeadm reset' on it before it joins elsewhere"
 	fi

@@ -80,11 +80,16 @@ kubeconfig_file() {
 	export KUBECONFIG=$path
 }
 
-# scratch_file VAR: create a private file on the runtime tmpfs (if any), removed
-# on exit, and store its path in variable VAR.
+# scratch_file VAR: create a private file on the runtime tmpfs, removed on exit, and
+# store its path in variable VAR. Without a per-user one, /dev/shm (a tmpfs as well:
+# a key never reaches a disk); only a host with neither (macOS) uses $TMPDIR.
 scratch_file() {
-	local made
-	made=$(mktemp -p "${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}")
+	local made dir=${XDG_RUNTIME_DIR:-}
+	if [[ -z $dir ]]; then
+		dir=/dev/shm
+		[[ -d $dir && -w $dir ]] || dir=${TMPDIR:-/tmp}
+	fi
+	made=$(mktemp -p "$dir")
 	remove_on_exit "$made"
 	printf -v "$1" '%s' "$made"
 }
@@ -126,11 +131,11 @@ wait_for_systemd() {
 # default) or `ssh` to a machine, chosen by NODE_TRANSPORT. Over ssh:
 #   SSH_ADDRESS, SSH_PORT (22), SSH_USER (root; another user needs passwordless sudo),
 #   SSH_PRIVATE_KEY (key text, written only to a scratch file), SSH_HOST_KEY
-#   ("<type> <base64>" the machine must present; empty accepts any, with a warning).
+#   ("<type> <base64>" the machine must present; required: a join sends a bootstrap token).
 
 _ssh_options=()
 _ssh_setup() {
-	require_env SSH_ADDRESS SSH_PRIVATE_KEY NODE
+	require_env SSH_ADDRESS SSH_PRIVATE_KEY SSH_HOST_KEY NODE
 	local key known_hosts
 	scratch_file key
 	printf '%s\n' "$SSH_PRIVATE_KEY" >"$key"
@@ -139,14 +144,8 @@ _ssh_setup() {
 	_ssh_options=(-i "$key" -o IdentitiesOnly=yes -o BatchMode=yes -o ConnectTimeout=10
 		-o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR
 		-o UserKnownHostsFile="$known_hosts" -o GlobalKnownHostsFile=/dev/null -o HostKeyAlias="$NODE"
-		-p "${SSH_PORT:-22}" -l "${SSH_USER:-root}")
-	if [[ -n ${SSH_HOST_KEY:-} ]]; then
-		printf '%s %s\n' "$NODE" "$SSH_HOST_KEY" >"$known_hosts"
-		_ssh_options+=(-o StrictHostKeyChecking=yes)
-	else
-		warn "no hostKey configured for $NODE: accepting whatever host key $SSH_ADDRESS presents"
-		_ssh_options+=(-o StrictHostKeyChecking=no)
-	fi
+		-o StrictHostKeyChecking=yes -p "${SSH_PORT:-22}" -l "${SSH_USER:-root}")
+	printf '%s %s\n' "$NODE" "$SSH_HOST_KEY" >"$known_hosts"
 }
 
 # _sh_quote ARG: ARG quoted for any POSIX shell (the remote login shell may be dash).
@@ -193,6 +192,45 @@ wait_for_node() {
 	fi
 	retry "$1" "$RETRY_INTERVAL" _node_answers ||
 		die "machine $NODE ($SSH_ADDRESS port ${SSH_PORT:-22}, user ${SSH_USER:-root}) did not answer over ssh within ${1}s: $(node_exec true 2>&1 | tail -n 1)"
+}
+
+# The CRI socket every worker's kubelet uses: containerd's default address.
+cri_socket=unix:///run/containerd/containerd.sock
+
+# --- Resetting a worker: one helper for join-worker.sh (before every join attempt) and
+# leave-worker.sh (a machine that leaves). kubeadm reset stops the kubelet, removes the
+# Kubernetes containers, /var/lib/kubelet, /etc/kubernetes/{manifests,pki} and its kubeconfigs,
+# but leaves the CNI and iptables alone (kubernetes/kubernetes cmd/kubeadm/app/cmd/phases/reset/cleanupnode.go,
+# runCleanupNode and resetConfigDir, as indexed); a node that comes back with another pod /24 then fails
+# with "cni0 already has an IP address different from ..." (flannel-io/flannel#820).
+
+# Where a join keeps its config (with the token) while kubeadm runs; tmpfs.
+join_config_path=/run/kamaji-hami-lab-join.yaml
+# The lab's mark on a machine, written before kubeadm join and removed by the last step of a reset:
+# "lab=<project>/<stack>/<managementClusterName>" and "tenant=<name>". A machine with Kubernetes state
+# and this lab's mark is bound to (or half-joined by) a tenant of this lab, so a join may reset it.
+lab_marker=/etc/kamaji-hami-lab/worker
+
+# Runs on the node: $1 seconds for kubeadm reset, $2 CRI socket, $3 join config, $4 lab marker.
+# --cri-socket: with several runtimes on the host, kubeadm reset would otherwise refuse to pick one.
+# Every KUBE-*/FLANNEL-* chain goes with each rule that jumps to one: iptables-restore replaces each
+# table it is given with what iptables-save printed, less those lines.
+# shellcheck disable=SC2016 # expanded by the node's shell
+_in_node_reset='
+pkill -x kubeadm
+rm -f "$3"
+timeout --kill-after=10s "$1" kubeadm reset --force --cri-socket "$2" || exit 1
+rm -rf /etc/cni/net.d/* /var/lib/cni /run/flannel
+ip link delete cni0 2>/dev/null
+ip link delete flannel.1 2>/dev/null
+iptables-save | grep -v -e "KUBE-" -e "FLANNEL-" | iptables-restore || exit 1
+rm -f "$4"
+exit 0'
+
+# reset_node TIMEOUT: undo whatever a join (finished, killed or failed) left on the node; the
+# lab's mark goes last, so a reset cut short still leaves a machine this lab may reset again.
+reset_node() {
+	node_exec sh -c "$_in_node_reset" reset "$1" "$cri_socket" "$join_config_path" "$lab_marker" >&2
 }
 
 # spki_sha256: the SHA-256 of a PEM certificate's public key (SPKI) on stdin,

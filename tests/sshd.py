@@ -58,8 +58,10 @@ class MachineFakes(Fakes):
 
         self.private_key, client_public = keygen(tmp_path / "client")
         _, self.host_key = keygen(tmp_path / "host")
+        # The session's home is the test's: bash run by sshd sources ~/.bashrc, and this host user's
+        # (e.g. a pyenv init that waits on a lock) is no part of the machine being played.
         environment = {"PATH": f"{remote_bin}:/usr/local/bin:/usr/bin:/bin", "FAKE_LOG": str(self.log),
-                       "FAKE_RULES_FILE": str(self.rules_file)}
+                       "FAKE_RULES_FILE": str(self.rules_file), "HOME": str(self.home)}
         options = ",".join(f'environment="{key}={value}"' for key, value in environment.items())
         (tmp_path / "authorized_keys").write_text(f"{options} {client_public}\n")
         self.port = free_port()
@@ -107,7 +109,7 @@ class MachineFakes(Fakes):
 
     def run(self, script, **env):
         self.rules_file.write_text(json.dumps(self.rules))
-        return super().run(script, XDG_RUNTIME_DIR=str(self.runtime), **env)
+        return super().run(script, **{"XDG_RUNTIME_DIR": str(self.runtime), **env})
 
     def stop(self) -> None:
         self.sshd.terminate()

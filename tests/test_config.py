@@ -7,6 +7,7 @@ import pytest
 
 from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
 from tests.plan import NODE_IMAGE, dev_config, plan
+from tests.test_config_machines import HOST_KEY
 
 A100 = {"model": "NVIDIA A100 80GB", "count": 1}
 
@@ -295,7 +296,7 @@ def test_a_malformed_tenant_does_not_hide_another_tenants_broken_rules():
     tenants = [
         {"name": "a", "gpus": [{"model": "NVIDIA L4 24GB", "count": "x"}]},
         {"name": "b", "workers": 3, "podCidr": "10.0.0.0/24", "kubernetesVersion": "v1.40.0"},
-        {"name": "c", "machines": [{"name": "m", "address": "h", "sshKey": "missing"}]},
+        {"name": "c", "machines": [{"name": "m", "address": "h", "sshKey": "missing", "hostKey": HOST_KEY}]},
         {"name": "b"},
     ]
     lines = [line.strip() for line in config_error(tenants=tenants, sshPrivateKeys={"k": "KEY"}).splitlines()[1:]]

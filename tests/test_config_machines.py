@@ -11,7 +11,8 @@ from tests.plan import dev_config, fake_kubeconfig
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-material\n-----END OPENSSH PRIVATE KEY-----"
 SECRETS = {"sshPrivateKeys", "managementKubeconfig"}
-GPU_1 = {"name": "gpu-1", "address": "10.0.0.11"}
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfGpu1"
+GPU_1 = {"name": "gpu-1", "address": "10.0.0.11", "hostKey": HOST_KEY}
 
 
 def tenant(**fields):
@@ -34,7 +35,7 @@ def error(tenants, secret_keys=SECRETS, **overrides) -> str:
 def test_a_machine_gets_ssh_defaults_and_the_key_it_names():
     (machine,) = settings([tenant()]).tenants[0].machines
     assert (machine.address, machine.port, machine.user, machine.private_key, machine.host_key) == (
-        "10.0.0.11", 22, "root", KEY, "")
+        "10.0.0.11", 22, "root", KEY, HOST_KEY)
     assert "secret-key-material" not in repr(machine)
 
 
@@ -60,6 +61,14 @@ def test_real_gpus_are_a_tenant_choice():
          "'-x' is not a host name or IP address"),
         ([tenant(machines=[{**GPU_1, "hostKey": "AAAA"}])], {}, "tenants[0].machines[0].hostKey",
          "'AAAA' is not '<key type> <base64 key>'"),
+        ([tenant(machines=[{**GPU_1, "hostKey": ""}])], {}, "tenants[0].machines[0].hostKey",
+         "'' is not '<key type> <base64 key>'"),
+        ([tenant(machines=[{**GPU_1, "nodeIp": "10.1.0.300"}])], {}, "tenants[0].machines[0].nodeIp",
+         "'10.1.0.300' is not an IPv4 address"),
+        ([tenant(machines=[{**GPU_1, "flannelInterface": "enp1s0f0-storage"}])], {},
+         "tenants[0].machines[0].flannelInterface", "'enp1s0f0-storage' is not an interface name"),
+        ([tenant(machines=[{**GPU_1, "adopt": "yes"}])], {}, "tenants[0].machines[0].adopt",
+         "input should be a valid boolean"),
         ([tenant(machines=[{**GPU_1, "sshKey": "ops"}])], {}, "tenants[0].machines[0].sshKey",
          "'ops' is not in sshPrivateKeys (it has: 'default')"),
         ([tenant(machines=[{**GPU_1, "ip": "x"}])], {}, "tenants[0].machines[0].ip", "unknown key"),
@@ -73,7 +82,7 @@ def test_real_gpus_are_a_tenant_choice():
         ([tenant(gpuDevices="virtual")], {}, "tenants[0].gpuDevices", "'virtual' is not one of 'mock', 'real'"),
         ([tenant(), tenant(name="other")], {}, "tenants[1].machines[0].name",
          "'gpu-1' is also the name of tenants[0].machines[0]"),
-        ([tenant(), tenant(name="other", machines=[{"name": "gpu-9", "address": "10.0.0.11"}])], {},
+        ([tenant(), tenant(name="other", machines=[{**GPU_1, "name": "gpu-9"}])], {},
          "tenants[1].machines[0].address", "'10.0.0.11:22' is also the address of tenants[0].machines[0]"),
         ([{"name": "web"}], {}, "sshPrivateKeys", "only used by machine workers, and no tenant lists machines"),
         ([tenant()], {"sshPrivateKeys": "not json"}, "sshPrivateKeys", "not valid JSON"),
@@ -101,7 +110,7 @@ def test_an_existing_cluster_needs_docker_only_for_container_workers():
 
 
 def test_a_machine_tenants_pod_cidr_must_fit_its_machines():
-    machines = [{"name": f"m{i}", "address": f"10.0.0.{i}"} for i in range(1, 4)]
+    machines = [{"name": f"m{i}", "address": f"10.0.0.{i}", "hostKey": HOST_KEY} for i in range(1, 4)]
     assert "cannot give each of 3 workers a /24" in error([tenant(machines=machines, podCidr="10.244.0.0/23")])
 
 
@@ -133,3 +142,25 @@ def test_a_management_kubeconfig_of_the_wrong_type_is_refused_without_showing_it
     assert "  kamaji-hami-lab:managementKubeconfig: expected a string (not shown: the value is a secret)" in (
         message.splitlines())
     assert "secret-material" not in message
+
+
+@pytest.mark.parametrize(("port", "written"), [(22, {}), (2222, {"port": 2222})], ids=["default-port", "own-port"])
+def test_a_machine_without_a_pinned_host_key_is_told_how_to_get_and_check_one(port, written):
+    machine = {"name": "gpu-1", "address": "10.0.0.11", **written}
+    message = error([tenant(machines=[machine])])
+    (line,) = [line for line in message.splitlines() if "machines[0].hostKey: " in line]
+    scan = f"ssh-keyscan -t ed25519 -p {port} 10.0.0.11"
+    assert line.startswith(f"  kamaji-hami-lab:tenants[0].machines[0].hostKey: required; pin the key the machine "
+                           f"presents: `{scan}` prints")
+    assert f"`{scan} | ssh-keygen -lf -`" in line and "out of band" in line
+
+
+def test_flannel_uses_the_kubelets_address_unless_given_its_own_interface():
+    machines = [
+        {**GPU_1, "nodeIp": "10.1.0.11"},
+        {**GPU_1, "name": "gpu-2", "address": "10.0.0.12", "nodeIp": "10.1.0.12", "flannelInterface": "bond0"},
+        {**GPU_1, "name": "gpu-3", "address": "h3"},
+    ]
+    found = settings([tenant(machines=machines)]).tenants[0].machines
+    assert [(m.node_ip, m.flannel_interface) for m in found] == [("10.1.0.11", "10.1.0.11"), ("10.1.0.12", "bond0"),
+                                                                ("", "")]

@@ -20,6 +20,9 @@ CHART_VALUE_PATHS = {("podCidr",), ("podCidrv6",), ("flannel", "backend"), ("fla
 # "Backend.Type" from flannel.backend; the vxlan backend then uses UDP 8472 (its default port).
 NET_CONF_SOURCES = {"Network": ("podCidr",), "Backend.Type": ("flannel", "backend")}
 BACKENDS = ("vxlan", "host-gw", "wireguard", "udp")
+# values.yaml@v0.28.9 flannel.args, which the DaemonSet passes to flanneld as they are; main.go@v0.28.9:
+# --iface (a name or an IP) may be given several times, and flanneld takes the first the node has.
+CHART_DEFAULT_ARGS = ["--ip-masq", "--kube-subnet-mgr"]
 
 
 def leaf_paths(values: dict, above: tuple = ()) -> set[tuple]:
@@ -73,3 +76,22 @@ def test_container_tenants_keep_kindnet_from_their_image():
     lab = machine_lab(preview=True)
     assert [c.name for c in lab.commands("install-cni.sh")] == ["web-cni"]
     assert json.dumps([r.name for r in lab.of_type("kubernetes:helm.sh/v3:Release")]).count("flannel") == 1
+
+
+def test_without_interfaces_flannel_keeps_the_charts_arguments():
+    assert "args" not in flannel_values("10.250.0.0/16")["flannel"]
+
+
+def test_machines_interfaces_are_tried_in_order_beside_the_charts_own_arguments():
+    tenant = {**MOCK_GPU_TENANT, "machines": [
+        {**MOCK_GPU_TENANT["machines"][0], "nodeIp": "10.1.0.11"},
+        {**MOCK_GPU_TENANT["machines"][1], "nodeIp": "10.1.0.12", "flannelInterface": "bond0"},
+    ]}
+    lab = plan(dev_config(tenants=[tenant]), preview=True, secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+    (release,) = [r for r in lab.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "flannel"]
+    values = resolve(release.inputs["values"])
+    assert leaf_paths(values) <= CHART_VALUE_PATHS
+    assert values["flannel"]["args"] == [*CHART_DEFAULT_ARGS, "--iface=10.1.0.11", "--iface=bond0"]
+    joins = {resolve(c.inputs["environment"])["NODE"]: resolve(c.inputs["environment"])
+             for c in lab.commands("join-worker.sh")}
+    assert (joins["gpu-1"]["NODE_IP"], joins["gpu-2"]["NODE_IP"]) == ("10.1.0.11", "10.1.0.12")

@@ -134,7 +134,7 @@ def test_a_replaced_worker_container_is_joined_and_registered_again(up_plan):
 
 # lib.sh's ssh transport: what it reads, and what it insists on (_ssh_setup).
 SSH_VARIABLES = {"SSH_ADDRESS", "SSH_PORT", "SSH_USER", "SSH_PRIVATE_KEY", "SSH_HOST_KEY"}
-SSH_REQUIRED = {"SSH_ADDRESS", "SSH_PRIVATE_KEY"}
+SSH_REQUIRED = {"SSH_ADDRESS", "SSH_PRIVATE_KEY", "SSH_HOST_KEY"}
 _ENV_LINE = re.compile(r"^#(?: env:)?( +)([A-Z][A-Z0-9_]*) ")
 _REQUIRE_ENV = re.compile(r"^require_env ([A-Z0-9_ ]+)$", re.MULTILINE)
 

@@ -53,7 +53,7 @@ def run_join(fakes, **env):
 
 def test_a_node_joined_to_this_tenant_is_left_alone(fakes, tenant_ca):
     tenant_api(node_booted(fakes), tenant_ca)
-    bound_to(fakes, f"https://{ENDPOINT}", tenant_ca)
+    bound_to(fakes, f"https://{ENDPOINT}", tenant_ca).on("kubectl", "get node w1", "node/w1\n")
 
     result = run_join(fakes)
 
@@ -97,9 +97,9 @@ def test_what_a_killed_run_left_in_the_node_is_cleared_before_joining(fakes, ten
 
     assert run_join(fakes).returncode == 0
     (clean,) = fakes.calls("docker", "kubeadm reset --force")
-    script = clean["argv"][-1]
-    assert script.index("pkill -x kubeadm") < script.index("rm -f /run/kamaji-hami-lab-join.yaml")
-    assert script.index("rm -f /run/kamaji-hami-lab-join.yaml") < script.index("kubeadm reset --force")
+    script, args = clean["argv"][4], clean["argv"][6:]
+    assert args[2] == "/run/kamaji-hami-lab-join.yaml"
+    assert script.index("pkill -x kubeadm") < script.index('rm -f "$3"') < script.index("kubeadm reset --force")
 
 
 def test_each_attempt_is_bounded_inside_the_node_and_removes_its_token_file(fakes, tenant_ca):

@@ -10,18 +10,36 @@ with NODE_TRANSPORT=ssh. What the machine runs is recorded by fake tools there.
 
 from __future__ import annotations
 
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.sshd import machine_fakes
 from tests.test_join_worker import other_tenant_ca  # noqa: F401 (fixture)
-from tests.test_scripts import ENDPOINT, TENANT_KUBECONFIG, b64, fakes, reply, tenant_api, tenant_ca  # noqa: F401
+from tests.test_scripts import (  # noqa: F401
+    ENDPOINT,
+    ROOT,
+    SCRIPTS,
+    TENANT_KUBECONFIG,
+    b64,
+    fakes,
+    reply,
+    spki_sha256,
+    tenant_api,
+    tenant_ca,
+)
 
 NODE = "m1"
 JOIN = r"(?s)^-c .*kubeadm join"
-RESET_BEFORE_JOIN = r"^-c pkill -x kubeadm"
+RESET = r"kubeadm reset --force --cri-socket"
+STATE = r'found=\$path'
+MARK = r"^-c mkdir -p"
 BINDING = r"^--kubeconfig=/etc/kubernetes/kubelet.conf config view"
+LAB_ID, OTHER_LAB = "kamaji-hami-lab/dev/kamaji", "kamaji-hami-lab/prod/gpu-lab"
+TENANT = "tenant-a"
 
 
 @pytest.fixture
@@ -35,7 +53,7 @@ def machine(tmp_path):
 def probed(tmp_path):
     """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
     fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
-                                     "nvidia-ctk"))
+                                     "nvidia-ctk", "sysctl", "crictl"))
     yield fakes
     fakes.stop()
 
@@ -44,16 +62,28 @@ def bound_to(machine, server: str, ca_pem: str):
     return machine.on("machine-kubectl", BINDING, f"{server} {b64(ca_pem)}")
 
 
-def joinable(machine, ca_pem: str):
+def holding(*paths: str, lab: str | None = None, tenant: str = "tenant-b") -> str:
+    """What the join's look at the machine prints: the lab's mark, if any, and the Kubernetes state found."""
+    mark = f"marker={lab}\nmarker_tenant={tenant}\n" if lab else ""
+    return mark + "".join(f"found={path}\n" for path in paths)
+
+
+def joinable(machine, ca_pem: str, state: str = ""):
     tenant_api(machine, ca_pem)
     machine.on("kubectl", r"create -f -", "secret/bootstrap-token created\n")
     machine.on("kubectl", r"delete secret", "")
-    machine.on("machine-sh", RESET_BEFORE_JOIN, "").on("machine-modprobe", "br_netfilter", "")
+    machine.on("machine-sh", STATE, state).on("machine-sh", MARK, "").on("machine-sh", RESET, "")
+    machine.on("machine-modprobe", "br_netfilter", "")
     return machine.on("machine-sh", JOIN, "")
 
 
 def join(machine, **env):
-    return machine.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, **machine.transport(**env))
+    return machine.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, LAB_ID=LAB_ID, TENANT=TENANT,
+                       **machine.transport(**env))
+
+
+def scripts_run(machine) -> list[str]:
+    return [call["argv"][1] for call in machine.calls("machine-sh")]
 
 
 def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_ca):
@@ -74,28 +104,112 @@ def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_c
     assert machine.private_key not in machine.ssh_argv.read_text()
 
 
+@pytest.mark.parametrize(("env", "extra_args"), [
+    ({}, None),
+    ({"NODE_LABELS": "gpu=on"}, [{"name": "node-labels", "value": "gpu=on"}]),
+    ({"NODE_LABELS": "gpu=on", "NODE_IP": "10.1.0.7"},
+     [{"name": "node-labels", "value": "gpu=on"}, {"name": "node-ip", "value": "10.1.0.7"}]),
+], ids=["none", "labels", "labels-and-ip"])
+def test_the_kubelet_registers_its_labels_and_address_itself(machine, tenant_ca, env, extra_args):
+    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+
+    assert join(machine, **env).returncode == 0
+    (joined,) = machine.calls("machine-sh", JOIN)
+    registration = yaml.safe_load(joined["stdin"])["nodeRegistration"]
+    # kubeadm.k8s.io/v1beta4 takes kubelet flags as a list of {name, value} (cmd/kubeadm/app/apis/kubeadm/v1beta4).
+    assert registration.get("kubeletExtraArgs") == extra_args
+    assert registration["criSocket"] == "unix:///run/containerd/containerd.sock"
+
+
 def test_re_running_the_join_leaves_a_machine_of_this_tenant_alone(machine, tenant_ca):
-    joinable(machine, tenant_ca)
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "node/m1\n")
     bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
 
     result = join(machine)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"{NODE} already joined {ENDPOINT}\n"
-    assert machine.calls("machine-sh") == [] and machine.calls("kubectl", "create") == []
+    assert machine.calls("kubectl", "create") == []
+    # Nothing is reset; a machine joined before the lab marked its machines is marked now.
+    (mark,) = machine.calls("machine-sh")
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", f"lab={LAB_ID}\ntenant={TENANT}"]
 
 
-def test_a_machine_of_another_tenant_is_reset_before_it_joins(machine, tenant_ca, other_tenant_ca):
-    joinable(machine, tenant_ca)
+def test_a_joined_machine_whose_node_is_gone_restarts_its_kubelet_to_register_it(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "", "", "node/m1\n")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca).on("machine-systemctl", "restart kubelet", "")
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{NODE} already joined {ENDPOINT}\n"
+    assert len(machine.calls("machine-systemctl", "restart kubelet")) == 1
+    assert machine.calls("machine-sh", RESET) == [] and machine.calls("kubectl", "create") == []
+
+
+def test_a_restarted_kubelet_that_registers_no_node_fails_the_join_saying_so(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca).on("machine-systemctl", "restart kubelet", "")
+
+    result = join(machine, NODE_TIMEOUT="0")
+
+    assert result.returncode == 1
+    assert "m1: its kubelet did not register a Node within 0s of a restart" in result.stderr
+
+
+def test_a_machine_of_another_tenant_of_this_lab_is_reset_then_marked_then_joined(machine, tenant_ca, other_tenant_ca):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID))
     bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
 
     result = join(machine)
 
     assert result.returncode == 0, result.stderr
-    assert "not to this tenant" in result.stderr
-    order = [" ".join(call["argv"]) for call in machine.calls("machine-sh")]
-    assert order[0].startswith("-c pkill -x kubeadm") and "kubeadm reset --force" in order[0]
-    assert "kubeadm join" in order[-1]
+    assert "not to this tenant" in result.stderr and "carries this lab's mark (tenant tenant-b)" in result.stderr
+    scripts = scripts_run(machine)
+    assert ["found=$path" in scripts[0], "kubeadm reset" in scripts[1], "kubeadm join" in scripts[-1]] == [True] * 3
+    (mark,) = machine.calls("machine-sh", MARK)
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", f"lab={LAB_ID}\ntenant={TENANT}"]
+    assert scripts.index(mark["argv"][1]) == len(scripts) - 2, "marked right before kubeadm join"
+
+
+def test_a_machine_half_joined_by_this_lab_is_reset_and_joined(machine, tenant_ca):
+    # Killed after the mark, before kubeadm wrote kubelet.conf: no binding, but its bootstrap kubeconfig.
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/bootstrap-kubelet.conf", lab=LAB_ID, tenant=TENANT))
+    machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert len(machine.calls("machine-sh", RESET)) == 1 and machine.calls("machine-sh", JOIN)
+
+
+@pytest.mark.parametrize("lab", [None, OTHER_LAB], ids=["no-mark", "another-lab"])
+def test_a_machine_of_another_cluster_is_refused_naming_what_was_found(machine, tenant_ca, other_tenant_ca, lab):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", "/var/lib/etcd/member", lab=lab))
+    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+
+    result = join(machine)
+
+    assert result.returncode == 1
+    (refusal,) = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert "m1 holds Kubernetes state that is not this lab's" in refusal
+    assert "found /etc/kubernetes/kubelet.conf /var/lib/etcd/member" in refusal
+    assert f"bound to 10.0.0.9:6443 sha256:{spki_sha256(other_tenant_ca)}" in refusal
+    assert f"lab mark: {lab or 'none'} (this lab is {LAB_ID})" in refusal and "set adopt: true" in refusal
+    assert machine.calls("machine-sh", RESET) == [] and machine.calls("machine-sh", JOIN) == []
+    assert machine.calls("kubectl", "create") == [], "no token is made for a machine that is refused"
+
+
+def test_an_adopted_machine_of_another_cluster_is_reset_with_a_warning(machine, tenant_ca, other_tenant_ca):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf"))
+    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+
+    result = join(machine, ADOPT="true")
+
+    assert result.returncode == 0, result.stderr
+    assert "WARNING: m1 holds Kubernetes state (/etc/kubernetes/kubelet.conf) that is not this lab's (mark: none); " \
+           "adopt: true" in result.stderr
+    assert len(machine.calls("machine-sh", RESET)) == 1
 
 
 def test_a_wrong_host_key_stops_the_join_before_anything_runs_on_the_machine(machine, tenant_ca):
@@ -109,13 +223,14 @@ def test_a_wrong_host_key_stops_the_join_before_anything_runs_on_the_machine(mac
     assert machine.calls("machine-sh") == [] and machine.calls("kubectl", "create") == []
 
 
-def test_without_a_host_key_the_join_warns_that_any_key_is_accepted(machine, tenant_ca):
+def test_without_a_host_key_nothing_reaches_the_machine_and_no_token_is_made(machine, tenant_ca):
     joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
 
     result = join(machine, SSH_HOST_KEY="")
 
-    assert result.returncode == 0, result.stderr
-    assert "no hostKey configured for m1" in result.stderr
+    assert result.returncode == 1
+    assert "environment variable SSH_HOST_KEY is required" in result.stderr
+    assert not machine.ssh_argv.exists() and machine.calls("kubectl", "create") == []
 
 
 def leave(machine, **env):
@@ -123,16 +238,83 @@ def leave(machine, **env):
     return machine.run("leave-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, **machine.transport(**env))
 
 
-def test_leaving_resets_a_machine_still_bound_to_this_tenant(machine, tenant_ca):
-    tenant_api(machine, tenant_ca)
-    bound_to(machine, f"https://{ENDPOINT}", tenant_ca).on("machine-sh", r"kubeadm reset", "")
+def test_leaving_resets_a_machine_still_bound_to_this_tenant_as_a_join_does(machine, tenant_ca, other_tenant_ca):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID))
+    # Bound to another tenant when it joins, to this one when it leaves.
+    machine.on("machine-kubectl", BINDING, f"https://10.0.0.9:6443 {b64(other_tenant_ca)}",
+               f"https://{ENDPOINT} {b64(tenant_ca)}")
+    assert join(machine).returncode == 0
 
     result = leave(machine)
 
     assert result.returncode == 0, result.stderr
     assert machine.calls("kubectl", "delete node m1")
-    (reset,) = machine.calls("machine-sh")
-    assert "kubeadm reset --force" in reset["argv"][1] and "10-flannel.conflist" in reset["argv"][1]
+    before_join, left = machine.calls("machine-sh", RESET)
+    assert left["argv"][3:] == ["60", "unix:///run/containerd/containerd.sock", "/run/kamaji-hami-lab-join.yaml",
+                                "/etc/kamaji-hami-lab/worker"]
+    assert before_join["argv"][1] == left["argv"][1], "one reset helper for join and leave"
+
+
+@pytest.fixture
+def resettable(tmp_path):
+    """The reset runs in the machine's real shell; only the tools it calls are fakes (rm too: it runs here)."""
+    fakes = machine_fakes(tmp_path, ("kubectl", "kubeadm", "pkill", "rm", "ip", "iptables-save", "iptables-restore"))
+    yield fakes
+    fakes.stop()
+
+
+# iptables-save's format (one *table block per table, ":CHAIN POLICY [packets:bytes]", "-A" rules, COMMIT), with
+# the chains kube-proxy's iptables mode (kubernetes/kubernetes pkg/proxy/iptables/proxier.go) and flannel
+# (flannel-io/flannel pkg/trafficmngr/iptables/iptables.go@v0.28.9) create, beside a firewall's own.
+IPTABLES_SAVE = """# Generated by iptables-save v1.8.10 (nf_tables) on Fri Dec  4 10:00:00 2026
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:FLANNEL-FWD - [0:0]
+:KUBE-FORWARD - [0:0]
+:ufw-user-input - [0:0]
+-A INPUT -j ufw-user-input
+-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD
+-A FLANNEL-FWD -s 10.244.0.0/16 -m comment --comment "flanneld forward" -j ACCEPT
+-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
+-A ufw-user-input -p tcp -m tcp --dport 22 -j ACCEPT
+COMMIT
+# Completed on Fri Dec  4 10:00:00 2026
+*nat
+:PREROUTING ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:FLANNEL-POSTRTG - [0:0]
+:KUBE-SERVICES - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG
+-A POSTROUTING -s 192.168.122.0/24 -j MASQUERADE
+COMMIT
+"""
+
+
+def test_the_reset_removes_the_cni_and_the_kube_and_flannel_chains_and_the_mark_last(resettable, tenant_ca):
+    tenant_api(resettable, tenant_ca)
+    bound_to(resettable, f"https://{ENDPOINT}", tenant_ca)
+    resettable.on("machine-kubeadm", "reset", "").on("machine-pkill", "", reply(exit=1)).on("machine-rm", "", "")
+    resettable.on("machine-ip", "link delete", "").on("machine-iptables-save", "", IPTABLES_SAVE)
+    resettable.on("machine-iptables-restore", "", "")
+
+    result = leave(resettable)
+
+    assert result.returncode == 0, result.stderr
+    (reset,) = resettable.calls("machine-kubeadm")
+    assert reset["argv"] == ["reset", "--force", "--cri-socket", "unix:///run/containerd/containerd.sock"]
+    removed = [call["argv"] for call in resettable.calls("machine-rm")]
+    assert removed[1][0] == "-rf" and removed[1][1].startswith("/etc/cni/net.d/")
+    assert removed[1][2:] == ["/var/lib/cni", "/run/flannel"]
+    assert removed[-1] == ["-f", "/etc/kamaji-hami-lab/worker"]
+    assert [call["argv"][2] for call in resettable.calls("machine-ip")] == ["cni0", "flannel.1"]
+    (restored,) = resettable.calls("machine-iptables-restore")
+    kept = [line for line in IPTABLES_SAVE.splitlines() if "KUBE-" not in line and "FLANNEL-" not in line]
+    assert restored["stdin"].splitlines() == kept
+    assert "-A ufw-user-input -p tcp -m tcp --dport 22 -j ACCEPT" in kept and "*nat" in kept
 
 
 def test_leaving_does_not_reset_a_machine_that_already_joined_another_tenant(machine, tenant_ca, other_tenant_ca):
@@ -156,15 +338,36 @@ def test_leaving_an_unreachable_machine_warns_and_lets_destroy_go_on(machine, te
     assert "machine m1 is unreachable over ssh" in result.stderr
 
 
-def test_unregistering_mock_gpus_removes_the_timer_and_its_files(machine):
-    machine.on("machine-sh", r"systemctl disable", "")
+def unregister(machine):
+    return machine.run("unregister-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, **machine.transport())
 
-    result = machine.run("unregister-gpus.sh", NODE=NODE, **machine.transport())
+
+@pytest.mark.parametrize("bound", ["this-tenant", "nothing"])
+def test_unregistering_mock_gpus_removes_the_timer_and_its_files(machine, tenant_ca, bound):
+    tenant_api(machine, tenant_ca).on("machine-sh", r"systemctl disable", "")
+    if bound == "this-tenant":
+        bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+    else:
+        machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = unregister(machine)
 
     assert result.returncode == 0, result.stderr
     (call,) = machine.calls("machine-sh")
     assert call["argv"][3] == "hami-mock-gpu-register"
     assert "/etc/systemd/system/hami-mock-gpu-register.timer" in call["argv"][4:]
+
+
+def test_unregistering_leaves_the_gpus_of_a_machine_another_tenant_has_by_now_alone(machine, tenant_ca,
+                                                                                    other_tenant_ca):
+    tenant_api(machine, tenant_ca).on("machine-sh", r"systemctl disable", "")
+    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+
+    result = unregister(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert machine.calls("machine-sh") == []
+    assert "m1 is bound to another tenant by now (10.0.0.9:6443" in result.stderr
 
 
 def test_registering_gpus_on_a_machine_that_never_joined_says_so(machine):
@@ -176,48 +379,87 @@ def test_registering_gpus_on_a_machine_that_never_joined_says_so(machine):
     assert "m1 has not joined its tenant" in result.stderr
 
 
-def check(machine, endpoint: str, **env):
+def check(machine, endpoint: str, konnectivity_port: int = 8132, **env):
     return machine.run("check-machine.sh", NODE=NODE, KUBERNETES_VERSION="v1.36.4", ENDPOINT=endpoint,
-                       **machine.transport(**env))
+                       KONNECTIVITY_PORT=str(konnectivity_port), **machine.transport(**env))
+
+
+# crictl info renders containerd's CRI config under .config (kubernetes-sigs/cri-tools cmd/crictl/util.go
+# outputStatusData @v1.36.0); the probe's go-template prints the default runtime's options.SystemdCgroup as Go
+# prints a bool. A containerd whose cri plugin is off does not serve the CRI's RuntimeService; crictl then
+# exits 1 with "getting status of runtime: <grpc error>" (cmd/crictl/info.go @v1.36.0).
+CRI_SERVICE_MISSING = reply(stderr='time="2026-12-04T10:00:00Z" level=fatal msg="getting status of runtime: rpc error: '
+                                  'code = Unimplemented desc = unknown service runtime.v1.RuntimeService"\n', exit=1)
+
+
+# procps sysctl -n prints the bare value; a key whose /proc/sys file is missing (net.bridge.* without
+# br_netfilter) fails with "cannot stat" (procps-ng sysctl.c ReadSetting).
+NO_BRIDGE_SYSCTL = reply(stderr="sysctl: cannot stat /proc/sys/net/bridge/bridge-nf-call-iptables: No such file or "
+                                "directory\n", exit=255)
 
 
 def test_the_machine_check_reports_every_problem_at_once_naming_the_machine(probed):
-    probed.on("machine-kubeadm", "version", "v1.35.2\n").on("machine-kubelet", "--version", "Kubernetes v1.36.9\n")
+    probed.on("machine-sysctl", "net.ipv4.ip_forward", "0\n").on("machine-sysctl", "bridge-nf-call", NO_BRIDGE_SYSCTL)
+    probed.on("machine-kubeadm", "version", "v1.34.2\n").on("machine-kubelet", "--version", "Kubernetes v1.37.0\n")
     probed.on("machine-systemctl", "is-active containerd", reply("inactive\n", exit=3))
     probed.on("machine-nvidia-smi", "-L", "No devices were found\n")
+    probed.on("machine-crictl", "--runtime-endpoint unix:///run/containerd/containerd.sock info", CRI_SERVICE_MISSING)
     # containerd 1.7 prints TOML strings in double quotes.
-    probed.on("machine-containerd", "config dump", '    default_runtime_name = "runc"\n')
+    probed.on("machine-containerd", "config dump", 'disabled_plugins = ["cri"]\n    default_runtime_name = "runc"\n')
     closed_port = probed.port + 1 if probed.port < 65535 else probed.port - 1
 
-    result = check(probed, f"127.0.0.1:{closed_port}", REAL_GPUS="true")
+    result = check(probed, f"127.0.0.1:{closed_port}", closed_port, REAL_GPUS="true")
 
     assert result.returncode == 1 and result.stdout == ""
     problems = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if "] m1: " in line]
     expected = [
-        "kubeadm is v1.35.2, but the tenant runs v1.36.4",
-        "kubelet is v1.36.9, newer than the tenant's API server v1.36.4",
+        "kubeadm is v1.34.2, older than the v1.35 the tenant's v1.36.4 allows (install the v1.36 release)",
+        "kubelet is v1.37.0, newer than the tenant's API server v1.36.4",
         "containerd is not running",
         f"cannot reach the tenant API server at 127.0.0.1:{closed_port}",
         "nvidia-smi lists no GPU",
         "the NVIDIA container toolkit is not installed",
         "containerd's default runtime is 'runc', not nvidia",
+        "net.ipv4.ip_forward is '0', not 1 (kubeadm join's preflight refuses the machine); fix: echo "
+        "net.ipv4.ip_forward=1 >/etc/sysctl.d/90-kubernetes-forward.conf && sysctl --system",
+        "net.bridge.bridge-nf-call-iptables is '', not 1",
+        "containerd's cri plugin is disabled (disabled_plugins = [\"cri\"]); fix: remove cri from disabled_plugins",
+        f"cannot reach the tenant's Konnectivity server at 127.0.0.1:{closed_port}",
     ]
     assert all(any(problem.startswith(f"m1: {want}") for problem in problems) for want in expected), problems
     assert "m1 cannot join its tenant" in result.stderr
 
 
+def test_the_machine_check_says_what_crictl_said_when_no_cri_answers(probed):
+    probed.on("machine-kubeadm", "version", "v1.36.4\n").on("machine-kubelet", "--version", "Kubernetes v1.36.4\n")
+    probed.on("machine-systemctl", "is-active containerd", "active\n")
+    probed.on("machine-sysctl", "net.ipv4.ip_forward", "1\n").on("machine-sysctl", "bridge-nf-call", "1\n")
+    probed.on("machine-crictl", "--runtime-endpoint unix:///run/containerd/containerd.sock info", CRI_SERVICE_MISSING)
+    probed.on("machine-containerd", "config dump", "version = 3\ndisabled_plugins = []\n")
+
+    result = check(probed, f"127.0.0.1:{probed.port}", probed.port)
+
+    assert result.returncode == 1
+    assert ("m1: no CRI answers on unix:///run/containerd/containerd.sock, the socket the join uses (crictl info: "
+            'time="2026-12-04T10:00:00Z" level=fatal msg="getting status of runtime: rpc error: code = Unimplemented '
+            'desc = unknown service runtime.v1.RuntimeService")') in result.stderr
+
+
 def test_the_machine_check_finds_what_a_ready_machine_has(probed):
+    probed.on("machine-sysctl", "net.ipv4.ip_forward", "1\n").on("machine-sysctl", "bridge-nf-call", "1\n")
     probed.on("machine-kubeadm", "version", "v1.36.4\n").on("machine-kubelet", "--version", "Kubernetes v1.36.1\n")
     probed.on("machine-systemctl", "is-active containerd", "active\n")
     probed.on("machine-nvidia-smi", "-L", "GPU 0: NVIDIA L4 (UUID: GPU-1)\n")
     probed.on("machine-nvidia-ctk", "--version", "NVIDIA Container Toolkit CLI version 1.18.0\n")
     # containerd 2.x prints TOML strings in single quotes.
-    probed.on("machine-containerd", "config dump", "    default_runtime_name = 'nvidia'\n")
+    probed.on("machine-containerd", "config dump", "disabled_plugins = []\n    default_runtime_name = 'nvidia'\n")
+    probed.on("machine-crictl", "--runtime-endpoint unix:///run/containerd/containerd.sock info -o go-template",
+              "true\n")
 
-    result = check(probed, f"127.0.0.1:{probed.port}", REAL_GPUS="true")
+    result = check(probed, f"127.0.0.1:{probed.port}", probed.port, REAL_GPUS="true")
 
     # The test host's own CNI plugins, cgroups and swap are what they are; the rest is the fakes'.
-    host_facts = ("CNI plugins", "cgroup v1", "swap is on")
+    host_facts = ("CNI plugins", "cgroup v1", "swap is on", "br_netfilter")
     problems = [line for line in result.stderr.splitlines()
                 if "] m1: " in line and not any(fact in line for fact in host_facts)]
     assert problems == []
@@ -229,9 +471,17 @@ FACTS_OF_A_READY_MACHINE = """kubeadm=v1.36.4
 kubelet=Kubernetes v1.36.4
 kubectl=/usr/bin/kubectl
 containerd=active
+cri=answers
+systemd_cgroup=true
+disabled_plugins=[]
 cgroup=v2
 swap_devices=0
+ip_forward=1
+bridge_nf_call_iptables=1
+br_netfilter=loaded
+br_netfilter_persisted=yes
 endpoint=reachable
+konnectivity=reachable
 """
 
 
@@ -245,8 +495,31 @@ endpoint=reachable
         (FACTS_OF_A_READY_MACHINE.replace("swap_devices=0", "swap_devices=1"), "swap is on"),
         (FACTS_OF_A_READY_MACHINE.replace("kubeadm=v1.36.4", "kubeadm="), "kubeadm is not installed"),
         (FACTS_OF_A_READY_MACHINE.replace("kubectl=/usr/bin/kubectl", "kubectl="), "kubectl is not installed"),
+        (FACTS_OF_A_READY_MACHINE.replace("ip_forward=1", "ip_forward=0"), "net.ipv4.ip_forward is '0', not 1"),
+        (FACTS_OF_A_READY_MACHINE.replace("br_netfilter=loaded", "br_netfilter=absent"),
+         "the br_netfilter kernel module is not loaded; fix: modprobe br_netfilter"),
+        (FACTS_OF_A_READY_MACHINE.replace("br_netfilter_persisted=yes", "br_netfilter_persisted=no"),
+         "br_netfilter is not listed in /etc/modules-load.d"),
+        (FACTS_OF_A_READY_MACHINE.replace("bridge_nf_call_iptables=1", "bridge_nf_call_iptables=0"),
+         "net.bridge.bridge-nf-call-iptables is '0', not 1"),
+        # containerd 2.x shows a disabled "cri" by its full ID, single-quoted
+        # (cmd/containerd/server/config/config.go v1MigratePluginName @v2.2.7).
+        (FACTS_OF_A_READY_MACHINE.replace("disabled_plugins=[]", "disabled_plugins=['io.containerd.grpc.v1.cri']"),
+         "containerd's cri plugin is disabled (disabled_plugins = ['io.containerd.grpc.v1.cri']); fix: remove cri "
+         "from disabled_plugins in /etc/containerd/config.toml, then systemctl restart containerd"),
+        (FACTS_OF_A_READY_MACHINE.replace("cri=answers", "cri_error=connect: no such file or directory"),
+         "no CRI answers on unix:///run/containerd/containerd.sock, the socket the join uses (crictl info: connect: "
+         "no such file or directory)"),
+        (FACTS_OF_A_READY_MACHINE.replace("systemd_cgroup=true", "systemd_cgroup=false"),
+         "containerd's default runtime does not set SystemdCgroup = true (it has 'false')"),
+        (FACTS_OF_A_READY_MACHINE.replace("systemd_cgroup=true", "systemd_cgroup=<no value>"),
+         "containerd's default runtime does not set SystemdCgroup = true (it has '<no value>')"),
+        (FACTS_OF_A_READY_MACHINE.replace("konnectivity=reachable", "konnectivity=unreachable"),
+         "cannot reach the tenant's Konnectivity server at 10.0.0.1:8132"),
     ],
-    ids=["ready", "cni", "cgroup-v1", "swap", "no-kubeadm", "no-kubectl"],
+    ids=["ready", "cni", "cgroup-v1", "swap", "no-kubeadm", "no-kubectl", "ip-forward", "br-netfilter",
+         "br-netfilter-not-persisted", "bridge-nf-call-iptables", "cri-disabled", "no-cri", "cgroupfs",
+         "no-systemd-cgroup-key", "konnectivity"],
 )
 def test_the_machine_check_judges_each_fact_the_probe_reports(machine, facts, problem):
     machine.on("machine-timeout", r"(?s)^60 sh -c .*kubeadm version", facts)
@@ -260,15 +533,57 @@ def test_the_machine_check_judges_each_fact_the_probe_reports(machine, facts, pr
         assert f"m1: {problem}" in result.stderr
 
 
+# Kubernetes' version skew policy (kubernetes/website content/en/releases/version-skew-policy.md): a kubelet
+# may be up to three minors older than its API server, never newer; kubeadm upgrades a node one minor at a
+# time and compares major.minor only. The tenant runs v1.36.4.
+MINORS_BEHIND = {"kubeadm": 1, "kubelet": 3}
+
+
+def skew_cases():
+    for tool, behind in MINORS_BEHIND.items():
+        other = next(name for name in MINORS_BEHIND if name != tool)
+        yield tool, other, "v1.36.9", None  # a newer patch of the tenant's minor
+        yield tool, other, f"v1.{36 - behind}.0", "older than the tenant's v1.36.4; the skew policy allows it"
+        yield tool, other, f"v1.{36 - behind - 1}.9", f"older than the v1.{36 - behind} the tenant's v1.36.4 allows"
+        yield tool, other, "v1.37.0", "newer than the tenant's API server v1.36.4"
+
+
+@pytest.mark.parametrize(("tool", "other", "version", "said"), list(skew_cases()))
+def test_the_machine_check_follows_the_version_skew_policy(machine, tool, other, version, said):
+    facts = FACTS_OF_A_READY_MACHINE.replace(f"{tool}=", f"{tool}={version}\n{tool}_was=")
+    machine.on("machine-timeout", r"(?s)^60 sh -c .*kubeadm version", facts)
+
+    result = check(machine, "10.0.0.1:6443")
+
+    refused = said is not None and "skew policy allows" not in said
+    assert result.returncode == (1 if refused else 0), result.stderr
+    if said:
+        assert f"m1: {tool} is {version}, {said}" in result.stderr
+    assert f"{other} is" not in result.stderr
+
+
+def test_without_a_runtime_directory_the_private_key_goes_to_dev_shm_never_to_tmp(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "node/m1\n")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+
+    result = join(machine, XDG_RUNTIME_DIR="")
+
+    assert result.returncode == 0, result.stderr
+    key_files = set(re.findall(r"(?:^| )-i (\S+)", machine.ssh_argv.read_text()))
+    assert len(key_files) == 1 and next(iter(key_files)).startswith("/dev/shm/")
+    assert not any(Path(path).exists() for path in key_files)
+
+
 def test_a_user_other_than_root_runs_every_command_through_sudo_without_a_password(fakes):
     # Recorded by a fake ssh: logging in as another user needs an account this test cannot make.
     shim = fakes.bin / "ssh"
     shim.write_text((fakes.bin / "kubectl").read_text().replace(" kubectl ", " ssh "))
     shim.chmod(0o755)
-    fakes.on("ssh", r" true$", "").on("ssh", r"systemctl disable", "")
+    fakes.on("ssh", r" true$", "").on("ssh", r"systemctl disable", "").on("ssh", r"config view", reply(exit=1))
 
-    result = fakes.run("unregister-gpus.sh", NODE=NODE, NODE_TRANSPORT="ssh", SSH_ADDRESS="10.0.0.11",
-                       SSH_USER="ops", SSH_PRIVATE_KEY="key text", SSH_HOST_KEY="")
+    result = fakes.run("unregister-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, NODE_TRANSPORT="ssh",
+                       SSH_ADDRESS="10.0.0.11",
+                       SSH_USER="ops", SSH_PRIVATE_KEY="key text", SSH_HOST_KEY="ssh-ed25519 AAAAC3Nza")
 
     assert result.returncode == 0, result.stderr
     (call,) = fakes.calls("ssh", "systemctl disable")
@@ -282,3 +597,29 @@ def test_a_user_other_than_root_runs_every_command_through_sudo_without_a_passwo
     assert words[:2] == ["sh", "-c"] and 'systemctl disable --now "$unit.timer"' in words[2]
     assert words[3:5] == ["unregister", "hami-mock-gpu-register"]
     assert "key text" not in " ".join(call["argv"])
+
+
+def test_every_setting_the_machine_check_probes_is_in_the_docs_with_its_fix(machine):
+    # Every `unmet` of the check fails in one of these two (the CRI's come one at a time).
+    broken = FACTS_OF_A_READY_MACHINE
+    for fact, bad in (("cgroup=v2", "cgroup=v1"), ("swap_devices=0", "swap_devices=2"),
+                      ("ip_forward=1", "ip_forward=0"), ("br_netfilter=loaded", "br_netfilter=absent"),
+                      ("persisted=yes", "persisted=no"),
+                      ("bridge_nf_call_iptables=1", "bridge_nf_call_iptables=0"),
+                      ("disabled_plugins=[]", "disabled_plugins=['io.containerd.grpc.v1.cri']")):
+        broken = broken.replace(fact, bad)
+    cgroupfs = FACTS_OF_A_READY_MACHINE.replace("systemd_cgroup=true", "systemd_cgroup=false")
+    machine.on("machine-timeout", r"(?s)^60 sh -c .*kubeadm version", broken, cgroupfs)
+
+    fixes = set()
+    for _ in range(2):
+        result = check(machine, "10.0.0.1:6443")
+        assert result.returncode == 1
+        fixes |= set(re.findall(r"\] m1: .*?; fix: (.*)$", result.stderr, re.M))
+
+    script = (SCRIPTS / "check-machine.sh").read_text()
+    assert len(fixes) == len(re.findall(r"^\s*unmet ", script, re.M)), "a probed setting is missing from this test"
+    doc = (ROOT / "docs" / "beyond-one-host.md").read_text()
+    prerequisites = doc.split("\n## Machine prerequisites\n", 1)[1].split("\n## ", 1)[0]
+    assert [fix for fix in sorted(fixes) if f"`{fix}`" not in prerequisites] == []
+    assert "\n## Upgrading machines\n" in doc

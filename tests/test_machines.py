@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components import config
-from tests.plan import dev_config, fake_kubeconfig, plan, resolve
+from tests.plan import dev_config, fake_kubeconfig, is_unknown, plan, resolve
 from tests.test_gpu_sharing import HAMI_VALUE_KEYS, leaf_paths
 from tests.test_state_safety import qualified
 
@@ -17,10 +17,12 @@ EXISTING = {"managementCluster": "existing", "metallbAddressRange": "192.168.50.
 SECRETS = {"managementKubeconfig": EXISTING_KUBECONFIG, "sshPrivateKeys": {"default": LAB_KEY, "gpu-2": OWN_KEY}}
 MACHINES = [
     {"name": "gpu-1", "address": "10.0.0.11", "hostKey": HOST_KEY},
-    {"name": "gpu-2", "address": "gpu-2.lab.example", "port": 2222, "user": "ops", "sshKey": "gpu-2"},
+    {"name": "gpu-2", "address": "gpu-2.lab.example", "port": 2222, "user": "ops", "sshKey": "gpu-2",
+     "hostKey": "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIHostKeyOfGpu2="},
 ]
 MOCK_GPU_TENANT = {"name": "research", "machines": MACHINES, "gpus": [{"model": "NVIDIA L4 24GB"}]}
-REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5"}], "gpuDevices": "real"}
+REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5", "hostKey": HOST_KEY}],
+                   "gpuDevices": "real"}
 COMMAND = "command:local:Command"
 
 @pytest.fixture(params=[(g, p) for g in ("mock", "real") for p in (True, False)],
@@ -43,6 +45,27 @@ def machine_commands(plan_):
     return [c for c in plan_.of_type(COMMAND) if resolve(c.inputs.get("environment", {})).get("NODE_TRANSPORT")]
 
 
+def test_a_machine_is_marked_with_the_lab_and_tenant_and_reset_only_when_adopted_or_marked():
+    adopted = {**MOCK_GPU_TENANT, "machines": [MACHINES[0], {**MACHINES[1], "adopt": True}]}
+    lab = plan(dev_config(tenants=[adopted], managementClusterName="gpu-lab"), preview=True,
+               secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+    envs = {machine: resolve(of_machine(lab, "join-worker.sh", machine).inputs["environment"])
+            for machine in ("gpu-1", "gpu-2")}
+    # The project and stack the program runs as (tests/plan.py), and the lab's name.
+    assert {env["LAB_ID"] for env in envs.values()} == {"kamaji-hami-lab/dev/gpu-lab"}
+    assert {env["TENANT"] for env in envs.values()} == {"research"}
+    assert (envs["gpu-1"]["ADOPT"], envs["gpu-2"]["ADOPT"]) == ("false", "true")
+    assert not any("LAB_ID" in resolve(c.inputs["environment"]) for c in lab.commands("check-machine.sh"))
+
+
+def test_each_machine_must_reach_the_konnectivity_port_its_control_plane_serves(mock_gpus):
+    (tcp,) = mock_gpus.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
+    served = resolve(tcp.inputs["spec"])["addons"]["konnectivity"]["server"]["port"]
+    for machine in ("gpu-1", "gpu-2"):
+        assert resolve(of_machine(mock_gpus, "check-machine.sh", machine).inputs["environment"])[
+            "KONNECTIVITY_PORT"] == str(int(served))
+
+
 def test_machines_on_an_existing_cluster_touch_no_docker_and_no_kind(machines):
     assert not [r for r in machines.registrations if r.type.startswith(("docker:", "pulumi:providers:docker"))]
     assert not any(machines.commands(s) for s in ("kind-up.sh", "install-cni.sh", "kind-subnet.sh"))
@@ -53,7 +76,7 @@ def test_each_machine_is_checked_then_joined_over_ssh_as_configured(mock_gpus):
     env = resolve(join.inputs["environment"])
     assert (env["NODE_TRANSPORT"], env["SSH_ADDRESS"], env["SSH_PORT"], env["SSH_USER"]) == (
         "ssh", "gpu-2.lab.example", "2222", "ops")
-    assert env["SSH_PRIVATE_KEY"] == OWN_KEY and env["SSH_HOST_KEY"] == ""
+    assert env["SSH_PRIVATE_KEY"] == OWN_KEY and env["SSH_HOST_KEY"] == MACHINES[1]["hostKey"]
     assert {"gpu-2.lab.example", "2222"} <= set(resolve(join.inputs["triggers"]))  # another address re-joins
     assert resolve(of_machine(mock_gpus, "join-worker.sh", "gpu-1").inputs["environment"])["SSH_HOST_KEY"] == HOST_KEY
     assert check.urn in join.all_dependencies
@@ -92,6 +115,10 @@ def test_a_machine_leaves_the_tenant_and_drops_its_mock_gpus_on_destroy(mock_gpu
     assert join.inputs["delete"].endswith("/leave-worker.sh") and join.delete_before_replace
     assert gpus.inputs["delete"].endswith("/unregister-gpus.sh")
     assert join.urn in gpus.all_dependencies
+    # unregister-gpus.sh compares the machine's binding with the tenant's; the kubeconfig stays a secret.
+    kubeconfig = resolve(gpus.inputs["environment"])["KUBECONFIG_DATA"]
+    assert is_unknown(kubeconfig) or kubeconfig == resolve(join.inputs["environment"])["KUBECONFIG_DATA"]
+    assert "environment" in gpus.secret_inputs
 
 
 def test_machine_tenants_get_a_cni_from_the_cluster_side_on_their_own_provider(machines):
@@ -137,6 +164,16 @@ def test_secret_keys_in_plain_config_are_refused_before_any_resource():
              preview=True)
     assert LAB_KEY not in str(refused.value)
     assert not refused.value.plan.registrations
+
+
+@pytest.mark.parametrize("preview", [True, False], ids=["preview", "up"])
+def test_a_machine_without_a_pinned_host_key_is_refused_before_any_resource(preview):
+    unpinned = {**MOCK_GPU_TENANT, "machines": [MACHINES[0], {k: v for k, v in MACHINES[1].items() if k != "hostKey"}]}
+    missing = r"tenants\[0\]\.machines\[1\]\.hostKey: required; pin the key"
+    with pytest.raises(config.ConfigError, match=missing) as refused:
+        plan(dev_config(tenants=[unpinned]), preview=preview, secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+    assert "ssh-keyscan -t ed25519 -p 2222 gpu-2.lab.example" in str(refused.value)
+    assert refused.value.plan.registrations == []
 
 
 def test_machine_kubelets_keep_disk_eviction_and_swap_checks_that_containers_turn_off():
@@ -186,6 +223,11 @@ def test_real_gpu_machines_are_labelled_for_the_nvidia_plugin_once_joined(previe
     assert label.inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
     assert label.provider_urn == hami.provider_urn
     assert join.urn in real.upstream(label.urn)
+    # The kubelet registers the label itself, so a Node re-created by a re-join has it too.
+    assert resolve(join.inputs["environment"])["NODE_LABELS"] == ",".join(
+        f"{key}={value}" for key, value in REAL_PLUGIN_NODE_SELECTOR.items())
+    (mock_join, _) = machine_plan("mock", preview).commands("join-worker.sh")
+    assert "NODE_LABELS" not in resolve(mock_join.inputs["environment"])
     (ready,) = real.commands("wait-gpus.sh")
     env = resolve(ready.inputs["environment"])
     assert (env["NODES"], env["EXPECTED_GPUMEM"], env["DEVICE_PLUGIN"]) == ("dgx-1", "", REAL_PLUGIN_DAEMONSET)

@@ -102,7 +102,8 @@ def test_the_mode_is_read_from_this_projects_config_keys():
     assert {"managementCluster", "dockerNetwork"} <= set(project["config"]), "the keys the preflight reads"
 
 
-MACHINE_TENANT = {"name": "research", "machines": [{"name": "gpu-1", "address": "10.0.0.11"}]}
+MACHINE_TENANT = {"name": "research", "machines": [{"name": "gpu-1", "address": "10.0.0.11",
+                                                          "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKey"}]}
 
 
 def test_machine_workers_need_the_ssh_client(tmp_path, capsys):

@@ -116,7 +116,8 @@ def test_each_tenant_s_hami_runs_the_kube_scheduler_of_its_own_version(tmp_path)
 
 
 def test_a_machine_tenant_s_flannel_is_rendered_with_its_pod_cidr(tmp_path):
-    machines = {"name": "research", "podCidr": "10.250.0.0/16", "machines": [{"name": "m1", "address": "10.0.0.1"}]}
+    machines = {"name": "research", "podCidr": "10.250.0.0/16", "machines": [{"name": "m1", "address": "10.0.0.1",
+                                                                                "hostKey": "ssh-ed25519 AAAAC3Nza"}]}
     lab = render_charts.parse_settings(dev_config(tenants=[machines, {"name": "web"}], sshPrivateKeys={"default": "k"}),
                                        secret_keys={"sshPrivateKeys"})
     charts = {chart.label: chart for chart in render_charts.charts(lab)}

@@ -8,19 +8,43 @@ unreachable, tenant-c has no GPUs.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
 import json
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from validation.host import CommandResult
-from validation.status import Style, bar, gpus, main, quota_usage, render
+from benchmarks import status_refresh
+from tests.test_validation_bounds import SilentServer, outputs_pointing_at
+from validation import status
+from validation.host import TIMED_OUT, CommandResult
+from validation.status import (
+    CLUSTER_BOUND,
+    GRACE,
+    NODE_REGISTER_ANNOTATION,
+    STATUS_CALL_TIMEOUT,
+    STATUS_REQUEST_TIMEOUT,
+    WIDTH,
+    Style,
+    bar,
+    gpus,
+    main,
+    memory,
+    pending_gpu_pods,
+    quota_usage,
+    read_side_by_side,
+    render,
+    short_node,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "status"
@@ -30,6 +54,8 @@ NO_ROUTE = (
     'E1202 10:11:31.341365 1 memcache.go:265] "Unhandled Error" err="couldn\'t get current server API group list"\n'
     "Unable to connect to the server: dial tcp 172.18.255.201:6443: connect: no route to host\n"
 )
+WIDE_GOLDEN = FIXTURES / "status-wide.txt"
+REFRESHED = datetime.datetime(2026, 9, 14, 8, 32, 5, tzinfo=datetime.UTC)
 GPU_1 = "GPU-7c9e2a41-5d3b-4f60-a8e1-0a1000000001"
 GPU_2 = "GPU-7c9e2a41-5d3b-4f60-a8e1-0a1000000002"
 
@@ -39,13 +65,23 @@ def fixture(name: str) -> str:
 
 
 class FakeKubectl:
-    """Answers `kubectl --kubeconfig <dir>/<cluster>.kubeconfig ...` from the fixtures; records every command."""
+    """Answers `kubectl --kubeconfig <dir>/<cluster>.kubeconfig ...` from the fixtures; records every command.
 
-    def __init__(self, unreachable: Sequence[str] = ("tenant-b",)):
+    It is also the clock: each thread (one per cluster read side by side) has its own time, which a
+    call advances by `slow[cluster]` seconds (at most the call's limit, as a killed kubectl would).
+    `before` runs first in each call, where a test holds one cluster back.
+    """
+
+    def __init__(self, unreachable: Sequence[str] = ("tenant-b",), answers: dict[tuple[str, str], Any] | None = None):
         self.unreachable = set(unreachable)
+        self.answers = answers or {}  # (cluster, resource) -> a replacement answer
+        self.slow: dict[str, float] = {}
+        self.before: Callable[[str, tuple[str, ...]], CommandResult | None] = lambda cluster, args: None
         self.commands: list[tuple[str, ...]] = []
+        self.calls: list[tuple[str, tuple[str, ...], float, float, int]] = []  # cluster, args, start, timeout, request
         self.kubeconfigs: set[Path] = set()
         self.sleeps: list[float] = []
+        self._time = threading.local()
 
     def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 60, env=None) -> CommandResult:
         argv = tuple(argv)
@@ -55,6 +91,11 @@ class FakeKubectl:
         cluster, args = Path(argv[2]).stem, argv[4:]
         self.commands.append(args)
         self.kubeconfigs.add(Path(argv[2]))
+        request = int(argv[3].removeprefix("--request-timeout=").removesuffix("s"))
+        self.calls.append((cluster, args, self.now(), timeout, request))
+        self._time.now = self.now() + min(self.slow.get(cluster, 0.0), timeout)
+        if (held := self.before(cluster, args)) is not None:
+            return held
         if cluster in self.unreachable:
             return CommandResult(argv, 1, "", NO_ROUTE)
         answers = {
@@ -63,21 +104,38 @@ class FakeKubectl:
             ("get", "pods", "--all-namespaces", "-o", "json"): f"pods-{cluster}.json",
             ("get", "resourcequotas", "--all-namespaces", "-o", "json"): f"resourcequotas-{cluster}.json",
         }
-        if cluster == "management" and args[:2] == ("get", "tenantcontrolplanes.kamaji.clastix.io"):
-            # The tenants' namespace of outputs.json; a call the fake does not model fails the test.
-            assert args[3:] == ("-n", "tenants", "-o", "json"), args
-            return CommandResult(argv, 0, fixture(f"tcp-{args[2]}.json"), "")
+        if cluster == "management":
+            # One list of every TenantControlPlane, as kubectl prints it; a call the fake does not model fails.
+            assert args == ("get", "tenantcontrolplanes.kamaji.clastix.io", "--all-namespaces", "-o", "json"), args
+            tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-b", "tenant-c")]
+            answer = self.answers.get((cluster, "tenantcontrolplanes"), as_list(tcps))
+            return CommandResult(argv, 0, json.dumps(answer), "")
+        resource = args[1] if args[1] != "--raw" else "version"
+        if (cluster, resource) in self.answers:
+            return CommandResult(argv, 0, json.dumps(self.answers[(cluster, resource)]), "")
         return CommandResult(argv, 0, fixture(answers[args]), "")
 
     # Clock for --watch: stop after the second refresh. Not KeyboardInterrupt, which would stop pytest
     # itself when a refresh loop runs where none should.
     def now(self) -> float:
-        return 0.0
+        return getattr(self._time, "now", 0.0)
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         if len(self.sleeps) == 2:
             raise StopWatching
+
+    def wall(self) -> datetime.datetime:
+        return REFRESHED
+
+
+def as_list(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """kubectl get -o json's answer for several objects."""
+    return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
+
+
+def items(name: str) -> list[dict[str, Any]]:
+    return json.loads(fixture(name))["items"]
 
 
 class StopWatching(Exception):
@@ -131,8 +189,8 @@ def test_healthy_tenant_reports_version_control_plane_nodes_and_quota_usage():
         None,
     )
     assert a["controlPlaneReady"] is True
-    assert a["nodes"] == {"ready": 1, "total": 1}
-    assert a["healthy"] is True
+    assert a["nodes"] == {"ready": 1, "total": 1, "missing": [], "notReady": []}
+    assert a["healthy"] is True and a["problems"] == []
     assert a["quotas"] == [
         {
             "namespace": "team-a",
@@ -150,7 +208,7 @@ def test_cpu_only_tenant_has_no_gpus_and_is_healthy():
     _, doc = status_json()
     c = tenant(doc, "tenant-c")
     assert c["gpus"] == [] and c["quotas"] == []
-    assert c["nodes"] == {"ready": 1, "total": 1}
+    assert c["nodes"] == {"ready": 1, "total": 1, "missing": [], "notReady": []}
     assert c["healthy"] is True
 
 
@@ -160,8 +218,13 @@ def test_unreachable_tenant_says_why_and_the_others_still_print():
     assert b["reachable"] is False and b["healthy"] is False
     assert "no route to host" in b["error"] and "memcache.go" not in b["error"]
     assert b["controlPlaneReady"] is True  # the management cluster still answers for it
-    # Nothing is known of its nodes, GPUs or quotas: the JSON still has every key, empty.
-    assert (b["nodes"], b["gpus"], b["quotas"]) == ({"ready": 0, "total": 0}, [], [])
+    # Nothing is known of its nodes, GPUs, Pending pods or quotas: the JSON still has every key, empty.
+    assert (b["nodes"], b["gpus"], b["pending"], b["quotas"]) == (
+        {"ready": 0, "total": 0, "missing": [], "notReady": []},
+        [],
+        [],
+        [],
+    )
     assert [item["name"] for item in doc["tenants"]] == ["tenant-a", "tenant-b", "tenant-c"]
     assert doc["ok"] is False and code == 1
 
@@ -199,14 +262,6 @@ def test_watch_refreshes_until_interrupted():
         run_status("--json", "--watch", "5", fake=fake)
     assert fake.sleeps == [5, 5]
     assert fake.commands.count(("get", "--raw", "/version")) == 3 * 2
-
-
-def test_terminal_layout_matches_the_golden_file():
-    """After an intended layout change, write run_status()[1] to status.txt and update the README sample."""
-    code, text = run_status()
-    assert code == 1
-    assert "\033[" not in text  # a StringIO is not a terminal: no colour
-    assert text == GOLDEN.read_text()
 
 
 def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
@@ -250,8 +305,13 @@ def test_make_status_reads_the_existing_stack_and_passes_its_options(tmp_path):
     assert "-m validation.status --stack dev --tenant tenant-a --json" in dry.stdout
 
 
-def test_readme_sample_is_the_current_layout():
-    assert GOLDEN.read_text() in (ROOT / "README.md").read_text()
+def test_the_readme_shows_a_frame_the_code_prints_for_the_fixtures():
+    """The README's "Status at a glance" frame is this code's output for tests/fixtures/status/."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Status at a glance") :]
+    frame = section[section.index("```\n") + 4 : section.index("\n```", section.index("```\n"))] + "\n"
+    assert frame == run_status()[1]
+    assert f"each within its own\nbound ({CLUSTER_BOUND} s)" in section  # the bound it names is the code's
 
 
 def test_watch_needs_a_positive_interval(capsys):
@@ -263,9 +323,9 @@ def test_watch_needs_a_positive_interval(capsys):
 
 def test_without_the_management_cluster_the_control_plane_is_unknown_and_tenants_still_show():
     code, doc = status_json(fake=FakeKubectl(unreachable=("management",)))
+    assert doc["management"]["reachable"] is False and "no route to host" in doc["management"]["error"]
     a = tenant(doc, "tenant-a")
-    assert a["controlPlaneReady"] is None and a["healthy"] is False
-    assert a["error"].startswith("control plane unknown:") and "no route to host" in a["error"]
+    assert a["controlPlaneReady"] is None and a["healthy"] is False and a["error"] is None
     assert len(a["gpus"]) == 2
     assert code == 1
 
@@ -318,36 +378,59 @@ def test_without_outputs_the_stack_s_own_are_read(capsys):
 
 def test_json_is_indented_for_people_and_tools_alike():
     _, text = run_status("--json")
-    assert text.startswith('{\n  "ok": false,\n  "tenants": [\n    {\n')
+    assert text.startswith('{\n  "ok": false,\n  "refreshed": "2026-09-14T08:32:05Z",\n  "management": {\n')
 
 
 def test_colour_marks_health_errors_and_the_verdict():
     _, doc = status_json()
     text = render(doc, Style(True))
     green, red, reset = "\033[32m", "\033[31m", "\033[0m"
-    assert f"{green}healthy{reset}" in text and f"{red}UNHEALTHY{reset}" in text
-    assert f"  {red}unreachable: " in text
+    assert f"{green}tenant-a  v1.36.4  healthy" in text and f"{red}tenant-b  -  UNHEALTHY" in text
+    assert f"{red}  cannot reach the tenant-b API server: " in text
+    assert f"{red}  w1/1  NVIDIA A100 80GB  UNHEALTHY" in text  # the card HAMi will not place pods on
+    assert f"{red}  Pending ml/big-0: " in text
     assert text.endswith(f"{red}NOT OK: some tenants are unhealthy or unreachable{reset}\n")
     doc = {**doc, "ok": True}
     assert render(doc, Style(True)).endswith(f"{green}OK: every tenant is healthy{reset}\n")
 
 
-def test_a_watched_terminal_is_cleared_before_each_refresh_and_json_never_is():
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
-    clear = "\033[H\033[2J"  # cursor home, then erase the screen (ECMA-48 CUP and ED 2)
+
+CLEAR = "\033[H\033[2J"  # cursor home, then erase the screen (ECMA-48 CUP and ED 2)
+
+
+def watch(stdout: io.StringIO, *args: str) -> str:
+    fake = FakeKubectl()
+    with contextlib.suppress(StopWatching):
+        main(["--outputs", str(FIXTURES / "outputs.json"), *args], runner=fake, stdout=stdout, clock=fake)
+    return stdout.getvalue()
+
+
+def test_a_watched_terminal_is_cleared_before_each_refresh_and_json_never_is(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
     for args, cleared in ((["--watch", "5"], True), (["--json", "--watch", "5"], False), ([], False)):
-        fake, screen = FakeKubectl(), Terminal()
-        with contextlib.suppress(StopWatching):
-            main(["--outputs", str(FIXTURES / "outputs.json"), *args], runner=fake, stdout=screen, clock=fake)
-        frames = screen.getvalue().split(clear)
+        frames = watch(Terminal(), *args).split(CLEAR)
         if cleared:
             assert frames[0] == "" and len(frames) == 3, args
-            assert all(frame.startswith("tenant-a ") for frame in frames[1:]), args
+            assert all(frame.startswith("\033[0mrefreshed ") or frame.startswith("refreshed ") for frame in frames[1:])
         else:
             assert len(frames) == 1, args
+
+
+def test_no_color_turns_colour_off_and_still_redraws(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    frames = watch(Terminal(), "--watch", "5").split(CLEAR)
+    assert frames == ["", GOLDEN.read_text(), GOLDEN.read_text()]
+
+
+def test_a_redirected_watch_appends_one_plain_frame_per_refresh(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    text = watch(io.StringIO(), "--watch", "5")  # a file or a pipe: not a terminal
+    assert "\033[" not in text
+    assert text == GOLDEN.read_text() * 2
 
 
 def test_the_control_plane_line_says_ready_not_ready_or_unknown():
@@ -356,12 +439,14 @@ def test_the_control_plane_line_says_ready_not_ready_or_unknown():
     lines = {True: "control plane Ready;", False: "control plane not Ready;", None: "control plane unknown;"}
     for ready, said in lines.items():
         tenant_a = {**tenant(doc, "tenant-a"), "controlPlaneReady": ready}
-        assert said in render({"ok": False, "tenants": [tenant_a]}, plain)
+        assert said in render({**doc, "ok": False, "tenants": [tenant_a]}, plain)
 
 
 def test_a_quota_not_yet_counted_shows_zero_used_and_one_without_status_shows_nothing():
-    fresh = {"metadata": {"name": "gpu-quota", "namespace": "team-a"},
-             "status": {"hard": {"limits.nvidia.com/gpumem": "8192"}}}
+    fresh = {
+        "metadata": {"name": "gpu-quota", "namespace": "team-a"},
+        "status": {"hard": {"limits.nvidia.com/gpumem": "8192"}},
+    }
     assert quota_usage(fresh)["resources"] == {"limits.nvidia.com/gpumem": {"used": "0", "hard": "8192"}}
     unwritten = {"metadata": {"name": "gpu-quota", "namespace": "team-a"}}
     assert quota_usage(unwritten) == {"namespace": "team-a", "name": "gpu-quota", "resources": {}}
@@ -372,11 +457,15 @@ def test_usage_bars_fill_in_proportion_and_stay_empty_without_a_total():
     assert (bar(0, 0), bar(5, 10), bar(10, 10), bar(1, 100)) == (empty, "[#####.....]", "[##########]", empty)
 
 
-def test_a_tenant_unreachable_beside_its_management_cluster_gives_both_reasons_in_one_line():
-    _, doc = status_json(fake=FakeKubectl(unreachable=("management", "tenant-b")))
-    reasons = tenant(doc, "tenant-b")["error"].split("; ")
-    assert [reason.split(":")[0] for reason in reasons] == ["unreachable", "control plane unknown"]
-    assert all("no route to host" in reason for reason in reasons)
+def test_an_unreachable_management_cluster_is_one_line_not_repeated_per_tenant():
+    code, text = run_status("--wide", fake=FakeKubectl(unreachable=("management", "tenant-b")))
+    reasons = [line for line in text.splitlines() if "no route to host" in line]
+    assert [reason.split(":")[0] for reason in reasons] == [
+        "management  UNREACHABLE",
+        "  cannot reach the tenant-b API server",  # tenant-b's own, beside it
+    ]
+    assert text.count("control plane unknown") == 3  # each tenant says what it lacks, not why again
+    assert code == 1
 
 
 def test_a_finished_pod_listed_before_running_ones_hides_none_of_them():
@@ -426,3 +515,354 @@ def test_kubeconfigs_live_in_one_temporary_directory_named_for_the_view_and_are_
     (directory,) = {kubeconfig.parent for kubeconfig in fake.kubeconfigs}
     assert directory.name.startswith("kamaji-hami-lab-status-")
     assert not directory.exists()
+
+
+# --- Side by side: each cluster is read in its own thread, within its own bound. ---
+
+
+def hold_back(fake: FakeKubectl, held: str, until: Sequence[str]) -> list[bool]:
+    """held's first call waits until each cluster in until has made its last call, then times out.
+
+    If the view read the clusters one after another, held would wait for clusters not yet started:
+    the wait ends after 10 s and the returned flag says so.
+    """
+    last_call = {name: threading.Event() for name in until}
+    waited: list[bool] = []
+
+    def before(cluster: str, args: tuple[str, ...]) -> CommandResult | None:
+        if cluster in last_call and args[1] in ("resourcequotas", "tenantcontrolplanes.kamaji.clastix.io"):
+            last_call[cluster].set()
+        if cluster != held:
+            return None
+        waited.append(all(event.wait(10) for event in last_call.values()))
+        # What SubprocessRunner returns for a kubectl it had to stop at the call's limit.
+        return CommandResult((), TIMED_OUT, "", f"kubectl timed out after {STATUS_CALL_TIMEOUT}s")
+
+    fake.before = before
+    return waited
+
+
+@pytest.mark.parametrize("held", ["tenant-a", "tenant-b"])
+def test_a_hung_tenant_does_not_delay_the_others_and_rows_keep_their_order(held):
+    fake = FakeKubectl(unreachable=())
+    others = [name for name in ("management", "tenant-a", "tenant-b", "tenant-c") if name != held]
+    waited = hold_back(fake, held, others)
+
+    code, doc = status_json(fake=fake)
+
+    assert waited == [True]  # the others were all read while the held one hung
+    assert [item["name"] for item in doc["tenants"]] == ["tenant-a", "tenant-b", "tenant-c"]  # config order
+    hung = tenant(doc, held)
+    assert hung["error"] == f"cannot reach the {held} API server: kubectl timed out after {STATUS_CALL_TIMEOUT}s"
+    assert [command for cluster, command, *_ in fake.calls if cluster == held] == [("get", "--raw", "/version")]
+    assert all(tenant(doc, name)["healthy"] for name in others if name != "management")
+    assert code == 1
+
+
+def test_a_management_cluster_that_hangs_delays_no_tenant_row():
+    fake = FakeKubectl(unreachable=())
+    waited = hold_back(fake, "management", ["tenant-a", "tenant-b", "tenant-c"])
+
+    _, doc = status_json(fake=fake)
+
+    assert waited == [True]
+    assert not doc["management"]["reachable"]
+    assert [len(item["gpus"]) for item in doc["tenants"]] == [2, 2, 0]
+
+
+def test_a_slow_tenant_is_cut_off_when_its_bound_ends_and_no_call_outlives_it():
+    fake = FakeKubectl(unreachable=())
+    fake.slow["tenant-b"] = 5.0  # every call takes 5 s of tenant-b's own time; the others' time stands still
+
+    _, doc = status_json(fake=fake)
+
+    b = tenant(doc, "tenant-b")
+    assert b["error"] == "tenant-b ran out of time before `kubectl get resourcequotas --all-namespaces -o json`"
+    assert not b["reachable"] and not b["healthy"]
+    slow_calls = [(start, limit) for cluster, _, start, limit, _ in fake.calls if cluster == "tenant-b"]
+    assert [start for start, _ in slow_calls] == [0, 5, 10]
+    assert all(start + limit <= CLUSTER_BOUND for start, limit in slow_calls)  # none may run past the bound
+    assert tenant(doc, "tenant-a")["healthy"] and tenant(doc, "tenant-c")["healthy"]
+
+
+def test_a_reader_that_never_returns_is_left_behind_when_the_wait_ends():
+    release = threading.Event()
+    try:
+        answers = read_side_by_side({"quick": lambda: "answer", "stuck": lambda: release.wait(60)}, wait=0.3)
+    finally:
+        release.set()
+    assert answers["quick"] == "answer"
+    assert isinstance(answers["stuck"], TimeoutError) and str(answers["stuck"]) == "no answer within 0.3s"
+
+
+def test_kubectl_s_request_timeout_ends_before_each_call_is_stopped_and_a_call_before_the_cluster_s_bound():
+    assert STATUS_REQUEST_TIMEOUT < STATUS_CALL_TIMEOUT < CLUSTER_BOUND
+    assert GRACE > 0  # the view waits for a reader past its bound, never less
+    fake = FakeKubectl(unreachable=())
+    fake.slow = {"tenant-a": 3.0, "tenant-b": 5.5, "tenant-c": 0.5}
+    run_status(fake=fake)
+    assert {limit for *_, limit, _ in fake.calls} != {STATUS_CALL_TIMEOUT}  # some calls had less time left
+    assert all(request < limit <= STATUS_CALL_TIMEOUT for *_, limit, request in fake.calls)
+
+
+def test_the_view_reads_each_cluster_once_per_refresh_in_one_call_for_all_control_planes():
+    fake = FakeKubectl(unreachable=())
+    run_status(fake=fake)
+    clusters = [cluster for cluster, *_ in fake.calls]
+    assert clusters.count("management") == 1
+    assert all(clusters.count(name) == 4 for name in ("tenant-a", "tenant-b", "tenant-c"))
+
+
+# --- Healthy means healthy: control plane Ready, every configured worker a Node, every Node Ready. ---
+
+
+def not_ready(node: dict[str, Any]) -> dict[str, Any]:
+    node = json.loads(json.dumps(node))
+    ready = next(item for item in node["status"]["conditions"] if item["type"] == "Ready")
+    ready.update(status="False", reason="KubeletNotReady", message="container runtime network not ready")
+    return node
+
+
+def tcps_with(name: str, status: str) -> dict[str, Any]:
+    tcps = [json.loads(fixture(f"tcp-{item}.json")) for item in ("tenant-a", "tenant-b", "tenant-c")]
+    for tcp in tcps:
+        if tcp["metadata"]["name"] == name:
+            if status:
+                tcp["status"]["kubernetesResources"]["version"]["status"] = status
+            else:
+                tcps.remove(tcp)
+    return as_list(tcps)
+
+
+NODE_C = items("nodes-tenant-c.json")[0]
+STRANGER = {**NODE_C, "metadata": {**NODE_C["metadata"], "name": "someone-elses-node"}}
+
+
+@pytest.mark.parametrize(
+    ("broken", "problem"),
+    [
+        (
+            {("management", "tenantcontrolplanes"): tcps_with("tenant-c", "Upgrading")},
+            "control plane Upgrading, not Ready",
+        ),
+        ({("management", "tenantcontrolplanes"): tcps_with("tenant-c", "")}, "no TenantControlPlane tenants/tenant-c"),
+        ({("tenant-c", "nodes"): as_list([])}, "worker kamaji-tenant-c-w1 has no Node"),
+        ({("tenant-c", "nodes"): as_list([STRANGER])}, "worker kamaji-tenant-c-w1 has no Node"),
+        ({("tenant-c", "nodes"): as_list([not_ready(NODE_C)])}, "node kamaji-tenant-c-w1 not Ready"),
+        ({("tenant-c", "nodes"): as_list([NODE_C, not_ready(STRANGER)])}, "node someone-elses-node not Ready"),
+    ],
+    ids=[
+        "control-plane-not-ready",
+        "no-control-plane",
+        "no-nodes",
+        "worker-missing",
+        "worker-not-ready",
+        "extra-node-not-ready",
+    ],
+)
+def test_a_tenant_missing_any_piece_is_unhealthy_and_the_exit_status_says_so(broken, problem):
+    healthy_code, _ = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=()))
+    code, doc = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
+    c = tenant(doc, "tenant-c")
+    assert (healthy_code, code) == (0, 1)
+    assert not c["healthy"] and not doc["ok"]
+    assert c["problems"] == [problem]
+    _, text = run_status("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
+    assert "tenant-c  v1.36.4  UNHEALTHY" in text
+
+
+# --- What a GPU-sharing user looks for, against HAMi v2.10.0's annotation formats. ---
+
+
+@dataclass(frozen=True)
+class RegisteredDevice:
+    """One entry of hami.io/node-nvidia-register: HAMi's DeviceInfo and its json tags, every one omitempty.
+
+    Source: Project-HAMi/HAMi pkg/device/devices.go@v2.10.0 (DeviceInfo, MarshalNodeDevices); a false
+    health is thus left out, and the scheduler refuses such a card (CardNotHealth) and one whose
+    count is used up (CardTimeSlicingExhausted): pkg/device/nvidia/device.go@v2.10.0, Fit.
+    """
+
+    id: str
+    index: int = 0
+    count: int = 0
+    devmem: int = 0
+    devcore: int = 0
+    type: str = ""
+    health: bool = False
+
+    def encode(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value not in (0, "", False)}
+
+
+@dataclass(frozen=True)
+class ContainerDevice:
+    """One device of hami.io/vgpu-devices-allocated: "<uuid>,<type>,<usedmem MiB>,<usedcores>" and ":",
+    containers joined by ";" (pkg/device/devices.go@v2.10.0, EncodeContainerDevices, EncodePodSingleDevice)."""
+
+    uuid: str
+    type: str
+    usedmem: int
+    usedcores: int
+
+    def encode(self) -> str:
+        return f"{self.uuid},{self.type},{self.usedmem},{self.usedcores}:"
+
+
+def gpu_node(*devices: RegisteredDevice) -> dict[str, Any]:
+    node = json.loads(json.dumps(NODE_C))
+    node["metadata"]["annotations"][NODE_REGISTER_ANNOTATION] = json.dumps([device.encode() for device in devices])
+    return node
+
+
+def gpu_pod(name: str, *containers: Sequence[ContainerDevice], phase: str = "Running") -> dict[str, Any]:
+    pod = json.loads(json.dumps(items("pods-tenant-a.json")[1]))
+    pod["metadata"]["name"] = name
+    pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = (
+        ";".join("".join(device.encode() for device in container) for container in containers) + ";"
+    )
+    pod["status"]["phase"] = phase
+    return pod
+
+
+def test_each_gpu_shows_slots_memory_cores_and_health_from_hami_s_annotations():
+    card = RegisteredDevice("GPU-c0", index=0, count=4, devmem=24576, devcore=100, type="NVIDIA L4 24GB", health=True)
+    sick = RegisteredDevice("GPU-c1", index=1, count=4, devmem=24576, devcore=100, type="NVIDIA L4 24GB")
+    slice_of = ContainerDevice("GPU-c0", "NVIDIA", 6144, 30)
+    pods = [
+        gpu_pod("one", [slice_of]),
+        gpu_pod("two-containers", [slice_of], [slice_of]),  # each container's device takes a slot
+        gpu_pod("done", [slice_of], phase="Succeeded"),
+    ]
+    shown = gpus([gpu_node(card, sick)], pods)
+    assert [(gpu["index"], gpu["healthy"]) for gpu in shown] == [(0, True), (1, False)]
+    assert shown[0]["slots"] == {"used": 3, "total": 4}
+    assert shown[0]["memoryMiB"] == {"allocated": 3 * 6144, "total": 24576}
+    assert shown[0]["cores"] == {"allocated": 90, "total": 100}
+    assert [pod["name"] for pod in shown[0]["pods"]] == ["one", "two-containers", "two-containers"]
+    assert shown[1]["slots"] == {"used": 0, "total": 4}
+
+
+def test_the_fixture_lab_s_gpus_and_tenant_totals():
+    _, doc = status_json()
+    a = tenant(doc, "tenant-a")
+    assert [(gpu["uuid"], gpu["healthy"], gpu["slots"]) for gpu in a["gpus"]] == [
+        (GPU_1, True, {"used": 3, "total": 10}),
+        (GPU_2, False, {"used": 0, "total": 10}),  # its register entry has no health: HAMi's false
+    ]
+    assert a["totals"] == {
+        "gpus": 2,
+        "healthy": 1,
+        "slots": {"used": 3, "total": 20},
+        "memoryMiB": {"allocated": 16384, "total": 2 * 81920},
+        "cores": {"allocated": 80, "total": 200},
+    }
+
+
+# --- GPU pods stuck in Pending, with the scheduler's reason from their PodScheduled condition. ---
+
+
+def test_a_pending_gpu_pod_shows_the_scheduler_s_reason():
+    _, doc = status_json()
+    (stuck,) = tenant(doc, "tenant-a")["pending"]
+    assert (stuck["namespace"], stuck["name"]) == ("ml", "big-0")
+    assert stuck["reason"].startswith("Unschedulable: 0/1 nodes are available: 1 1/2 CardInsufficientMemory")
+
+
+def test_only_gpu_pods_that_no_scheduler_could_place_are_pending_ones():
+    (unplaced,) = [pod for pod in items("pods-tenant-a.json") if pod["status"]["phase"] == "Pending"]
+    placed = json.loads(json.dumps(unplaced))
+    placed["metadata"]["name"] = "pulling-image"
+    placed["status"]["conditions"][0].update(status="True", reason=None, message=None)
+    no_gpu = json.loads(json.dumps(unplaced))
+    no_gpu["metadata"]["name"] = "cpu-only"
+    no_gpu["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "64"}}
+    untried = json.loads(json.dumps(unplaced))
+    untried["metadata"]["name"] = "untried"
+    untried["status"]["conditions"] = []
+    shown = pending_gpu_pods([placed, no_gpu, untried, unplaced])
+    assert [(pod["name"], pod["reason"].split(":")[0]) for pod in shown] == [
+        ("untried", "no scheduler has tried it yet (is hami-scheduler running?)"),
+        ("big-0", "Unschedulable"),
+    ]
+
+
+# --- Fits a terminal: the default layout within 100 columns, --wide in full. ---
+
+
+def test_the_default_layout_fits_100_columns_with_short_gpu_ids_and_gib():
+    code, text = run_status()
+    assert code == 1
+    assert text == GOLDEN.read_text()
+    assert max(map(len, text.splitlines())) <= WIDTH
+    assert "  w1/0  NVIDIA A100 80GB  ok         3/10   16/80 GiB" in text
+    assert GPU_1 not in text
+
+
+def test_the_wide_layout_has_full_node_names_uuids_and_mib():
+    _, text = run_status("--wide")
+    assert text == WIDE_GOLDEN.read_text()
+    assert f"kamaji-tenant-a-w1  {GPU_1}  NVIDIA A100 80GB  ok         3/10   16384/81920 MiB" in text
+    assert "no route to host" in next(line for line in text.splitlines() if "cannot reach the tenant-b" in line)
+
+
+@pytest.mark.parametrize(
+    ("mib", "narrow", "wide"),
+    [
+        ((16384, 81920), "16/80 GiB", "16384/81920 MiB"),
+        ((0, 23034), "0/22.5 GiB", "0/23034 MiB"),
+        ((512,), "0.5 GiB", "512 MiB"),
+    ],
+)
+def test_memory_reads_in_gib_and_in_mib_with_wide(mib, narrow, wide):
+    assert (memory(*mib, wide=False), memory(*mib, wide=True)) == (narrow, wide)
+
+
+@pytest.mark.parametrize(
+    ("node", "short"),
+    [
+        ("kamaji-tenant-a-w1", "w1"),
+        ("lab2-tenant-a-w12", "w12"),
+        ("gpu-box-3", "gpu-box-3"),
+        ("x-tenant-a-", "x-tenant-a-"),
+    ],
+)
+def test_a_worker_is_named_by_what_follows_its_tenant(node, short):
+    assert short_node(node, "tenant-a") == short
+
+
+def test_the_refresh_benchmark_runs_and_prints_its_ratio(monkeypatch, capsys):
+    """benchmarks/status_refresh.py is not a timed test; this only keeps it working."""
+    monkeypatch.setattr(status_refresh, "CALL_SECONDS", 0.0)
+    assert status_refresh.main(["--tenants", "3", "--check"]) == 0
+    printed = capsys.readouterr().out
+    assert "side by side" in printed and "13 calls" in printed  # 1 + 3 x 4 calls, both ways
+    assert "one by one / side by side: " in printed
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a real kubectl")
+def test_clusters_that_accept_connections_and_never_answer_end_one_refresh_within_the_bound(tmp_path, monkeypatch):
+    # Short limits keep the test quick; read one after another, the four clusters would take 4 x 2 s.
+    monkeypatch.setattr(status, "STATUS_REQUEST_TIMEOUT", 1)
+    monkeypatch.setattr(status, "STATUS_CALL_TIMEOUT", 2)
+    monkeypatch.setattr(status, "CLUSTER_BOUND", 3)
+    monkeypatch.setattr(status, "GRACE", 1)
+    server = SilentServer()
+    outputs = outputs_pointing_at(tmp_path, f"https://127.0.0.1:{server.port}", FIXTURES / "outputs.json")
+    stdout = io.StringIO()
+    started = time.monotonic()
+    try:
+        code = main(["--outputs", str(outputs), "--json"], stdout=stdout)
+    finally:
+        server.close()
+    elapsed = time.monotonic() - started
+
+    assert elapsed < status.CLUSTER_BOUND + status.GRACE + 2  # 2 s for starting kubectl and Python
+    doc = json.loads(stdout.getvalue())
+    assert code == 1 and not doc["management"]["reachable"]
+    assert [(item["name"], item["reachable"]) for item in doc["tenants"]] == [
+        ("tenant-a", False),
+        ("tenant-b", False),
+        ("tenant-c", False),
+    ]
+    assert all(item["error"].startswith(f"cannot reach the {item['name']} API server: ") for item in doc["tenants"])

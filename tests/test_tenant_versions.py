@@ -17,6 +17,10 @@ DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 # (clastix/kamaji internal/upgrade/kubeadm_version.go@ddbabd8).
 KAMAJI_NEWEST = (1, 36)
 TOO_NEW = f"v{KAMAJI_NEWEST[0]}.{KAMAJI_NEWEST[1] + 1}.0"
+# Kamaji @ddbabd8 uploads kubeadm-config through kubeadm v1.36's upload-config phase, as kubeadm.k8s.io/v1beta4,
+# the version kubeadm reads from v1.31 on (kubernetes/kubernetes cmd/kubeadm/app/apis/kubeadm/v1beta4).
+OLDEST_JOINABLE = (1, 31)
+TOO_OLD = f"v{OLDEST_JOINABLE[0]}.{OLDEST_JOINABLE[1] - 1}.14"
 OLD, NEW = "v1.35.9", "v1.36.1"
 
 
@@ -107,6 +111,15 @@ def test_a_tenant_image_override_pins_its_workers():
         (
             {"kubernetesVersion": TOO_NEW, "nodeImage": "", "tenants": [{"name": "a"}]},
             f"kubernetesVersion: {TOO_NEW} is newer than Kamaji supports",
+        ),
+        (
+            {"tenants": [{"name": "a"}, {"name": "b", "kubernetesVersion": TOO_OLD}]},
+            f"tenants[1].kubernetesVersion: {TOO_OLD} is older than v1.31: Kamaji writes the tenant's kubeadm-config "
+            "as kubeadm.k8s.io/v1beta4, which kubeadm reads only from v1.31 on, so no worker could join",
+        ),
+        (
+            {"kubernetesVersion": TOO_OLD, "nodeImage": "", "tenants": [{"name": "a"}]},
+            f"kubernetesVersion: {TOO_OLD} is older than v1.31",
         ),
         (
             {"tenants": [{"name": "a", "kubernetesVersion": OLD, "nodeImage": "kindest/node:v1.36.4"}]},
@@ -219,3 +232,9 @@ def test_after_an_upgrade_the_gpus_are_checked_again_on_the_new_workers(running,
     assert ready.urn in changed(upgrade, running)
     registrations = [r for r in of_tenant(upgrade, "a") if r.inputs.get("create", "").endswith("/register-gpus.sh")]
     assert {r.urn for r in registrations} <= upgrade.upstream(ready.urn)
+
+
+def test_the_oldest_minor_kubeadm_reads_kamajis_config_with_is_accepted_at_any_patch():
+    oldest = "v{}.{}.0".format(*OLDEST_JOINABLE)
+    lab = parse_settings(dev_config(tenants=[{"name": "a", "kubernetesVersion": oldest}]))
+    assert lab.tenants[0].kubernetes_version == oldest

@@ -13,6 +13,7 @@ import io
 import json
 import re
 import stat
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -83,6 +84,7 @@ class Call:
     kubeconfig_mode: int | None
     request_timeout: str | None = None
     env: dict | None = None
+    timeout: float | None = None  # the runner's limit for the whole call
 
 
 @dataclass
@@ -100,6 +102,7 @@ class FakeLab:
 
     rules: list[Rule] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # tenants' checks call side by side
 
     def on(self, cluster: str, pattern: str, *replies: Reply, stdin: str | None = None) -> None:
         self.rules.insert(0, Rule(cluster, pattern, list(replies), stdin))
@@ -113,7 +116,7 @@ class FakeLab:
             mode = stat.S_IMODE(kubeconfig.stat().st_mode) if kubeconfig.exists() else None
         else:
             cluster, command, kubeconfig, mode = argv[0], " ".join(argv[1:]), None, None
-        self.calls.append(Call(cluster, command, stdin, kubeconfig, mode, request_timeout, env))
+        self.calls.append(Call(cluster, command, stdin, kubeconfig, mode, request_timeout, env, timeout))
         # An API server refuses what it does not know, whatever the test's rules would answer.
         if command.startswith("create -f -"):
             manifest = json.loads(stdin or "null")
@@ -122,31 +125,49 @@ class FakeLab:
             for container in manifest.get("spec", {}).get("containers", []):
                 if container.get("command", [])[:2] == ["sh", "-c"]:
                     fake_sh(container["command"][2])  # a pod the fake cannot run would not run
-        for rule in self.rules:
-            if (
-                rule.cluster == cluster
+        with self.lock:
+            matching = [
+                rule
+                for rule in self.rules
+                if rule.cluster == cluster
                 and re.search(rule.pattern, command)
                 and (rule.stdin is None or rule.stdin in (stdin or ""))
-            ):
-                reply = rule.replies[min(rule.used, len(rule.replies) - 1)]
-                rule.used += 1
-                answer = reply(command) if callable(reply) else reply
-                return replace(answer, argv=tuple(argv))
-        return replace(error(f"fake: nothing recorded for {cluster}: {command}"), argv=tuple(argv))
+            ]
+            if not matching:
+                return replace(error(f"fake: nothing recorded for {cluster}: {command}"), argv=tuple(argv))
+            rule = matching[0]
+            reply = rule.replies[min(rule.used, len(rule.replies) - 1)]
+            rule.used += 1
+        answer = reply(command) if callable(reply) else reply  # outside the lock: a reply may wait
+        return replace(answer, argv=tuple(argv))
 
     def commands(self, cluster: str, pattern: str) -> list[Call]:
         return [call for call in self.calls if call.cluster == cluster and re.search(pattern, call.command)]
 
 
 class FakeClock:
-    def __init__(self) -> None:
-        self.time = 0.0
+    """Time that passes only when the suite waits. Work running side by side takes a strand each:
+    a strand starts at its parent's time, and the parent's time is the latest of its own and its
+    strands', so tenants waiting at once cost the longest of their waits, not the sum."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.own = start
+        self.strands: list[FakeClock] = []
+
+    @property
+    def time(self) -> float:
+        return self.now()
 
     def now(self) -> float:
-        return self.time
+        return max([self.own, *(strand.now() for strand in self.strands)])
 
     def sleep(self, seconds: float) -> None:
-        self.time += seconds
+        self.own = self.now() + seconds
+
+    def strand(self) -> FakeClock:
+        strand = FakeClock(self.now())
+        self.strands.append(strand)
+        return strand
 
 
 def fake_sh(script: str) -> str:
@@ -282,8 +303,11 @@ def test_text_report_has_a_line_per_result_and_a_summary(capsys):
 
     lines = capsys.readouterr().out.splitlines()
     assert code == 1
-    assert lines[0].split()[:3] == ["FAIL", "nodes", "tenant-a"] and "kamaji-tenant-a-w1" in lines[0]
-    assert lines[1].split()[:3] == ["PASS", "nodes", "tenant-b"]
+    # As they finish (the tenants are checked side by side, so in either order), then by target.
+    failed, passed = sorted(lines[:2])
+    assert failed.split()[:3] == ["FAIL", "nodes", "tenant-a"] and "kamaji-tenant-a-w1" in failed
+    assert passed.split()[:3] == ["PASS", "nodes", "tenant-b"]
+    assert lines[2:5] == ["by target:", "  tenant-a     FAIL nodes", "  tenant-b     PASS nodes"]
     assert lines[-1].startswith("FAILED") and "1 passed, 1 failed" in lines[-1]
 
 

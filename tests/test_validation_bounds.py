@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import socket
 import threading
@@ -14,9 +15,29 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_validation import OUTPUTS, FakeClock, created_namespaces, error, healthy_lab, ok, result, validate
-from validation import kube
+from tests.test_validation import (
+    OUTPUTS,
+    TENANTS,
+    FakeClock,
+    created_namespaces,
+    error,
+    healthy_lab,
+    ok,
+    outputs_with,
+    recorded,
+    result,
+    validate,
+)
+from validation import kube, manifests
+from validation.checks import CHECKS_BY_NAME
+from validation.checks.base import ALL_TENANTS
+from validation.checks.datastore import READ_TIMEOUT
 from validation.cli import main
+from validation.kube import Kubectl
+from validation.results import CheckFailed
+from validation.stack_outputs import MANAGEMENT
+
+TARGETS = [MANAGEMENT, ALL_TENANTS, *TENANTS]
 
 # kubectl's words for a request the server refused: kubernetes/kubectl pkg/cmd/util/helpers.go, StandardErrorMessage.
 NO_ROUTE = "Unable to connect to the server: dial tcp 172.18.255.200:6443: connect: no route to host\n"
@@ -49,9 +70,9 @@ class SilentServer:
             connection.close()
 
 
-def outputs_pointing_at(tmp_path: Path, server: str) -> Path:
+def outputs_pointing_at(tmp_path: Path, server: str, outputs: Path = OUTPUTS) -> Path:
     """The recorded outputs with every kubeconfig leading to server (whose certificate is never checked)."""
-    document = json.loads(OUTPUTS.read_text())
+    document = json.loads(outputs.read_text())
 
     def moved(text: str) -> str:
         config = yaml.safe_load(text)
@@ -71,8 +92,8 @@ def outputs_pointing_at(tmp_path: Path, server: str) -> Path:
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a real kubectl")
 def test_a_lab_that_accepts_connections_and_never_answers_ends_within_the_bound(tmp_path, monkeypatch):
-    # Short limits keep the test quick; the bound scales with them as the README states:
-    # one timed-out call per cluster, (1 + tenants) x CALL_TIMEOUT.
+    # Short limits keep the test quick; the bound scales with them as the README states: one
+    # timed-out call for the management cluster, then one for all tenants side by side, 2 x CALL_TIMEOUT.
     monkeypatch.setattr(kube, "REQUEST_TIMEOUT", 1)
     monkeypatch.setattr(kube, "CALL_TIMEOUT", 2)
     server = SilentServer()
@@ -87,7 +108,7 @@ def test_a_lab_that_accepts_connections_and_never_answers_ends_within_the_bound(
     elapsed = time.monotonic() - started
 
     clusters = ("management", "tenant-a", "tenant-b")
-    assert elapsed < len(clusters) * kube.CALL_TIMEOUT + 5  # 5 s for starting kubectl and Python
+    assert elapsed < 2 * kube.CALL_TIMEOUT + 5  # 5 s for starting kubectl and Python
     report = json.loads(stdout.getvalue())
     assert code == 1
     failed = [r for r in report["results"] if r["status"] == "fail"]
@@ -181,3 +202,208 @@ def test_outputs_printed_without_show_secrets_say_so(tmp_path, capsys):
 
     assert main(["--outputs", str(redacted)], runner=healthy_lab(), clock=FakeClock()) == 2
     assert "--show-secrets" in capsys.readouterr().err
+
+
+# --- Tenants side by side: a run lasts as long as its slowest tenant. ---
+
+
+def waits_for_each_other(lab, pattern: str) -> list[bool]:
+    """Each tenant's call matching pattern answers only once every tenant has made it.
+
+    Checked one tenant after another, the first would wait for a call that never comes (10 s, then
+    its flag says so); side by side, all arrive.
+    """
+    arrived = {tenant: threading.Event() for tenant in TENANTS}
+    met: list[bool] = []
+    for tenant in TENANTS:
+        # the healthy answer: the rule this one goes in front of
+        healthy = next(rule for rule in lab.rules if rule.cluster == tenant and rule.pattern == pattern).replies[0]
+
+        def meet(command: str, tenant: str = tenant, healthy=healthy):
+            arrived[tenant].set()
+            met.append(all(event.wait(10) for event in arrived.values()))
+            return healthy(command) if callable(healthy) else healthy
+
+        lab.on(tenant, pattern, meet)
+    return met
+
+
+def test_the_tenants_are_checked_side_by_side():
+    lab = healthy_lab()
+    met = waits_for_each_other(lab, r"^get nodes ")
+
+    code, report = validate(lab, "--only", "nodes", clock=FakeClock())
+
+    assert met == [True, True]
+    assert code == 0 and [r["target"] for r in report["results"]] == list(TENANTS)
+
+
+def test_each_result_prints_as_it_finishes_and_the_table_ends_grouped_by_target():
+    lab = healthy_lab()
+    shown = io.StringIO()
+    printed_first: list[bool] = []
+
+    def after_tenant_a_printed(command: str):
+        # tenant-b's nodes check waits until tenant-a's line is out (10 s at most)
+        for _ in range(1000):
+            if re.search(r"^PASS  nodes +tenant-a ", shown.getvalue(), re.MULTILINE):
+                printed_first.append(True)
+                break
+            time.sleep(0.01)
+        else:
+            printed_first.append(False)
+        return ok(recorded("nodes-tenant-b.json"))
+
+    lab.on("tenant-b", r"^get nodes ", after_tenant_a_printed)
+    code = main(
+        ["--outputs", str(OUTPUTS), "--only", "control-plane", "nodes"], runner=lab, clock=FakeClock(), stdout=shown
+    )
+
+    lines = shown.getvalue().splitlines()
+    assert code == 0 and printed_first == [True]
+    assert sorted(lines[:4]) == sorted(line for line in lines[:4] if line.startswith("PASS"))
+    assert lines[4:7] == [
+        "by target:",
+        "  tenant-a     PASS control-plane, nodes",
+        "  tenant-b     PASS control-plane, nodes",
+    ]
+
+
+def test_the_json_report_keeps_check_order_then_tenant_order():
+    _, report = validate(healthy_lab())
+    order = [(r["check"], r["target"]) for r in report["results"]]
+    checks = [name for name in CHECKS_BY_NAME]
+    assert order == sorted(order, key=lambda pair: (checks.index(pair[0]), TARGETS.index(pair[1])))
+
+
+def test_a_tenant_s_checks_keep_their_order_and_each_cleans_up_before_the_next():
+    lab = healthy_lab()
+    validate(lab, clock=FakeClock())
+
+    for tenant in TENANTS:
+        steps = [
+            ("create" if call.command.startswith("create") else "delete", call.command, call.stdin)
+            for call in lab.commands(tenant, r"^create -f -$|^delete namespace ")
+            if not call.command.startswith("create") or '"Namespace"' in (call.stdin or "")
+        ]
+        created = [json.loads(stdin)["metadata"]["name"] for kind, _, stdin in steps if kind == "create"]
+        assert [name.split("-")[1] for name in created] == [
+            "datastore",
+            "konnectivity",
+            "webhook",
+            "fractional",
+            "sharing",
+            "quota",
+        ]
+        # create a, delete a, create b, delete b, ...: every namespace is gone before the next check starts
+        assert [kind for kind, *_ in steps] == ["create", "delete"] * len(created)
+        assert [command.split()[2] for kind, command, _ in steps if kind == "delete"] == created
+
+
+def stuck_namespaces(lab, tenant: str) -> None:
+    """Scratch namespaces that never go away: each of the tenant's 6 cleanups waits its full 90 s."""
+    lab.on(tenant, r"^get namespace validate-", ok("namespace/still-terminating\n"))
+
+
+def elapsed(lab, outputs: Path = OUTPUTS) -> float:
+    clock = FakeClock()
+    validate(lab, clock=clock, outputs=outputs)
+    return clock.now()
+
+
+def test_the_run_lasts_as_long_as_its_slowest_tenant_not_the_sum_of_them(tmp_path):
+    alone = outputs_with(
+        tmp_path, lambda document: [document[key].pop("tenant-b") for key in ("tenants", "kubeconfigs")]
+    )
+    one = healthy_lab()
+    stuck_namespaces(one, "tenant-a")
+    slowest_alone = elapsed(one, alone)
+    assert slowest_alone >= 6 * kube.NAMESPACE_DELETE_TIMEOUT
+
+    both = healthy_lab()
+    for tenant in TENANTS:
+        stuck_namespaces(both, tenant)
+    beside_a_healthy_one = healthy_lab()
+    stuck_namespaces(beside_a_healthy_one, "tenant-a")
+
+    assert elapsed(both) == slowest_alone  # two tenants stuck alike take as long as one
+    assert elapsed(beside_a_healthy_one) == slowest_alone
+    assert elapsed(healthy_lab()) < kube.NAMESPACE_DELETE_TIMEOUT
+
+
+# --- Every kubectl call: its request timeout ends before the call itself is stopped. ---
+
+
+def test_kubectl_s_request_timeout_is_below_its_call_limit_for_every_call_of_a_run():
+    assert kube.REQUEST_TIMEOUT < kube.CALL_TIMEOUT
+    lab = healthy_lab()
+    validate(lab)
+    kubectl_calls = [call for call in lab.calls if call.kubeconfig]
+    assert all(int(call.request_timeout.removesuffix("s")) < call.timeout for call in kubectl_calls)
+
+
+@pytest.mark.parametrize("call_limit", [kube.MIN_CALL_SECONDS, 2.4, 3, 7.5, 8, 14.2, 30, 120])
+@pytest.mark.parametrize("wanted", [1, 5, 15, 60])
+def test_a_request_timeout_always_ends_before_the_call_it_belongs_to(call_limit, wanted):
+    request = kube.request_timeout_within(wanted, call_limit)
+    assert 1 <= request < call_limit
+    assert request == min(wanted, request)  # never longer than asked for
+
+
+def test_no_call_starts_with_less_than_its_shortest_limit_left_before_a_deadline():
+    lab = healthy_lab()
+    clock = FakeClock()
+    kubectl = Kubectl(lab, Path("/tmp/tenant-a.kubeconfig"), "tenant-a")
+    kubectl.deadline = (clock, kube.MIN_CALL_SECONDS + 1.5)
+    kubectl.call("get", "nodes")
+    assert lab.calls[-1].timeout == kube.MIN_CALL_SECONDS + 1.5 and lab.calls[-1].request_timeout == "3s"
+    clock.sleep(2)
+    with pytest.raises(CheckFailed, match=r"tenant-a ran out of time before `kubectl get nodes`"):
+        kubectl.call("get", "nodes")
+
+
+def test_etcdctl_gives_up_before_the_check_stops_waiting_for_its_pod():
+    pod = manifests.etcdctl_pod("p", "etcd:v3", "https://e:2379", {("s", "ca.crt"): manifests.ETCD_CA}, {"own": "/"})
+    command = pod["spec"]["containers"][0]["command"]
+    limits = {arg.split("=")[0]: int(arg.split("=")[1].removesuffix("s")) for arg in command if "-timeout=" in arg}
+    # etcdctl dials, then runs its command: both within the wait for the pod to finish.
+    assert limits["--dial-timeout"] + limits["--command-timeout"] < READ_TIMEOUT
+
+
+def test_an_interrupted_run_lets_the_running_checks_clean_up_and_starts_no_other(monkeypatch, capsys):
+    lab = healthy_lab()
+    interrupted = threading.Event()
+    join = threading.Thread.join
+
+    def interrupt_once(thread, timeout=None):
+        if not interrupted.is_set():  # the first wait for a tenant: where Ctrl-C would land
+            interrupted.set()
+            raise KeyboardInterrupt
+        return join(thread, timeout)
+
+    def probe_after_the_interrupt(command: str):
+        interrupted.wait(10)  # each tenant is inside konnectivity when the interrupt comes
+        return ok(recorded("pod-probe-running.json"))
+
+    for tenant in TENANTS:
+        lab.on(tenant, r"^get pod probe ", probe_after_the_interrupt)
+    monkeypatch.setattr(threading.Thread, "join", interrupt_once)
+
+    with pytest.raises(KeyboardInterrupt):
+        validate(lab, "--only", "konnectivity", "webhook", clock=FakeClock())
+
+    for tenant in TENANTS:
+        (namespace,) = created_namespaces(lab, tenant)
+        assert namespace.startswith("validate-konnectivity-")  # webhook never started
+        assert [call.command.split()[2] for call in lab.commands(tenant, r"^delete namespace ")] == [namespace]
+    assert "the running checks finish and clean up first" in capsys.readouterr().err
+
+
+def test_isolation_tries_the_tenants_apis_side_by_side():
+    lab = healthy_lab()
+    met = waits_for_each_other(lab, r" get namespaces ")
+
+    code, report = validate(lab, "--only", "isolation", clock=FakeClock())
+
+    assert met == [True, True]  # each API was asked while the other's answer was still outstanding
+    assert code == 0 and result(report, "isolation", "all tenants")["status"] == "pass"

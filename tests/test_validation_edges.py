@@ -60,11 +60,16 @@ def webhook_dry_run(submitted: dict) -> dict:
     return pod
 
 
+def last_dry_run(lab: FakeLab, tenant: str) -> dict:
+    """What the tenant's latest dry run sent (its own: the other tenant's checks run beside it)."""
+    return json.loads(lab.commands(tenant, r"--dry-run=server")[-1].stdin)
+
+
 def answering_from_input(lab: FakeLab) -> FakeLab:
     """The healthy lab, but the probe's log and the dry run are derived from what the suite sent."""
     for tenant in ("tenant-a", "tenant-b"):
         lab.on(tenant, r"^logs -n \S+ probe$", lambda _, t=tenant: ok(log_of(last_created_pod(lab, t, "probe"))))
-        lab.on(tenant, r"--dry-run=server", lambda _: ok(webhook_dry_run(json.loads(lab.calls[-1].stdin))))
+        lab.on(tenant, r"--dry-run=server", lambda _, t=tenant: ok(webhook_dry_run(last_dry_run(lab, t))))
     return lab
 
 

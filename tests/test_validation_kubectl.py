@@ -1,13 +1,14 @@
 """The kubectl command lines the validation suite relies on, and readers of what comes back."""
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
 from validation.host import CommandResult
 from validation.kube import Kubectl, condition, kubeconfig_cluster
-from validation.results import CheckFailed
+from validation.results import CheckFailed, CheckSkipped
 
 
 class Recorder:
@@ -66,3 +67,30 @@ def test_output_that_is_not_json_names_the_command_a_user_can_rerun():
     assert str(failed.value) == (
         "`kubectl --kubeconfig kubeconfigs/tenant-a.kubeconfig get nodes -o json` did not print JSON"
     )
+
+
+def test_calls_in_flight_side_by_side_report_an_unreachable_cluster_once():
+    # Tenants' checks share the management cluster: two calls fail together, one says why, the other skips.
+    both_asked = threading.Barrier(2, timeout=10)
+
+    class Unreachable:
+        def run(self, argv, stdin=None, timeout=60.0, env=None):
+            both_asked.wait()
+            return CommandResult(tuple(argv), 1, "", "Unable to connect to the server: dial tcp: no route to host\n")
+
+    management = Kubectl(Unreachable(), Path("/tmp/k"), "management")
+    raised: list[Exception] = []
+
+    def ask() -> None:
+        try:
+            management.get("tenantcontrolplanes")
+        except (CheckFailed, CheckSkipped) as error:
+            raised.append(error)
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(type(error).__name__ for error in raised) == ["CheckFailed", "CheckSkipped"]
+    assert "no route to host" in management.unreachable

@@ -99,7 +99,8 @@ def test_cleanup_warnings_come_before_the_summary_on_the_same_stream():
     stream = io.StringIO()
     table = TextReport(stream, ["nodes"], ["tenant-a"])
     table.finish([CheckResult("nodes", "tenant-a", Status.PASS)], ["tenant-a: namespace v-1 was not deleted"])
-    warning, summary_line = stream.getvalue().splitlines()
+    *by_target, warning, summary_line = stream.getvalue().splitlines()
+    assert by_target == ["by target:", "  tenant-a  PASS nodes"]
     assert warning.startswith("WARN") and warning.endswith("tenant-a: namespace v-1 was not deleted")
     assert summary_line.startswith("OK")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from validation.checks import CHECKS, CHECKS_BY_NAME
-from validation.checks.base import ALL_TENANTS
+from validation.checks.base import ALL_TENANTS, run_checks
 from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
@@ -88,13 +88,9 @@ def main(
         [check.name for check in checks],
         [MANAGEMENT, ALL_TENANTS, *outputs.tenants],
     )
-    results = []
     with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-validation-") as workdir:
         lab = Lab.open(outputs, runner, Path(workdir), clock)
-        for check in checks:
-            for result in check.run(lab):
-                results.append(result)
-                table.line(result)
+        results = run_checks(lab, checks, table.line)
     table.finish(results, lab.warnings)
 
     document = json_document(results, lab.warnings)

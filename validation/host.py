@@ -6,6 +6,7 @@ through a Clock, so tests can replay recorded responses without sleeping.
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import subprocess
@@ -85,6 +86,14 @@ class Clock:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+    def strand(self) -> Clock:
+        """The clock for one of several strands of work that run side by side (real time is shared)."""
+        return self
+
+    def wall(self) -> datetime.datetime:
+        """The time of day, for people (now() only measures intervals)."""
+        return datetime.datetime.now(datetime.UTC)
 
 
 def poll(clock: Clock, timeout: float, probe: Callable[[], tuple[bool, T]], interval: float = 3.0) -> tuple[bool, T]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
 from components.kubeconfig import KubeconfigCluster, current_cluster
-from validation.host import CommandResult, Runner
+from validation.host import Clock, CommandResult, Runner
 from validation.results import CheckFailed, CheckSkipped
 
 # Every API request gives up after this long (kubectl --request-timeout); longer than the
@@ -18,6 +20,9 @@ REQUEST_TIMEOUT = 15
 # kubectl retries discovery several times, REQUEST_TIMEOUT each; this caps the total.
 CALL_TIMEOUT = 30
 NAMESPACE_DELETE_TIMEOUT = 90
+# The shortest call worth starting against a deadline: kubectl's request timeout is whole seconds,
+# at least one, and must end before the call is stopped.
+MIN_CALL_SECONDS = 2
 # How kubectl reports a request that never reached the API (a silent or refused
 # connection, a TLS failure): kubernetes/kubectl pkg/cmd/util/helpers.go, StandardErrorMessage
 # for a *url.Error (kubectl v1.32.4 printed the first against a silent loopback socket).
@@ -37,7 +42,12 @@ class Kubectl:
         self.runner = runner
         self.kubeconfig = kubeconfig
         self.cluster = cluster
+        # None: the module's REQUEST_TIMEOUT and CALL_TIMEOUT, read at each call; the status view sets shorter ones.
+        self.request_timeout: float | None = None
+        self.call_timeout: float | None = None
+        self.deadline: tuple[Clock, float] | None = None  # (clock, time) after which no call starts
         self.unreachable = ""  # why, once a call could not reach this cluster's API
+        self._lock = threading.Lock()  # checks for several tenants share one management cluster
 
     @property
     def hint(self) -> str:
@@ -50,15 +60,25 @@ class Kubectl:
             raise CheckSkipped(f"{self.cluster} was unreachable earlier in this run ({self.unreachable})")
         result = self.call(*args, stdin=stdin, timeout=timeout)
         if cannot_connect(result):
-            self.unreachable = result.error
-            # Reported once; later calls are skipped with this reason (each check shows SKIP).
+            with self._lock:  # calls in flight side by side: the first to fail reports, the others skip
+                first, self.unreachable = not self.unreachable, self.unreachable or result.error
+            if not first:
+                raise CheckSkipped(f"{self.cluster} was unreachable earlier in this run ({self.unreachable})")
             raise CheckFailed(f"cannot reach the {self.cluster} API server: {result.error}")
         return result
 
     def call(self, *args: str, stdin: str | None = None, timeout: float | None = None) -> CommandResult:
         """kubectl with this cluster's kubeconfig and bounded requests, whatever server args name."""
-        argv = ("kubectl", "--kubeconfig", str(self.kubeconfig), f"--request-timeout={REQUEST_TIMEOUT}s", *args)
-        return self.runner.run(argv, stdin=stdin, timeout=timeout or CALL_TIMEOUT)
+        timeout = timeout or self.call_timeout or CALL_TIMEOUT
+        if self.deadline:
+            clock, end = self.deadline
+            remaining = end - clock.now()
+            if remaining < MIN_CALL_SECONDS:
+                raise CheckFailed(f"{self.cluster} ran out of time before `kubectl {' '.join(args)}`")
+            timeout = min(timeout, remaining)
+        request = request_timeout_within(self.request_timeout or REQUEST_TIMEOUT, timeout)
+        argv = ("kubectl", "--kubeconfig", str(self.kubeconfig), f"--request-timeout={request}s", *args)
+        return self.runner.run(argv, stdin=stdin, timeout=timeout)
 
     def checked(self, result: CommandResult) -> CommandResult:
         if not result.ok:
@@ -107,6 +127,11 @@ class Kubectl:
     def namespace_gone(self, name: str) -> tuple[bool, CommandResult]:
         result = self.run("get", "namespace", name, "--ignore-not-found", "-o", "name")
         return result.ok and not result.stdout.strip(), result
+
+
+def request_timeout_within(wanted: float, call_timeout: float) -> int:
+    """kubectl's --request-timeout in whole seconds, ending before the call itself is stopped."""
+    return max(1, min(math.ceil(wanted), math.ceil(call_timeout) - 1))
 
 
 def kubeconfig_cluster(text: str) -> KubeconfigCluster:

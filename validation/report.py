@@ -10,10 +10,13 @@ from validation.results import CheckResult, Status
 
 
 class TextReport:
+    """A line per result as it comes (tenants run side by side, so theirs interleave), then per target."""
+
     def __init__(self, stream: TextIO, check_names: Iterable[str], targets: Iterable[str]):
         self.stream = stream
         self.check_width = max(map(len, check_names), default=0)
-        self.target_width = max(map(len, targets), default=0)
+        self.targets = list(targets)
+        self.target_width = max(map(len, self.targets), default=0)
 
     def line(self, result: CheckResult) -> None:
         detail = result.evidence if result.status is Status.PASS else result.reason
@@ -25,9 +28,23 @@ class TextReport:
         )
 
     def finish(self, results: list[CheckResult], warnings: list[str]) -> None:
+        print("by target:", file=self.stream)
+        for target in self.targets:
+            mine = [result for result in results if result.target == target]
+            if mine:
+                print(f"  {target:<{self.target_width}}  {by_status(mine)}", file=self.stream)
         for warning in warnings:
             print(f"WARN  cleanup: {warning}", file=self.stream)
         print(summary(results), file=self.stream)
+
+
+def by_status(results: list[CheckResult]) -> str:
+    """ "FAIL nodes; SKIP quota; PASS control-plane, datastore": failures first."""
+    groups = [
+        (status, [result.check for result in results if result.status is status])
+        for status in (Status.FAIL, Status.SKIP, Status.PASS)
+    ]
+    return "; ".join(f"{status.value.upper()} {', '.join(checks)}" for status, checks in groups if checks)
 
 
 def counts(results: list[CheckResult]) -> Counter[Status]:

@@ -58,6 +58,8 @@ def _describe(error: ErrorDetails, root: type[BaseModel], models: list[type[Base
         return error["msg"]
     if kind == "missing":
         hint = _REQUIRED_HINTS.get(loc[0]) if root is StackConfig and len(loc) == 1 else None
+        for model in _resolve(root, loc[:-1])[1]:
+            hint = hint or model.missing_hint(loc[-1], value)
         return f"required; {hint}" if hint else "required"
     if kind == "extra_forbidden":
         (model,) = _resolve(root, loc[:-1])[1]

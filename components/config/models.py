@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -51,6 +52,8 @@ from components.config.values import (
     LoadBalancerMode,
     ManagementClusterMode,
     MetallbVersion,
+    NetworkInterface,
+    NodeIp,
     ObjectName,
     PieceMode,
     Port,
@@ -88,6 +91,11 @@ _KIND_RUNS_ONLY_OURS = "the kind cluster this program creates runs nothing it di
 # patch (clastix/kamaji internal/upgrade/kubeadm_version.go and internal/webhook/handlers/tcp_version.go
 # @ddbabd8, master, which chart 0.0.0+latest installs by default).
 KAMAJI_NEWEST_KUBERNETES = (1, 36)
+# The oldest tenant Kubernetes a worker can join: Kamaji writes the tenant's kubeadm-config ConfigMap with
+# kubeadm's own upload-config phase (clastix/kamaji internal/kubeadm/uploadconfig.go@ddbabd8, built on
+# k8s.io/kubernetes v1.36.3, go.mod), i.e. as kubeadm.k8s.io/v1beta4, which `kubeadm join` reads from
+# v1.31 on (kubernetes/kubernetes cmd/kubeadm/app/apis/kubeadm/v1beta4, released with v1.31).
+OLDEST_JOINABLE_KUBERNETES = (1, 31)
 
 # A broken rule: the key path below the value that broke it, and what is wrong.
 Problem = tuple[tuple[str | int, ...], str]
@@ -133,6 +141,11 @@ class ConfigModel(BaseModel):
 
     def problems(self) -> Iterator[Problem]:
         return iter(())
+
+    @classmethod
+    def missing_hint(cls, key: str, written: Any) -> str | None:
+        """What to do about required `key` missing from `written` (the object as the user wrote it)."""
+        return None
 
     @model_validator(mode="after")
     def _rules(self) -> ConfigModel:
@@ -199,9 +212,30 @@ class MachineWorker(ConfigModel):
     port: Port = Field(22, description="SSH port")
     user: SshUser = Field("root", description="SSH user: root, or a user with passwordless sudo")
     ssh_key: ObjectName = Field("default", description="name of its private key in sshPrivateKeys")
+    # Required: the join sends a bootstrap token whose group Kamaji auto-approves, so a man in the middle
+    # could mint node credentials (clastix/kamaji internal/kubeadm/bootstraptoken.go@ddbabd8).
     host_key: SshHostKey = Field(
-        "", description="public host key '<type> <base64>' the machine must present (ssh-keyscan prints it); "
-        "empty accepts any key, with a warning")
+        description="public host key '<type> <base64>' the machine must present (ssh-keyscan prints it; check its "
+        "fingerprint out of band)")
+
+    node_ip: NodeIp = Field(
+        "", description="with several NICs: the address the kubelet advertises (kubelet --node-ip); default: the "
+        "one of the default route")
+    flannel_interface: NetworkInterface = Field(
+        "", description="with several NICs: the interface (name or IPv4 address) flannel carries pod traffic on; "
+        "default: nodeIp when set, else the default route's")
+    adopt: StrictBool = Field(
+        False, description="true: a join may reset the machine although it holds Kubernetes state this lab did not "
+        "leave (another cluster's node); false refuses such a machine, naming what it found")
+
+    @classmethod
+    def missing_hint(cls, key: str, written: Any) -> str | None:
+        if key != "hostKey" or not isinstance(written, dict):
+            return None
+        scan = f"ssh-keyscan -t ed25519 -p {written.get('port', 22)} {written.get('address', '<address>')}"
+        return (f"pin the key the machine presents: `{scan}` prints '<address> <type> <base64>', set hostKey to "
+                f"'<type> <base64>'; first check its fingerprint (`{scan} | ssh-keygen -lf -`) against the one the "
+                "machine shows out of band, e.g. on its console: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub")
 
 
 class Tenant(ConfigModel):
@@ -276,12 +310,19 @@ def _image_runs_another_version(image: str, version: str, wanted_by: str) -> str
     return None
 
 
-def _newer_than_kamaji(version: str, lab: dict[str, Any]) -> str | None:
-    """Why Kamaji's admission webhook would refuse `version`, or None.
+def _kamaji_refuses(version: str, lab: dict[str, Any]) -> str | None:
+    """Why Kamaji's admission webhook would refuse `version`, or its workers could not join, or None.
 
-    Known only for the chart's default image: a pinned kamajiImageTag or a provided Kamaji may admit newer ones.
+    The newest is known only for the chart's default image: a pinned kamajiImageTag or a provided Kamaji may
+    admit newer ones.
     """
     major, minor = (int(part) for part in version.lstrip("v").split(".")[:2])
+    if (major, minor) < OLDEST_JOINABLE_KUBERNETES:
+        oldest = "v{}.{}".format(*OLDEST_JOINABLE_KUBERNETES)
+        return (
+            f"{version} is older than {oldest}: Kamaji writes the tenant's kubeadm-config as kubeadm.k8s.io/v1beta4, "
+            f"which kubeadm reads only from {oldest} on, so no worker could join; choose {oldest} or newer"
+        )
     if lab.get("kamaji_image_tag") or lab.get("kamaji") == "provided" or (major, minor) <= KAMAJI_NEWEST_KUBERNETES:
         return None
     newest = "v{}.{}".format(*KAMAJI_NEWEST_KUBERNETES)
@@ -299,7 +340,7 @@ def _tenant_versions(tenants: Indexed, lab: dict[str, Any]) -> Iterator[Problem]
     """A tenant's own kubernetesVersion and nodeImage against Kamaji and each other."""
     for index, tenant in tenants:
         version = tenant.kubernetes_version or lab.get("kubernetes_version")
-        if tenant.kubernetes_version and (problem := _newer_than_kamaji(version, lab)):
+        if tenant.kubernetes_version and (problem := _kamaji_refuses(version, lab)):
             yield (index, "kubernetesVersion"), problem
         image = tenant.node_image
         if version and image and (problem := _image_runs_another_version(image, version, "the tenant runs")):
@@ -515,7 +556,7 @@ class StackConfig(ConfigModel):
         yield from self._mode_problems()
         yield from self._ssh_key_problems()
         inherited = any(tenant.kubernetes_version is None for tenant in self.tenants)
-        if inherited and (problem := _newer_than_kamaji(self.kubernetes_version, dict(self))):
+        if inherited and (problem := _kamaji_refuses(self.kubernetes_version, dict(self))):
             yield ("kubernetesVersion",), problem
         pool, subnet = self.metallb_address_range, self.kind_subnet
         if pool is not None and subnet is not None and not pool.within(subnet):
@@ -665,7 +706,8 @@ class StackConfig(ConfigModel):
                     kubernetes_version=tenant.kubernetes_version or self.kubernetes_version,
                     node_image=self.node_image_of(tenant),
                     machines=tuple(
-                        Machine(m.name, m.address, m.port, m.user, self.ssh_private_keys[m.ssh_key], m.host_key)
+                        Machine(m.name, m.address, m.port, m.user, self.ssh_private_keys[m.ssh_key], m.host_key,
+                                m.adopt, m.node_ip or "", m.flannel_interface or m.node_ip or "")
                         for m in tenant.machines
                     ),
                     real_gpus=tenant.gpu_devices == "real",

@@ -150,8 +150,13 @@ ObjectName = _matching(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain
 HostAddress = _matching(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?", "a host name or IP address", strip=False)
 SshUser = _matching(r"[a-z_][a-z0-9_-]{0,31}", "a user name", strip=False)
 # The public half of a host key as sshd's key files and ssh-keyscan print it: "<type> <base64>".
-SshHostKey = _matching(r"((ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2})?", "'<key type> <base64 key>'",
+SshHostKey = _matching(r"(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2}", "'<key type> <base64 key>'",
                        strip=False)
+# A machine's own IPv4 address, for the kubelet's node-ip and flannel's interface.
+NodeIp = Annotated[StrictStr, _parsed(lambda text: str(ipaddress.IPv4Address(text)), "an IPv4 address")]
+# A Linux interface name (IFNAMSIZ: at most 15 characters, no '/' or whitespace) or an IPv4 address.
+NetworkInterface = _matching(r"[A-Za-z0-9_.:-]{1,15}", "an interface name (at most 15 characters) or IPv4 address",
+                             strip=False)
 DockerNetwork = _matching(r"([a-zA-Z0-9][a-zA-Z0-9_.-]*)?", "a docker network name")
 ImageReference = _matching(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")
 # opencontainers/distribution-spec spec.md@v1.1.0: a tag is [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from validation.lab import Lab
 from validation.results import CheckFailed, CheckResult, CheckSkipped, Status
@@ -17,6 +19,7 @@ class Check:
     name: str
     summary: str
     run: Callable[[Lab], list[CheckResult]]
+    for_tenant: Callable[[Lab, Tenant], CheckResult] | None = None  # set for a check that runs per tenant
 
 
 def conclude(check: str, target: str, attempt: Callable[[], str]) -> CheckResult:
@@ -35,10 +38,13 @@ def per_tenant(name: str, summary: str) -> Callable[[Callable[[Lab, Tenant], str
     """Declare a check that runs once for every tenant."""
 
     def declare(attempt: Callable[[Lab, Tenant], str]) -> Check:
-        def run(lab: Lab) -> list[CheckResult]:
-            return [conclude(name, tenant.name, lambda tenant=tenant: attempt(lab, tenant)) for tenant in lab.tenants]
+        def for_tenant(lab: Lab, tenant: Tenant) -> CheckResult:
+            return conclude(name, tenant.name, lambda: attempt(lab, tenant))
 
-        return Check(name, summary, run)
+        def run(lab: Lab) -> list[CheckResult]:
+            return [for_tenant(lab, tenant) for tenant in lab.tenants]
+
+        return Check(name, summary, run, for_tenant)
 
     return declare
 
@@ -50,3 +56,74 @@ def once(name: str, summary: str, target: str) -> Callable[[Callable[[Lab], str]
         return Check(name, summary, lambda lab: [conclude(name, target, lambda: attempt(lab))])
 
     return declare
+
+
+def run_checks(lab: Lab, checks: Sequence[Check], report: Callable[[CheckResult], None]) -> list[CheckResult]:
+    """Run the checks in order; each run of consecutive per-tenant checks, tenants side by side.
+
+    A tenant goes through its checks of such a run in order, in its own thread and on its own
+    strand of the clock, so the run lasts as long as its slowest tenant, not the sum of them. A
+    check that runs once (platform, isolation) waits for every tenant before it and holds back
+    those after it. report sees each result as it comes; the list returned is in check order,
+    then in the order of the tenants.
+    """
+    lock = threading.Lock()  # one report line at a time
+
+    def reported(result: CheckResult) -> CheckResult:
+        with lock:
+            report(result)
+        return result
+
+    results: list[CheckResult] = []
+    for stage in stages(checks):
+        if stage[0].for_tenant is None:
+            results += [reported(result) for result in stage[0].run(lab)]
+        else:
+            results += tenants_side_by_side(lab, stage, reported)
+    return results
+
+
+def stages(checks: Sequence[Check]) -> list[list[Check]]:
+    """A once check alone, consecutive per-tenant checks together."""
+    grouped: list[list[Check]] = []
+    for check in checks:
+        if check.for_tenant is not None and grouped and grouped[-1][0].for_tenant is not None:
+            grouped[-1].append(check)
+        else:
+            grouped.append([check])
+    return grouped
+
+
+def tenants_side_by_side(
+    lab: Lab, stage: list[Check], reported: Callable[[CheckResult], CheckResult]
+) -> list[CheckResult]:
+    by_tenant: dict[str, list[CheckResult]] = {tenant.name: [] for tenant in lab.tenants}
+
+    interrupted = threading.Event()
+
+    def work(tenant: Tenant, strand: Lab) -> None:
+        for check in stage:
+            if interrupted.is_set():
+                return
+            by_tenant[tenant.name].append(reported(check.for_tenant(strand, tenant)))
+
+    # Every strand starts now, before any of them runs: the same clusters and warnings, its own waits.
+    strands = [replace(lab, clock=lab.clock.strand()) for _ in lab.tenants]
+    threads = [
+        threading.Thread(target=work, args=(tenant, strand), name=f"checks-{tenant.name}")
+        for tenant, strand in zip(lab.tenants, strands, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:  # Ctrl-C or SIGTERM reach this thread only
+        # The checks that are running end on their own limits and delete their namespaces while the
+        # kubeconfigs still exist; no tenant starts another.
+        interrupted.set()
+        print("validation: interrupted; the running checks finish and clean up first", file=sys.stderr, flush=True)
+        for thread in threads:
+            thread.join()
+        raise
+    return [by_tenant[tenant.name][position] for position in range(len(stage)) for tenant in lab.tenants]

@@ -6,6 +6,7 @@ import base64
 import binascii
 import re
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from itertools import permutations
 from typing import Any
 from urllib.parse import urlsplit
@@ -140,6 +141,33 @@ def present_credentials(lab: Lab, owner: Tenant, target: Tenant) -> CommandResul
     )
 
 
+def try_target(lab: Lab, target: Tenant, has_ca: bool) -> dict[str, tuple[str, str]]:
+    """Each other tenant's credentials against target, by owner: (what happened, what to say).
+
+    "refused" and "accepted" are credential verdicts, "cut" means target could not be reached with
+    them (said once), "before" that it was unreachable already, "no-ca" that it was not tried.
+    """
+    target_api = lab.kubectl(target)
+    outcomes = {}
+    for owner in lab.tenants:
+        if owner is target:
+            continue
+        if target_api.unreachable:
+            outcomes[owner.name] = ("before", "")
+        elif not has_ca:
+            outcomes[owner.name] = ("no-ca", "")
+        else:
+            answer = present_credentials(lab, owner, target)
+            if cannot_connect(answer) and not tls_failure(answer):
+                # Said once here; the target's own checks are skipped from now on.
+                target_api.unreachable = answer.error
+                outcomes[owner.name] = ("cut", f"cannot reach the {target.name} API server: {answer.error}")
+            else:
+                refused, what = credential_verdict(owner, target, answer)
+                outcomes[owner.name] = ("refused" if refused else "accepted", what)
+    return outcomes
+
+
 @once("isolation", "tenants refuse each other's credentials (401); distinct CAs and schemas", ALL_TENANTS)
 def isolation(lab: Lab) -> str:
     if len(lab.tenants) < 2:
@@ -163,28 +191,25 @@ def isolation(lab: Lab) -> str:
         f"{' and '.join(names)} share dataStoreSchema {schema}" for schema, names in shared_values(schemas).items()
     ]
 
+    # Each target is tried by every other tenant in turn, the targets side by side: a silent API
+    # server costs one call's limit, whatever the number of tenants.
+    names = [tenant.name for tenant in lab.tenants]
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        outcomes = pool.map(lambda target: try_target(lab, target, bool(cas[target.name])), lab.tenants)
+        tried = dict(zip(names, outcomes, strict=True))
     unreachable = set()
-    for owner, target in permutations(lab.tenants, 2):
-        target_api = lab.kubectl(target)
-        if target_api.unreachable:
-            unreachable.add(target.name)
-            continue
-        if not cas[target.name]:
-            continue
-        answer = present_credentials(lab, owner, target)
-        if cannot_connect(answer) and not tls_failure(answer):
-            # Said once here; the target's own checks are skipped from now on.
-            target_api.unreachable = answer.error
-            problems.append(f"cannot reach the {target.name} API server: {answer.error}")
-            continue
-        refused, what = credential_verdict(owner, target, answer)
-        (evidence if refused else problems).append(what)
+    for owner, target in permutations(names, 2):
+        happened, what = tried[target][owner]
+        if happened == "before":
+            unreachable.add(target)
+        elif happened != "no-ca":
+            (evidence if happened == "refused" else problems).append(what)
 
     if problems:
         raise CheckFailed("; ".join(problems))
     if unreachable:
-        names = " and ".join(sorted(unreachable))
-        raise CheckSkipped(f"{names} unreachable earlier in this run, so not every pair of tenants could be tried")
+        which = " and ".join(sorted(unreachable))
+        raise CheckSkipped(f"{which} unreachable earlier in this run, so not every pair of tenants could be tried")
     distinct = f"{len(cas)} distinct CAs (management included), {len(schemas)} distinct schemas"
     return "; ".join([*evidence, distinct])
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,7 @@ def test_the_gpu_catalogue_table_is_the_programs():
     assert [(model, int(memory)) for model, memory in table] == list(GPU_CATALOGUE.items())
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_the_make_targets_table_is_what_make_help_prints():
     printed = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "help"], capture_output=True,
                              text=True, check=True).stdout

@@ -78,14 +78,37 @@ passphrase:
 # `pulumi login`, so your global Pulumi login is left alone.
 export PULUMI_BACKEND_URL ?= file://~
 
+# Pulumi writes the stack's passphrase salt (encryptionsalt) into Pulumi.<stack>.yaml: it belongs to
+# your passphrase, not to the project. .gitattributes runs stack files through this git filter, so git
+# never sees that line: `git status` stays clean, a commit never carries it, and Pulumi still reads it
+# from the file (docs/configuration.md, "Your git tree stays clean").
+SALT_FILTER := sed -e '/^encryptionsalt: /d'
+define hide-salt-from-git
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git config filter.pulumi-encryptionsalt.clean "$(SALT_FILTER)"; \
+	fi
+endef
+# Git sees a file whose size changed as modified before it filters it, so a tracked stack file that only
+# gained the salt is added again: the same content, staged as it was, and git's view of it is refreshed.
+define refresh-stack-file
+	@stack_file=Pulumi.$(STACK).yaml; \
+	if git ls-files --error-unmatch -- "$$stack_file" >/dev/null 2>&1 && git diff --quiet -- "$$stack_file"; then \
+	  git add -- "$$stack_file"; \
+	fi
+endef
+
 # `up` and `preview` create the stack on first use; the others need it to exist.
 stack: passphrase
 	@$(PREFLIGHT) --tools pulumi
+	$(hide-salt-from-git)
 	pulumi stack select --create $(STACK)
+	$(refresh-stack-file)
 
 existing-stack: passphrase
 	@$(PREFLIGHT) --tools pulumi
+	$(hide-salt-from-git)
 	pulumi stack select $(STACK)
+	$(refresh-stack-file)
 
 # The stack comes first: the preflight reads its config to check only what its mode uses.
 up: passphrase stack preflight venv ## create or update the lab, write its kubeconfigs, then validate it
@@ -107,8 +130,8 @@ kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<nam
 preview: venv stack ## pulumi preview; PREVIEW_ARGS=--expect-no-changes checks for drift
 	pulumi preview --stack $(STACK) $(PREVIEW_ARGS)
 
-down: venv existing-stack ## destroy the lab (pulumi destroy --yes; needs kubectl, and kind and docker where the stack uses them) and remove the written kubeconfigs
-	@$(PREFLIGHT) --tools kind docker kubectl --stack $(STACK)
+down: venv existing-stack ## destroy the lab (pulumi destroy --yes; needs kubectl, and kind, docker and ssh where the stack uses them) and remove the written kubeconfigs
+	@$(PREFLIGHT) --tools kind docker kubectl ssh --stack $(STACK)
 	pulumi destroy --yes --stack $(STACK)
 	rm -rf $(KUBECONFIG_DIR)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,8 +26,6 @@ NODE_LOCK_TIMEOUT = "5s"
 # The node label the chart's NVIDIA device plugin DaemonSet selects
 # (charts/hami/values.yaml@v2.10.0: devicePlugin.nvidiaNodeSelector).
 REAL_GPU_NODE_LABELS = {"gpu": "on"}
-# The image the device config below was checked against (the chart 2.10.0 default, pinned).
-MOCK_DEVICE_PLUGIN_IMAGE = {"registry": "docker.io", "repository": "projecthami/mock-device-plugin", "tag": "1.0.1"}
 # The resources pods request and nodes advertise: the chart's default names.
 GPU_COUNT_RESOURCE = "nvidia.com/gpu"
 GPU_MEMORY_RESOURCE = "nvidia.com/gpumem"
@@ -44,6 +43,7 @@ class GpuSharingArgs:
     tenant: TenantSettings
     kubernetes_version: str
     chart_version: str
+    mock_device_plugin_image: str
     provider: k8s.Provider
     """The tenant's own provider; nothing here may touch another cluster."""
     kubeconfig: pulumi.Input[str]
@@ -95,7 +95,9 @@ class GpuSharing(pulumi.ComponentResource):
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=HAMI_REPO),
             version=args.chart_version,
             namespace=HAMI_NAMESPACE,
-            values=hami_values(args.kubernetes_version, args.tenant.gpu_slots, real_gpus),
+            values=hami_values(
+                args.kubernetes_version, args.tenant.gpu_slots, real_gpus, args.mock_device_plugin_image
+            ),
             timeout=HELM_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions.merge(in_tenant, pulumi.ResourceOptions(depends_on=list(args.nodes_ready))),
         )
@@ -141,7 +143,7 @@ class GpuSharing(pulumi.ComponentResource):
         )
 
 
-def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool) -> dict:
+def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool, mock_image: str) -> dict:
     """Helm values for HAMi on mock GPUs, or on the real GPUs of machine workers.
 
     The chart has no values schema: a misspelt key is silently ignored, so every
@@ -170,7 +172,7 @@ def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool) -> dic
         # No NVML here: the real plugin would find nothing and zero the GPU capacity.
         "devicePlugin": {"enabled": False},
         # Turns the node's register annotation into gpumem/gpucores resources.
-        "mockDevicePlugin": {"enabled": True, "image": MOCK_DEVICE_PLUGIN_IMAGE},
+        "mockDevicePlugin": {"enabled": True, "image": chart_image(mock_image)},
         # Replaces the chart's own device config, whose `vnpus` map crashes the mock
         # (Project-HAMi/mock-device-plugin internal/pkg/config/config.go@v1.0.1 expects a list).
         "device-config": {"content": yaml.safe_dump(device_config(gpu_slots), sort_keys=False)},
@@ -181,6 +183,17 @@ def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool) -> dic
             "extender": {"extraArgs": ["-v=4", f"--node-lock-timeout={NODE_LOCK_TIMEOUT}"]},
         },
     }
+
+
+def chart_image(reference: str) -> dict[str, str]:
+    """An image reference as the chart's registry, repository and tag, which it joins as <registry>/<repository>:<tag>
+    (charts/hami/templates/_commons.tpl@v2.10.0); a digest rides along in the tag."""
+    name, tag = re.fullmatch(r"(.+?):([^:/]+)", reference).groups()
+    first, _, rest = name.partition("/")
+    # As Docker reads a reference: the first part names a registry only with a dot, a port or localhost.
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return {"registry": first, "repository": rest, "tag": tag}
+    return {"registry": "", "repository": name, "tag": tag}
 
 
 def device_config(gpu_slots: int) -> dict:

@@ -84,6 +84,8 @@ class Versions:
     kamaji_image_tag: str
     """Empty keeps the Kamaji chart's default controller image tag."""
     hami_chart: str
+    mock_device_plugin: str
+    """Image reference of HAMi's mock device plugin, tag included."""
 
 
 @dataclass(frozen=True)

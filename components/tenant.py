@@ -90,6 +90,7 @@ class Tenant(pulumi.ComponentResource):
                 tenant=tenant,
                 kubernetes_version=tenant.kubernetes_version,
                 chart_version=lab.versions.hami_chart,
+                mock_device_plugin_image=lab.versions.mock_device_plugin,
                 provider=control_plane.provider,
                 kubeconfig=control_plane.kubeconfig,
                 node_names=node_names,

@@ -31,13 +31,22 @@ MIN_VERSIONS = {
     "kind": (0, 33, 0),
     # The pinned Pulumi SDK in requirements.txt; the workflows install this CLI.
     "pulumi": (3, 272, 0),
+    # Kubernetes' version skew policy: kubectl within one minor of the v1.36 API servers.
+    "kubectl": (1, 35, 0),
 }
-VERSION_COMMANDS = {"kind": ("kind", "version"), "pulumi": ("pulumi", "version")}
+# The newest minor a tool may be (kubectl: one above the API servers); a newer one is a warning.
+NEWEST_MINORS = {"kubectl": (1, 37)}
+VERSION_COMMANDS = {
+    "kind": ("kind", "version"),
+    "pulumi": ("pulumi", "version"),
+    # Prints "Client Version: v1.36.3" first (kubernetes/kubectl pkg/cmd/version/version.go@v0.36.3).
+    "kubectl": ("kubectl", "version", "--client"),
+}
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 INSTALL_HINTS = {
     "docker": "Docker Engine: https://docs.docker.com/engine/install/",
     "kind": "kind v0.33.0 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
-    "kubectl": "kubectl: https://kubernetes.io/docs/tasks/tools/#kubectl",
+    "kubectl": "kubectl v1.35 to v1.37: https://kubernetes.io/docs/tasks/tools/#kubectl",
     "pulumi": "the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (https://www.pulumi.com/docs/install/)",
     # scripts/join-worker.sh hashes the tenant CA on the host for `kubeadm join`.
     "openssl": "OpenSSL's command-line tool (e.g. sudo apt-get install openssl)",
@@ -52,6 +61,29 @@ PROJECT = "kamaji-hami-lab"
 MIN_PYTHON = (3, 11)
 INOTIFY_MINIMUMS = {"fs.inotify.max_user_watches": 524288, "fs.inotify.max_user_instances": 512}
 SYSCTL_FILE = "/etc/sysctl.d/99-kamaji-hami-lab.conf"
+
+
+# What the lab is estimated to use on its Docker host, in GiB: derived from what each part runs, not measured.
+# The program sets no memory requests and Kamaji's and HAMi's pods keep their charts' (none), so nothing
+# but the host's memory limits how many tenants fit. docs/architecture.md ("Sizing") derives its table
+# from these figures (a test keeps them equal).
+SIZING_GIB = {
+    # The kind node: its own control plane, cert-manager, MetalLB, Kamaji and the etcd of every tenant.
+    "management_memory": 3.0,
+    # Per tenant control-plane replica on the management cluster: kube-apiserver, controller-manager,
+    # scheduler and konnectivity-server in one pod.
+    "control_plane_memory": 0.5,
+    # Per container worker: containerd, kubelet, kube-proxy, kindnet, the Konnectivity agent, HAMi's pods.
+    "worker_memory": 0.5,
+    # The kindest/node image in Docker's store, once.
+    "node_image_disk": 1.0,
+    # The kind node's /var volume: the node image's preloaded images, then the platform's charts' images.
+    "management_var_disk": 1.5,
+    # Per container worker, its own /var volume: a copy of the node image's image store, then HAMi's,
+    # kube-scheduler's and Konnectivity's images pulled again.
+    "worker_var_disk": 2.0,
+}
+GIB = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -72,6 +104,14 @@ def _run(argv: Sequence[str]) -> tuple[int, str]:
     return done.returncode, done.stderr.strip() or done.stdout.strip()
 
 
+def _free_bytes(path: str) -> int | None:
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return None
+    return stats.f_bavail * stats.f_frsize
+
+
 @dataclass(frozen=True)
 class Host:
     """What the checks read; tests point root at a directory of recorded files."""
@@ -81,6 +121,7 @@ class Host:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     run: Callable[[Sequence[str]], tuple[int, str]] = _run  # (exit status, output or complaint)
     kernel_release: str = field(default_factory=platform.release)  # uname -r
+    free_bytes: Callable[[str], int | None] = lambda path: _free_bytes(path)  # bytes free under a directory
     python: tuple[int, int] = field(default_factory=lambda: tuple(sys.version_info[:2]))
 
     def read(self, path: str) -> str | None:
@@ -112,34 +153,36 @@ def version_text(version: Sequence[int]) -> str:
     return "v" + ".".join(map(str, version))
 
 
+def wanted_version(tool: str) -> str:
+    """The versions of `tool` the lab works with, as the README's tools table states them."""
+    need, newest = MIN_VERSIONS[tool], NEWEST_MINORS.get(tool)
+    return f"{version_text(need[:2])} to {version_text(newest)}" if newest else f"{version_text(need)} or newer"
+
+
 def check_versions(host: Host, tools: Sequence[str] = tuple(MIN_VERSIONS)) -> list[Finding]:
-    """kind and the Pulumi CLI must be new enough; a missing one is reported by check_tools."""
+    """kind, kubectl and the Pulumi CLI must be new enough, kubectl not too new; a missing one is reported
+    by check_tools."""
     findings = []
     for tool in tools:
         if tool not in MIN_VERSIONS or host.which(tool) is None:
             continue
-        command, need = VERSION_COMMANDS[tool], MIN_VERSIONS[tool]
+        command, install = VERSION_COMMANDS[tool], f"install {INSTALL_HINTS[tool]}"
         status, output = host.run(list(command))
         match = _VERSION.search(output) if status == 0 else None
         if match is None:
             said = output.splitlines()[0] if output else f"exit status {status}"
-            findings.append(
-                Finding(
-                    "warning",
-                    f"cannot tell which {tool} this is (`{' '.join(command)}` said: {said}); "
-                    f"the lab needs {version_text(need)} or newer",
-                    f"install {INSTALL_HINTS[tool]}",
-                )
-            )
-        elif tuple(map(int, match.groups())) < need:
-            have = version_text(tuple(map(int, match.groups())))
-            findings.append(
-                Finding(
-                    "error",
-                    f"{tool} is {have}; the lab needs {version_text(need)} or newer",
-                    f"install {INSTALL_HINTS[tool]}",
-                )
-            )
+            problem = f"cannot tell which {tool} this is (`{' '.join(command)}` said: {said})"
+            findings.append(Finding("warning", f"{problem}; the lab needs {wanted_version(tool)}", install))
+            continue
+        have, newest = tuple(map(int, match.groups())), NEWEST_MINORS.get(tool)
+        if have < MIN_VERSIONS[tool]:
+            problem = f"{tool} is {version_text(have)}; the lab needs {wanted_version(tool)}"
+            findings.append(Finding("error", problem, install))
+        elif newest and have[:2] > newest:
+            # Kubernetes' skew policy: newer still mostly works, unlike an older kubectl missing APIs.
+            problem = (f"{tool} is {version_text(have)}, more than one minor newer than the lab's API servers "
+                       f"(the lab needs {wanted_version(tool)}); most commands still work")
+            findings.append(Finding("warning", problem, install))
     return findings
 
 
@@ -343,6 +386,8 @@ class Mode:
     kind: bool = True
     docker: bool = True
     machines: bool = False
+    control_planes: int = 0  # tenant control-plane replicas, on the management cluster
+    container_workers: int = 0  # kindest/node containers on this host's Docker
 
     def tools(self, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list[str]:
         unused = (
@@ -383,10 +428,72 @@ def stack_mode(host: Host, stack: str) -> tuple[Mode, list[Finding]]:
         tenants = json.loads(value("tenants") or "[]")
     except json.JSONDecodeError:
         tenants = []  # the program itself reports it, naming the key
-    machines = any(isinstance(tenant, dict) and tenant.get("machines") for tenant in tenants)
+    tenants = [tenant for tenant in tenants if isinstance(tenant, dict)] if isinstance(tenants, list) else []
+    machines = any(tenant.get("machines") for tenant in tenants)
+    replicas = sum(_count(tenant.get("controlPlaneReplicas") or value("controlPlaneReplicas")) for tenant in tenants)
+    workers = sum(_count(tenant.get("workers") or value("workersPerTenant")) for tenant in tenants
+                  if not tenant.get("machines"))
     if value("managementCluster") != "existing":
-        return Mode(machines=machines), []
-    return Mode(kind=False, docker=bool(value("dockerNetwork")), machines=machines), []
+        return Mode(machines=machines, control_planes=replicas, container_workers=workers), []
+    docker = bool(value("dockerNetwork"))
+    return Mode(kind=False, docker=docker, machines=machines, container_workers=workers), []
+
+
+def _count(value: object) -> int:
+    """A count as the stack holds it (text from the CLI, a number in the tenants' JSON); 1 if unreadable,
+    as the program itself reports a bad one."""
+    text = str(value).strip()
+    return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
+def estimate(mode: Mode) -> tuple[float, list[str], float, list[str]]:
+    """Memory and disk (GiB) the stack is estimated to use on this host, each with the terms it adds up."""
+    gib, once = SIZING_GIB, int(mode.kind)
+    memory = [("the management cluster", None, once, gib["management_memory"]),
+              ("", "control-plane replica", mode.control_planes, gib["control_plane_memory"]),
+              ("", "worker", mode.container_workers, gib["worker_memory"])]
+    disk = [("the node image", None, 1, gib["node_image_disk"]),
+            ("the management cluster's /var", None, once, gib["management_var_disk"]),
+            ("", "worker's /var", mode.container_workers, gib["worker_var_disk"])]
+
+    def total(parts: list[tuple[str, str | None, int, float]]) -> tuple[float, list[str]]:
+        counted = [part for part in parts if part[2]]
+        terms = [f"{count} × {each:g} GiB per {per}" if per else f"{whole} {each:g} GiB"
+                 for whole, per, count, each in counted]
+        return sum(count * each for _, _, count, each in counted), terms
+
+    return (*total(memory), *total(disk))
+
+
+def check_capacity(host: Host, mode: Mode) -> list[Finding]:
+    """Warns when the host has less memory available, or less disk free under Docker's data root, than the stack
+    is estimated to use."""
+    if not (mode.control_planes or mode.container_workers):
+        return []  # no stack read: nothing to estimate
+    memory, memory_terms, disk, disk_terms = estimate(mode)
+    findings = []
+    meminfo = re.search(r"^MemAvailable:\s+(\d+) kB", host.read("/proc/meminfo") or "", re.MULTILINE)
+    if meminfo and int(meminfo.group(1)) * 1024 < memory * GIB:
+        have = int(meminfo.group(1)) * 1024 / GIB
+        findings.append(_capacity_finding("memory", memory, memory_terms, f"{have:.1f} GiB available",
+                                          "free memory, or give the stack fewer tenants, workers or replicas"))
+    status, answer = host.run(["docker", "info", "--format", "{{.DockerRootDir}}"])
+    root = answer.strip() if status == 0 and answer.strip().startswith("/") else ""
+    free = host.free_bytes(root) if root else None
+    if free is not None and free < disk * GIB:
+        findings.append(_capacity_finding("disk", disk, disk_terms, f"{free / GIB:.1f} GiB free under {root}",
+                                          "free disk space there (docker system prune removes unused images), or "
+                                          "give the stack fewer workers"))
+    return findings
+
+
+def _capacity_finding(what: str, need: float, terms: list[str], have: str, fix: str) -> Finding:
+    return Finding(
+        "warning",
+        f"the stack is estimated to use about {need:g} GiB of {what} ({' + '.join(terms)}); this host has {have}. "
+        "The figures are estimates, not measurements, and a lab that is already up is using part of it",
+        fix,
+    )
 
 
 def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:
@@ -400,6 +507,7 @@ def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:
         + check_sysctls(host)
         + check_swap(host)
         + check_kernel(host)
+        + check_capacity(host, mode)
     )
 
 

@@ -108,7 +108,9 @@ def charts(lab: LabSettings) -> list[Chart]:
                 HAMI_REPO,
                 versions.hami_chart,
                 HAMI_NAMESPACE,
-                (yaml.safe_dump(hami_values(tenant.kubernetes_version, tenant.gpu_slots, tenant.real_gpus)),),
+                (yaml.safe_dump(hami_values(
+                    tenant.kubernetes_version, tenant.gpu_slots, tenant.real_gpus, versions.mock_device_plugin
+                )),),
                 tenant=tenant.name,
                 kube_version=tenant.kubernetes_version,
             )

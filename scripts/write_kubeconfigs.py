@@ -5,7 +5,8 @@ SOURCE is a JSON file of the stack outputs (all of them, or only the
 `kubeconfigs` output), or - for standard input. Without SOURCE the script runs
 `pulumi stack output --show-secrets --json --stack STACK` on the backend make
 uses (PULUMI_BACKEND_URL, else local state under ~/.pulumi). Tenants get
-<tenant>.kubeconfig; the kind cluster, when present, management.kubeconfig.
+<tenant>.kubeconfig; the management cluster (kind's, or the existing one) gets
+management.kubeconfig whenever SOURCE holds all outputs, as `make kubeconfigs` reads them.
 Needs only the Python standard library.
 """
 

@@ -1,12 +1,15 @@
 """Plans of the dev stack, made once per test session (tests only read them)."""
 
 import os
+import shutil
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.etcd_pods import stop_shared
 from tests.plan import dev_config, plan
+from tests.real_etcd import start_etcd
 
 
 def under_mutmut_stats() -> bool:
@@ -52,3 +55,23 @@ def machine_plan(shared):
         return shared(f"machines-{gpus}-{preview}", lambda: plan(config, preview=preview, secrets=SECRETS))
 
     return get
+
+
+@pytest.fixture
+def real_etcd(request):
+    """A real etcd server on loopback with client-certificate auth, stopped and removed when the test ends."""
+    server, directory = start_etcd()
+
+    def stop() -> None:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    request.addfinalizer(stop)
+    return server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_etcd_stops():
+    """Stops the real etcd that tests/etcd_pods.py shares between tests, if one was started."""
+    yield
+    stop_shared()

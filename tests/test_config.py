@@ -2,10 +2,12 @@
 
 import json
 
+import pulumi
 import pytest
 
-from components.config import ConfigError, parse_settings
+from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
 from tests.plan import NODE_IMAGE, dev_config, plan
+from tests.test_config_machines import HOST_KEY
 
 A100 = {"model": "NVIDIA A100 80GB", "count": 1}
 
@@ -84,6 +86,28 @@ def test_unknown_keys_are_typos(tenant, path):
 
 def test_unknown_top_level_key_is_a_typo():
     assert "kamaji-hami-lab:tenant: unknown config key" in config_error(tenant=[{"name": "a"}])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"gpuslots": 3}, "kamaji-hami-lab:gpuslots: unknown config key; did you mean 'gpuSlots'?"),
+        ({"workerPerTenant": 2}, "workerPerTenant: unknown config key; did you mean 'workersPerTenant'?"),
+        ({"tenants": [{"name": "a", "gpuSlot": 2}]}, "tenants[0].gpuSlot: unknown key; did you mean 'gpuSlots'?"),
+        ({"tenants": [{"name": "a", "gpus": [{"modle": "x"}]}]}, "gpus[0].modle: unknown key; did you mean 'model'?"),
+        ({"tenants": [{"name": "a", "quotas": [{"namespace": "n", "gpumem": 1}]}]},
+         "quotas[0].gpumem: unknown key; did you mean 'gpumemMiB'?"),
+    ],
+)
+def test_a_misspelt_key_is_told_the_closest_known_key(overrides, expected):
+    assert expected in config_error(**overrides)
+
+
+def test_a_key_like_no_other_gets_no_guess_and_the_known_keys_sorted():
+    line = next(line for line in config_error(zzz=1).splitlines() if "zzz" in line)
+    assert "did you mean" not in line
+    known = line.split("(known: ", 1)[1].rstrip(")").split(", ")
+    assert known == sorted(known) and "tenants" in known
 
 
 @pytest.mark.parametrize(
@@ -264,7 +288,30 @@ def test_duplicate_names_are_reported_with_the_other_problems_not_after_them():
         "kamaji-hami-lab:tenants[0].quotas[2].namespace: duplicate quota namespace 'x'",
         "kamaji-hami-lab:tenants[1].workers: expected a positive integer, got 'many'",
         "kamaji-hami-lab:tenants[2].name: duplicate tenant name 'a'",
+        MORE_MAY_FOLLOW,
     ]
+
+
+def test_a_malformed_tenant_does_not_hide_another_tenants_broken_rules():
+    tenants = [
+        {"name": "a", "gpus": [{"model": "NVIDIA L4 24GB", "count": "x"}]},
+        {"name": "b", "workers": 3, "podCidr": "10.0.0.0/24", "kubernetesVersion": "v1.40.0"},
+        {"name": "c", "machines": [{"name": "m", "address": "h", "sshKey": "missing", "hostKey": HOST_KEY}]},
+        {"name": "b"},
+    ]
+    lines = [line.strip() for line in config_error(tenants=tenants, sshPrivateKeys={"k": "KEY"}).splitlines()[1:]]
+    assert lines[0] == "kamaji-hami-lab:tenants[0].gpus[0].count: expected a positive integer, got 'x'"
+    assert "kamaji-hami-lab:tenants[3].name: duplicate tenant name 'b'" in lines
+    assert "kamaji-hami-lab:tenants[1].podCidr: 10.0.0.0/24 cannot give each of 3 workers a /24" in lines
+    assert any(line.startswith("kamaji-hami-lab:tenants[1].kubernetesVersion: v1.40.0 is newer") for line in lines)
+    assert any(line.startswith("kamaji-hami-lab:tenants[2].machines[0].sshKey: 'missing'") for line in lines)
+    # The lab's own rules (a pool against its subnet) wait for every key to be valid, and the message says so.
+    assert lines[-1] == MORE_MAY_FOLLOW
+
+
+def test_only_broken_rules_leave_nothing_to_follow():
+    message = tenants_error({"name": "a", "podCidr": "10.0.0.0/24", "workers": 3}, {"name": "a"})
+    assert MORE_MAY_FOLLOW not in message
 
 
 def test_an_edge_release_as_kamaji_chart_version_points_at_the_image_tag():
@@ -323,3 +370,27 @@ def test_a_bad_default_worker_count_does_not_hide_a_later_tenants_problem():
     assert "kamaji-hami-lab:workersPerTenant: " in message
     too_small = "  kamaji-hami-lab:tenants[1].podCidr: 10.244.0.0/23 cannot give each of 3 workers a /24"
     assert too_small in message.splitlines()
+
+
+def warnings_of(monkeypatch, tenants: list[dict]) -> list[str]:
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    plan(dev_config(tenants=tenants, workersPerTenant=2), preview=True)
+    return warned
+
+
+def test_a_quota_above_the_tenants_gpu_memory_is_warned_about(monkeypatch):
+    # Two workers with one A100 80GB each: 163840 MiB in all.
+    a100 = {"model": "NVIDIA A100 80GB", "count": 1}
+    quotas = [{"namespace": "fits", "gpumemMiB": 163840}, {"namespace": "team", "gpumemMiB": 163841}]
+    warned = warnings_of(monkeypatch, [{"name": "a", "gpus": [a100], "quotas": quotas}])
+    assert warned == [
+        "kamaji-hami-lab:tenants[0].quotas[1].gpumemMiB: 163841 MiB is more GPU memory than the tenant's GPUs "
+        "have (163840 MiB on 2 worker(s)); the quota never limits anything"
+    ]
+
+
+def test_a_gpu_memory_quota_in_a_tenant_without_gpus_is_warned_about(monkeypatch):
+    (warning,) = warnings_of(monkeypatch, [{"name": "a", "workers": 1, "quotas": [{"namespace": "n", "gpumemMiB": 1}]}])
+    assert warning.startswith("kamaji-hami-lab:tenants[0].quotas[0].gpumemMiB: 1 MiB is more")
+    assert "(0 MiB on 1 worker(s))" in warning

@@ -1,4 +1,4 @@
-"""The stack-file JSON Schema, Pulumi.yaml and the README's config table describe one config.
+"""The stack-file JSON Schema, Pulumi.yaml and docs/configuration.md's key table describe one config.
 
 Also: values as the CLI and YAML hand them over keep their meaning, and every
 problem line stays in the user's words (key path and value), never pydantic's.
@@ -10,25 +10,28 @@ from typing import Annotated, ClassVar, Literal
 
 import pytest
 import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from pydantic import Field, ValidationError
 
-from components.config import ConfigError, parse_settings
+from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
 from components.config.messages import problem_lines
 from components.config.models import ConfigModel
 from components.config.schema import SCHEMA_FILE, rendered
 from tests.plan import ROOT, dev_config
+from tests.test_config_machines import HOST_KEY
 
 PREFIX = "kamaji-hami-lab:"
 SCHEMA = json.loads((ROOT / "schema" / "stack-config.schema.json").read_text())
 STACK_KEYS = {key.removeprefix(PREFIX): spec for key, spec in SCHEMA["properties"]["config"]["properties"].items()}
 PROJECT_KEYS = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
-README = (ROOT / "README.md").read_text()
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
 MODELINE = "# yaml-language-server: $schema=schema/stack-config.schema.json"
 
 
 def readme_table() -> dict[str, tuple[str, str]]:
-    """key -> (default cell, meaning cell) of the README's configuration table."""
-    section = README.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    """key -> (default cell, meaning cell) of the configuration doc's table of keys."""
+    section = CONFIGURATION.split("\n## Every key\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \| (.*?) \| (.*?) \|$", section, re.MULTILINE)
     return {key: (default, meaning) for key, default, meaning in rows}
 
@@ -51,8 +54,8 @@ def test_pulumi_yaml_declares_every_scalar_key_as_the_schema_does():
         assert declared["default"] == spec["default"], key
         assert declared["description"] == spec["description"], key
         # Counts may also be written as text, which is how `pulumi config set` stores them.
-        types = [spec.get("type")] + [option.get("type") for option in spec.get("anyOf", [])]
-        assert declared["type"] in types, key
+        types = spec.get("type") or [option.get("type") for option in spec["anyOf"]]
+        assert declared["type"] in ([types] if isinstance(types, str) else types), key
 
 
 def test_readme_table_lists_every_key_with_its_default_and_description():
@@ -71,21 +74,65 @@ def test_readme_table_lists_every_key_with_its_default_and_description():
 
 def test_stack_files_name_the_schema_for_editors():
     assert (ROOT / "Pulumi.dev.yaml").read_text().splitlines()[0] == MODELINE
-    assert f"\n{MODELINE}\n" in README
+    assert f"\n{MODELINE}\n" in CONFIGURATION
 
 
 def test_schema_covers_what_pulumi_yaml_cannot_declare():
     tenant = SCHEMA["$defs"]["Tenant"]
     assert tenant["additionalProperties"] is False
     assert {"name", "gpus", "quotas", "workers"} <= set(tenant["properties"])
-    assert SCHEMA["$defs"]["Gpu"]["then"] == {"required": ["memoryMiB"]}
     config = SCHEMA["properties"]["config"]
     assert config["additionalProperties"] is False and "^pulumi:" in config["patternProperties"]
     assert config["required"] == [f"{PREFIX}tenants"]
 
 
+def editor_findings(config: dict) -> list[tuple[str, str]]:
+    """(key path, message) of what a JSON Schema validator finds in a stack file, as an editor lists them."""
+    validator = Draft202012Validator(SCHEMA)
+    document = {"config": {f"{PREFIX}{key}": value for key, value in config.items()}}
+    found = [best_match([error]) for error in validator.iter_errors(document)]
+    return [(".".join(map(str, e.absolute_path)).removeprefix(f"config.{PREFIX}"), e.message) for e in found]
+
+
+def test_the_dev_stack_file_is_valid_under_the_schema():
+    stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    assert list(Draft202012Validator(SCHEMA).iter_errors(stack)) == []
+
+
+def test_an_unknown_gpu_model_is_flagged_at_its_model_not_as_a_missing_memory():
+    tenants = [{"name": "a", "gpus": [{"model": "NVIDIA B200"}, {"model": "Mine", "memoryMiB": 1024}]}]
+    ((path, message),) = editor_findings({"tenants": tenants})
+    assert path == "tenants.0.gpus.0.model"
+    assert message.startswith("'NVIDIA B200' is not one of ['NVIDIA A100 40GB'")
+    assert "memoryMiB" not in message
+    # yaml-language-server shows a schema's errorMessage in place of its own.
+    then = SCHEMA["$defs"]["Gpu"]["then"]["properties"]["model"]
+    assert then["errorMessage"].startswith("unknown GPU model")
+
+
+@pytest.mark.parametrize(
+    ("config", "path"),
+    [
+        ({"gpuSlots": 0}, "gpuSlots"),
+        ({"workersPerTenant": -1}, "workersPerTenant"),
+        ({"tenants": [{"name": "a", "gpuSlots": 0}]}, "tenants.0.gpuSlots"),
+        ({"tenants": [{"name": "a", "gpus": [{"model": "NVIDIA L4 24GB", "count": 0}]}]}, "tenants.0.gpus.0.count"),
+    ],
+)
+def test_a_count_below_one_is_told_the_bound(config, path):
+    config = {"tenants": [{"name": "a"}], **config}
+    ((found_at, message),) = editor_findings(config)
+    assert found_at == path and message.endswith("is less than the minimum of 1")
+
+
+def test_counts_written_as_text_are_valid_in_a_stack_file():
+    assert editor_findings({"gpuSlots": "4", "tenants": [{"name": "a"}]}) == []
+    ((_, message),) = editor_findings({"gpuSlots": "0", "tenants": [{"name": "a"}]})
+    assert "does not match" in message
+
+
 def test_readme_tenant_example_is_a_valid_config():
-    example = re.search(r"```yaml\nconfig:\n(.*?)```", README, re.DOTALL).group(0)
+    example = re.search(r"```yaml\nconfig:\n(.*?)```", CONFIGURATION, re.DOTALL).group(0)
     tenants = yaml.safe_load(example.removeprefix("```yaml\n").removesuffix("```"))["config"][f"{PREFIX}tenants"]
     tenant = parse_settings(dev_config(tenants=tenants)).tenants[0]
     assert (tenant.workers, tenant.gpu_slots, tenant.control_plane_replicas) == (2, 4, 2)
@@ -139,7 +186,8 @@ def test_scalar_problems_name_key_and_value(overrides, expected):
 def test_rules_between_tenants_and_stack_keys_are_checked_while_another_key_is_wrong():
     with pytest.raises(ConfigError) as raised:
         parse_settings(dev_config(kubernetesVersion="1.36", tenants=[{"name": "a"}, {"name": "a", "workers": 300}]))
-    lines = str(raised.value).splitlines()[1:]
+    *lines, note = str(raised.value).splitlines()[1:]
+    assert note == MORE_MAY_FOLLOW
     assert [line.split(": ")[0].strip() for line in lines] == [
         f"{PREFIX}kubernetesVersion",
         f"{PREFIX}tenants[1].name",
@@ -155,8 +203,8 @@ def test_problem_lines_never_show_pydantic_wording():
     ]
     with pytest.raises(ConfigError) as raised:
         parse_settings(dev_config(tenants=bad, gpuSlots="many", kubernetesVersion=None, surplus="1"))
-    header, *lines = str(raised.value).splitlines()
-    assert header == "invalid stack configuration:"
+    header, *lines, note = str(raised.value).splitlines()
+    assert header == "invalid stack configuration:" and note == MORE_MAY_FOLLOW
     assert len(lines) >= 9
     for line in lines:
         assert re.match(r"  kamaji-hami-lab:[A-Za-z]+(\[\d+\]|\.[A-Za-z]+)*: \S", line), line
@@ -187,7 +235,7 @@ class _ModeStack(ConfigModel):
 @pytest.mark.parametrize(
     ("workers", "expected"),
     [
-        ({"kind": "machine", "hots": "h"}, "workers.hots: unknown key (allowed: host, kind)"),
+        ({"kind": "machine", "hots": "h"}, "workers.hots: unknown key; did you mean 'host'? (allowed: host, kind)"),
         ({"kind": "machine"}, "workers.host: required"),
         ({"kind": "vm"}, "workers.kind: 'vm' is not one of 'container', 'machine'"),
         ({"image": "i"}, "workers.kind: required; one of 'container', 'machine'"),
@@ -219,7 +267,8 @@ def test_a_stack_without_tenants_is_told_what_to_set():
     with pytest.raises(ConfigError) as raised:
         parse_settings(config)
     assert str(raised.value).splitlines()[1:] == [
-        "  kamaji-hami-lab:tenants: required; set at least one tenant (see README, 'Configuration')"
+        "  kamaji-hami-lab:tenants: required; set at least one tenant (see docs/configuration.md)",
+        MORE_MAY_FOLLOW,
     ]
 
 
@@ -232,5 +281,34 @@ def test_a_missing_nested_key_is_required_without_the_tenants_hint():
 def test_an_unknown_top_level_key_lists_every_known_key_comma_separated():
     with pytest.raises(ConfigError) as raised:
         parse_settings(dev_config(tenantz=[]))
-    known = str(raised.value).split("unknown config key (known: ", 1)[1].split(")")[0].split(", ")
+    known = str(raised.value).split("(known: ", 1)[1].split(")")[0].split(", ")
     assert {"managementClusterName", "tenants", "gpuSlots", "sshPrivateKeys"} <= set(known)
+    assert known == sorted(known)
+
+
+# docs/configuration.md ("what only `pulumi preview` catches"): one mistake of each kind it lists,
+# which an editor's schema check lets through and the program refuses before creating anything.
+A = {"name": "a"}
+ONLY_THE_PROGRAM_CATCHES = [
+    ({"tenants": [A, A]}, "tenants[1].name: duplicate tenant name 'a'"),
+    ({"tenants": [{"name": "a", "quotas": [{"namespace": "n", "gpus": 1}] * 2}]}, "duplicate quota namespace"),
+    ({"tenants": [{"name": "a", "serviceCidr": "10.244.0.0/24"}]}, "tenants[0].serviceCidr: 10.244.0.0/24 overlaps"),
+    ({"tenants": [{"name": "a", "workers": 2, "podCidr": "10.0.0.0/24"}]}, "cannot give each of 2 workers a /24"),
+    ({"kindSubnet": "172.18.0.0/16", "metallbAddressRange": "10.0.0.1-10.0.0.5", "tenants": [A]}, "lies outside"),
+    ({"tenants": [{"name": "a", "nodeImage": "kindest/node:v1.35.7"}]}, "runs Kubernetes v1.35.7"),
+    ({"tenants": [{"name": "a", "kubernetesVersion": "v1.37.0"}]}, "newer than Kamaji supports"),
+    ({"certManager": "provided", "tenants": [A]}, "certManager: 'provided' needs managementCluster existing"),
+    ({"tenants": [{"name": "a", "gpuDevices": "real"}]}, "'real' needs machines"),
+    ({"tenants": [{"name": "a", "gpus": [{"model": "NVIDIA A100 80GB", "count": 2}]}]}, "mock device plugin's limit"),
+    ({"tenants": [{"name": "a" * 60}]}, "would exceed 63 characters"),
+    ({"sshPrivateKeys": {"k": "KEY"}, "tenants": [{"name": "a", "machines": [{"name": "m", "address": "h",
+                                                                             "hostKey": HOST_KEY}]}]},
+     "'default' is not in sshPrivateKeys"),
+]
+
+
+@pytest.mark.parametrize(("config", "expected"), ONLY_THE_PROGRAM_CATCHES)
+def test_what_only_the_program_catches_passes_the_schema(config, expected):
+    assert editor_findings(config) == []
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        parse_settings(dev_config(**config))

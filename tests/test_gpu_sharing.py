@@ -228,3 +228,34 @@ def test_kubeconfig_of_the_right_tenant_gates_gpu_readiness():
     for ready in gated.commands("wait-gpus.sh"):
         tenant = "tenant-a" if "tenant-a" in ready.inputs["environment"]["NODES"] else "tenant-b"
         assert tenant_server(tenant) in ready.inputs["environment"]["KUBECONFIG_DATA"]
+
+
+def chart_reference(image: dict) -> str:
+    # How chart 2.10.0 joins them (charts/hami/templates/_commons.tpl@v2.10.0, common.images.image).
+    return f"{image['registry']}/{image['repository']}:{image['tag']}" if image["registry"] else \
+        f"{image['repository']}:{image['tag']}"
+
+
+DIGEST = "@sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "docker.io/projecthami/mock-device-plugin:1.0.1",  # the default
+        f"registry.example:5000/mirror/hami/mock-device-plugin:1.0.1{DIGEST}",
+        "localhost/mock-device-plugin:dev",
+        "projecthami/mock-device-plugin:1.0.2",
+    ],
+)
+def test_the_mock_device_plugin_runs_the_configured_image(reference):
+    overrides = {} if reference.startswith("docker.io/") else {"mockDevicePluginImage": reference}
+    for release in hami_releases(plan(dev_config(**overrides), preview=True)):
+        assert chart_reference(release.inputs["values"]["mockDevicePlugin"]["image"]) == reference
+
+
+@pytest.mark.parametrize("reference", ["projecthami/mock-device-plugin", "Docker.io/x:1", f"x{DIGEST}"])
+def test_a_mock_device_plugin_image_without_a_tag_is_refused(reference):
+    with pytest.raises(ConfigError, match=rf"kamaji-hami-lab:mockDevicePluginImage: '{reference}' is not an image "
+                       "reference with a tag"):
+        parse_settings(dev_config(mockDevicePluginImage=reference))

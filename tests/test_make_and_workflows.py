@@ -134,12 +134,12 @@ def test_live_lab_is_opt_in_and_always_torn_down_after_the_report_is_kept():
 
 @needs_make
 def test_down_checks_every_tool_destroy_runs_before_destroying(tmp_path):
-    # Destroy runs scripts/kind-down.sh (kind), removes worker containers (docker) and
-    # lets workers leave their tenant (kubectl).
+    # Destroy runs scripts/kind-down.sh (kind), removes worker containers (docker), lets workers
+    # leave their tenant (kubectl) and machines over SSH (scripts/leave-worker.sh: ssh).
     dry = make("-n", "down", f"VENV={tmp_path / 'venv'}", env_drop=("PULUMI_BACKEND_URL",))
     lines = dry.stdout.splitlines()
 
-    check = position(lines, "preflight.py --tools kind docker kubectl")
+    check = position(lines, "preflight.py --tools kind docker kubectl ssh")
     assert check < position(lines, "pulumi destroy --yes")
 
 
@@ -151,3 +151,81 @@ def test_make_reads_the_stack_it_manages(tmp_path):
         "write_kubeconfigs.py --dir kubeconfigs --stack staging"
         in make("-n", "kubeconfigs", "STACK=staging", f"VENV={tmp_path / 'venv'}").stdout
     )
+
+
+# What `pulumi stack select --create` does to the stack file with the passphrase provider: it keeps the file's
+# comments and order and appends the new top-level key encryptionsalt at the end (pulumi/pulumi
+# sdk/go/common/util/yamlutil/edit.go handleMappingNode, pkg/secrets/passphrase/manager.go @1b5949891b).
+FAKE_PULUMI = r"""#!/bin/sh
+case "$*" in
+  version) echo v3.272.0 ;;
+  "stack select --create "*|"stack select "*)
+    eval "file=Pulumi.\${$#}.yaml"
+    grep -qs '^encryptionsalt: ' "$file" ||
+      echo 'encryptionsalt: v1:9WGTZ3BwQ0k=:v1:Zq4Nc0p1cQbYg8vq:v7UOaOq3IrhrV3ZRUxUgqLqD8pcZWw==' >> "$file" ;;
+  *) echo "fake pulumi: unexpected $*" >&2; exit 97 ;;
+esac
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        capture_output=True, text=True, check=True,
+    ).stdout
+
+
+@pytest.fixture
+def user_clone(tmp_path):
+    """A git checkout of the project's make entry points and stack files, with a fake pulumi on PATH."""
+    repo = tmp_path / "lab"
+    for name in ("Makefile", "Pulumi.yaml", "Pulumi.dev.yaml", ".gitattributes", ".gitignore", "scripts/preflight.py"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, repo / name)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "clone")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pulumi").write_text(FAKE_PULUMI)
+    (bin_dir / "pulumi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PULUMI_CONFIG_PASSPHRASE": "mine"}
+    return repo, env
+
+
+@needs_make
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("target", ["stack", "existing-stack"])
+def test_the_salt_pulumi_writes_leaves_git_status_clean(user_clone, target):
+    repo, env = user_clone
+
+    run = subprocess.run(["make", "--no-print-directory", "-C", str(repo), target], env=env, capture_output=True,
+                         text=True, check=False)
+
+    assert run.returncode == 0, run.stderr
+    assert "\nencryptionsalt: v1:" in (repo / "Pulumi.dev.yaml").read_text(), "Pulumi reads the salt from the file"
+    assert git(repo, "status", "--porcelain") == ""
+
+
+@needs_make
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_your_own_config_edits_still_show_and_commit_without_the_salt(user_clone):
+    repo, env = user_clone
+    subprocess.run(["make", "-C", str(repo), "stack"], env=env, capture_output=True, check=True)
+    stack_file = repo / "Pulumi.dev.yaml"
+    stack_file.write_text(stack_file.read_text().replace("count: 2", "count: 1"))  # as pulumi config set would
+
+    assert git(repo, "status", "--porcelain") == " M Pulumi.dev.yaml\n"
+    git(repo, "commit", "-qam", "one L4")
+    committed = git(repo, "show", "HEAD:Pulumi.dev.yaml")
+    assert "count: 1" in committed and "encryptionsalt" not in committed
+
+
+@needs_make
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_new_stack_file_of_yours_is_left_untracked(user_clone):
+    repo, env = user_clone
+    subprocess.run(["make", "-C", str(repo), "stack", "STACK=mine"], env=env, capture_output=True, check=True)
+
+    assert (repo / "Pulumi.mine.yaml").read_text().startswith("encryptionsalt: ")
+    assert git(repo, "status", "--porcelain") == "?? Pulumi.mine.yaml\n"

@@ -16,7 +16,7 @@ PULUMI_YAML_KEYS = ("managementClusterName", "kubernetesVersion", "metallbAddres
 
 def test_an_unknown_key_lists_the_known_keys_as_the_stack_file_spells_them():
     message = config_error(managementClustrName="x")
-    known = message.split("unknown config key (known: ", 1)[1]
+    known = message.split("unknown config key; did you mean 'managementClusterName'? (known: ", 1)[1]
     assert all(key in known for key in PULUMI_YAML_KEYS)
     assert "_" not in known.split(")")[0], "Python field names are not config keys"
 
@@ -29,7 +29,7 @@ def test_a_bad_tenant_beside_a_duplicate_keeps_its_own_key_and_value():
 
 
 def test_a_slash_25_holds_one_pool_in_its_upper_half():
-    # README (metallbAddressRange): 51 addresses of the upper half. A /25's upper half is .64-.127;
+    # docs/configuration.md (metallbAddressRange): 51 addresses of the upper half. A /25's upper half is .64-.127;
     # less its broadcast address that is 63 addresses, room for one block.
     upper_half = ipaddress.ip_network("10.0.0.64/26")
     pools = {metallb_pool("10.0.0.0/25", None, f"lab-{n}") for n in range(20)}
@@ -54,7 +54,7 @@ def test_a_subnet_whose_upper_half_is_under_51_addresses_is_refused(subnet):
 
 @pytest.mark.parametrize("subnet", ["10.0.0.0/23", "10.0.0.0/24", "10.0.0.0/25", "172.18.0.0/16"])
 def test_no_lab_name_puts_its_pool_in_the_lower_half(subnet):
-    # Docker hands out container addresses from the bottom of the subnet (README, metallbAddressRange);
+    # Docker hands out container addresses from the bottom of the subnet (docs/configuration.md, metallbAddressRange);
     # enough names to land in every block the subnet's upper half has.
     network = ipaddress.ip_network(subnet)
     upper_half = list(network.subnets())[1]

@@ -1,8 +1,9 @@
 """The stack outputs the program exports are what the validation suite and kubeconfig writer read."""
 
 import json
+import re
 
-from tests.plan import dev_config, is_secret, plan, resolve
+from tests.plan import ROOT, dev_config, is_secret, plan, resolve
 from tests.test_management_modes import existing_plan  # noqa: F401 (fixture)
 from validation.stack_outputs import Platform, parse_outputs, write_kubeconfig_files
 
@@ -64,3 +65,25 @@ def test_a_lab_that_installs_its_platform_says_so():
     platform = parse_outputs(exported_document()).platform
     assert not platform.provided
     assert platform.data_store == Platform().data_store, "the installed chart's DataStore"
+
+
+def documented_outputs() -> dict[str, str]:
+    """output -> content cell of the outputs table in the docs."""
+    section = (ROOT / "docs" / "operations.md").read_text().split("\n## Outputs\n", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `(\w+)` \| (?:yes|no) \| (.*) \|$", section, re.MULTILINE))
+
+
+def test_the_outputs_table_lists_every_output_and_every_fact_of_a_tenant():
+    document = exported_document()
+    table = documented_outputs()
+    assert set(table) == set(document)
+    # Top-level facts only: what a fact holds is named in parentheses after it.
+    named = set(re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", table["tenants"])))
+    (facts,) = {frozenset(tenant) for tenant in document["tenants"].values()}
+    assert named == set(facts)
+
+
+def test_an_existing_management_cluster_also_gets_management_kubeconfig(existing_plan, tmp_path):  # noqa: F811
+    document = json.loads(json.dumps(resolve(existing_plan("installed", preview=False).outputs)))
+    written = write_kubeconfig_files(tmp_path, parse_outputs(document).kubeconfigs)
+    assert "management.kubeconfig" in {path.name for path in written.values()}

@@ -22,13 +22,16 @@ TUNED = {
     "lib/modules/6.8.0-84-generic/modules.dep": "",
 }
 KERNEL = "6.8.0-84-generic"
-DOCKER_ENGINE = (0, "Ubuntu 24.04.3 LTS")  # docker info --format {{.OperatingSystem}}
+DOCKER_ENGINE = (0, "Ubuntu 24.04.3 LTS")
+# `kubectl version --client` (kubernetes/kubectl pkg/cmd/version/version.go@v0.36.3 prints these two lines).
+KUBECTL = (0, "Client Version: v1.36.3\nKustomize Version: v5.7.1")  # docker info --format {{.OperatingSystem}}
 # `docker info --format '{{json .}}'` of a root Docker Engine on overlay2/ext4 (the fields the checks read).
 ENGINE_INFO = {
     "OperatingSystem": "Ubuntu 24.04.3 LTS",
     "Driver": "overlay2",
     "DriverStatus": [["Backing Filesystem", "extfs"], ["Supports d_type", "true"]],
     "SecurityOptions": ["name=apparmor", "name=seccomp,profile=builtin", "name=cgroupns"],
+    "DockerRootDir": "/var/lib/docker",
 }
 LOCAL_SOCKET = "unix:///var/run/docker.sock"
 DOCKER_DOWN = (
@@ -49,6 +52,7 @@ def make_host(
     context=LOCAL_SOCKET,
     env=None,
     stack_config=(0, "{}"),
+    free_bytes=None,
 ):
     files = {**TUNED, **(overrides or {})}
     for relative, content in files.items():
@@ -57,11 +61,11 @@ def make_host(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
     docker_calls = []
-    # What current kind and Pulumi CLIs print for `kind version` and `pulumi version`.
-    versions = {"kind": (0, "kind v0.33.0 go1.25.1 linux/amd64"), "pulumi": (0, "v3.272.0")}
+    # What current kind, Pulumi and kubectl CLIs print for their version commands.
+    versions = {"kind": (0, "kind v0.33.0 go1.25.1 linux/amd64"), "pulumi": (0, "v3.272.0"), "kubectl": KUBECTL}
 
     def run(argv):
-        if list(argv[1:]) == ["version"] and argv[0] in versions:
+        if argv[0] in versions and tuple(argv) == preflight.VERSION_COMMANDS[argv[0]]:
             return versions[argv[0]]
         docker_calls.append(list(argv))
         if list(argv[:3]) == ["pulumi", "config", "--json"]:
@@ -72,6 +76,8 @@ def make_host(
             return 0, json.dumps({**ENGINE_INFO, **(info or {})})
         if argv[:3] == ["docker", "context", "inspect"]:
             return 0, context
+        if argv[:4] == ["docker", "info", "--format", "{{.DockerRootDir}}"]:
+            return 0, {**ENGINE_INFO, **(info or {})}["DockerRootDir"]
         return docker
 
     host = preflight.Host(
@@ -81,6 +87,7 @@ def make_host(
         run=run,
         kernel_release=kernel,
         python=python,
+        free_bytes=free_bytes or (lambda path: None),
     )
     return host, docker_calls
 

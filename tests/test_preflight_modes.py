@@ -122,3 +122,82 @@ def test_a_lab_without_machines_does_not_ask_for_ssh(tmp_path, capsys):
                         missing=("kind", "docker", "ssh"))
 
     assert run_preflight(host, capsys, "--stack", "lab") == (0, "preflight: all good\n")
+
+
+# --- what the stack is estimated to use, against what the host has ------------------------------
+
+GIB = 1 << 30
+
+
+def meminfo(available_gib: float) -> str:
+    """/proc/meminfo as Linux writes it (fs/proc/meminfo.c: "%-15s %8lu kB"), the lines the check may read."""
+    return (f"MemTotal:       16303512 kB\nMemFree:         1203312 kB\n"
+            f"MemAvailable:   {int(available_gib * 1024 * 1024):>8} kB\nBuffers:          204812 kB\n")
+
+
+def sized_host(tmp_path, stack, available_gib, free_gib):
+    free = {}
+    host, _ = make_host(
+        tmp_path, {"proc/meminfo": meminfo(available_gib)}, stack_config=stack,
+        free_bytes=lambda path: free.setdefault(path, int(free_gib * GIB)),
+    )
+    return host, free
+
+
+def test_a_host_with_less_memory_and_disk_than_the_estimate_is_warned_with_the_sum(tmp_path, capsys):
+    # Two tenants of one replica and one worker each, as the dev stack runs.
+    host, free = sized_host(tmp_path, config_json([{"name": "a"}, {"name": "b"}], controlPlaneReplicas="1",
+                                                  workersPerTenant="1"), available_gib=4, free_gib=5)
+
+    code, out = run_preflight(host, capsys, "--stack", "dev")
+
+    assert code == 0, "an estimate only warns"
+    assert (
+        "WARNING the stack is estimated to use about 5 GiB of memory (the management cluster 3 GiB + 2 × 0.5 GiB "
+        "per control-plane replica + 2 × 0.5 GiB per worker); this host has 4.0 GiB available. The figures are "
+        "estimates, not measurements"
+    ) in out
+    assert (
+        "WARNING the stack is estimated to use about 6.5 GiB of disk (the node image 1 GiB + the management "
+        "cluster's /var 1.5 GiB + 2 × 2 GiB per worker's /var); this host has 5.0 GiB free under /var/lib/docker"
+    ) in out
+    assert list(free) == ["/var/lib/docker"], "the disk Docker keeps its images and volumes on"
+
+
+def test_a_host_with_room_for_the_estimate_passes(tmp_path, capsys):
+    host, _ = sized_host(tmp_path, config_json([{"name": "a"}], workersPerTenant="1", controlPlaneReplicas="1"),
+                         available_gib=4.5, free_gib=4.5)
+
+    assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")
+
+
+def test_the_estimate_counts_each_tenants_own_replicas_and_workers_and_no_machines(tmp_path, capsys):
+    tenants = [
+        {"name": "a", "workers": 3, "controlPlaneReplicas": 2},
+        {"name": "b"},
+        {"name": "c", "machines": [{"name": "m", "address": "10.0.0.5"}]},
+    ]
+    host, _ = sized_host(tmp_path, config_json(tenants, workersPerTenant="2", controlPlaneReplicas="1"),
+                         available_gib=1, free_gib=1000)
+
+    _, out = run_preflight(host, capsys, "--stack", "dev")
+
+    # Replicas: 2 + 1 + 1 (machines still have a control plane); workers: 3 + 2, none for the machines.
+    assert "about 7.5 GiB of memory (the management cluster 3 GiB + 4 × 0.5 GiB per control-plane replica " \
+        "+ 5 × 0.5 GiB per worker)" in out
+
+
+def test_on_an_existing_cluster_only_the_container_workers_use_this_host(tmp_path, capsys):
+    stack = config_json([{"name": "a", "workers": 2}], managementCluster="existing", dockerNetwork="lab-net",
+                        controlPlaneReplicas="1", workersPerTenant="1")
+    host, _ = sized_host(tmp_path, stack, available_gib=0.5, free_gib=0.5)
+
+    _, out = run_preflight(host, capsys, "--stack", "dev")
+
+    assert "about 1 GiB of memory (2 × 0.5 GiB per worker)" in out
+    assert "about 5 GiB of disk (the node image 1 GiB + 2 × 2 GiB per worker's /var)" in out
+
+
+def test_without_a_stack_nothing_is_estimated(tmp_path, capsys):
+    host, _ = sized_host(tmp_path, (0, "{}"), available_gib=0.1, free_gib=0.1)
+    assert run_preflight(host, capsys) == (0, "preflight: all good\n")

@@ -23,6 +23,8 @@ spec.loader.exec_module(preflight)
 # What the tools print (kind's `version` subcommand; the Pulumi CLI prints only its version).
 KIND_CURRENT, KIND_OLD = "kind v0.33.0 go1.25.1 linux/amd64\n", "kind v0.32.0 go1.24.6 linux/amd64\n"
 PULUMI_CURRENT, PULUMI_OLD = "v3.272.0\n", "v3.150.0\n"
+# `kubectl version --client` (kubernetes/kubectl pkg/cmd/version/version.go@v0.36.3).
+KUBECTL = "Client Version: {}\nKustomize Version: v5.7.1\n"
 
 
 def preflight_tools(tmp_path: Path, replies: dict[str, str], *tools: str) -> subprocess.CompletedProcess[str]:
@@ -30,7 +32,10 @@ def preflight_tools(tmp_path: Path, replies: dict[str, str], *tools: str) -> sub
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     write_shims(bin_dir, replies)
-    rules = [{"tool": tool, "match": "^version$", "replies": [{"stdout": out}]} for tool, out in replies.items()]
+    rules = [
+        {"tool": tool, "match": f"^{' '.join(preflight.VERSION_COMMANDS[tool][1:])}$", "replies": [{"stdout": out}]}
+        for tool, out in replies.items()
+    ]
     env = {"PATH": str(bin_dir), "FAKE_LOG": str(tmp_path / "calls.jsonl"), "FAKE_RULES": json.dumps(rules)}
     return subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "preflight.py"), "--tools", *tools],
@@ -60,6 +65,25 @@ def test_an_old_pulumi_cli_is_an_error(tmp_path):
     assert run.returncode == 1
     assert "pulumi is v3.150.0; the lab needs v3.272.0 or newer" in run.stdout
     assert "get.pulumi.com" in run.stdout
+
+
+def test_a_kubectl_in_skew_passes_silently(tmp_path):
+    run = preflight_tools(tmp_path, {"kubectl": KUBECTL.format("v1.36.3")}, "kubectl")
+    assert (run.returncode, run.stdout) == (0, "")
+
+
+def test_a_kubectl_more_than_one_minor_older_is_an_error(tmp_path):
+    run = preflight_tools(tmp_path, {"kubectl": KUBECTL.format("v1.32.9")}, "kubectl")
+
+    assert run.returncode == 1
+    assert "ERROR   kubectl is v1.32.9; the lab needs v1.35 to v1.37" in run.stdout
+
+
+def test_a_kubectl_more_than_one_minor_newer_is_a_warning(tmp_path):
+    run = preflight_tools(tmp_path, {"kubectl": KUBECTL.format("v1.38.0")}, "kubectl")
+
+    assert run.returncode == 0
+    assert "WARNING kubectl is v1.38.0, more than one minor newer than the lab's API servers" in run.stdout
 
 
 def test_a_version_that_cannot_be_read_is_a_warning(tmp_path):
@@ -101,6 +125,14 @@ def test_readme_states_the_versions_the_preflight_enforces():
     assert versions["kind"] == f"{preflight.version_text(preflight.MIN_VERSIONS['kind'])} or newer"
     assert versions["Pulumi CLI"] == f"{preflight.version_text(preflight.MIN_VERSIONS['pulumi'])} or newer"
     assert versions["Python"] == f"{'.'.join(map(str, preflight.MIN_PYTHON))} or newer"
+    assert versions["kubectl"] == preflight.wanted_version("kubectl")
+
+
+def test_kubectls_range_is_one_minor_either_side_of_the_default_kubernetes_version():
+    default = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]["kubernetesVersion"]["default"]
+    major, minor = (int(part) for part in default.lstrip("v").split(".")[:2])
+    assert preflight.MIN_VERSIONS["kubectl"][:2] == (major, minor - 1)
+    assert preflight.NEWEST_MINORS["kubectl"] == (major, minor + 1)
 
 
 @pytest.mark.parametrize("name", ["ci.yml", "live.yml"])

@@ -44,18 +44,19 @@ def test_every_scalar_key_is_declared_with_type_default_and_description():
 def test_defaults_alone_only_lack_tenants():
     with pytest.raises(ConfigError) as raised:
         parse_settings(project_defaults())
-    (problem,) = str(raised.value).splitlines()[1:]
+    problem, _more_may_follow = str(raised.value).splitlines()[1:]
     assert problem.strip().startswith(f"kamaji-hami-lab:{TENANTS_KEY}: required")
 
 
-def test_readme_documents_every_config_key():
+def test_the_configuration_doc_documents_every_config_key():
+    configuration = (ROOT / "docs" / "configuration.md").read_text()
     for key in STACK_KEYS:
-        assert f"`{key}`" in README, key
+        assert f"`{key}`" in configuration, key
 
 
-def test_readme_test_command_is_what_ci_runs():
+def test_the_documented_test_command_is_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text()
-    (command,) = re.findall(r"^make test$", README, flags=re.MULTILINE)[:1]
+    (command,) = re.findall(r"^make test$", (ROOT / "CONTRIBUTING.md").read_text(), flags=re.MULTILINE)[:1]
     assert re.search(rf"^\s*{command}\b", ci, flags=re.MULTILINE)
 
 
@@ -70,3 +71,10 @@ def test_scripts_the_program_runs_exist():
 def test_dev_stack_disables_the_ambient_default_providers():
     stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
     assert {"kubernetes", "docker"} <= set(stack["pulumi:disable-default-providers"])
+
+
+def test_the_project_is_apache_2_licensed_and_the_readme_says_so():
+    license_text = (ROOT / "LICENSE").read_text()
+    assert "Apache License\n                           Version 2.0, January 2004" in license_text
+    assert "END OF TERMS AND CONDITIONS" in license_text, "the full text, not a pointer to it"
+    assert "Apache License 2.0" in README and "](LICENSE)" in README

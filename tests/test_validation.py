@@ -4,6 +4,7 @@ A FakeLab stands in for kubectl and pulumi: it answers with hand-made API
 responses (tests/fixtures/validation/, written to match the stack-output
 contract) chosen by cluster and command, and records every call. A healthy lab
 is the default; each test breaks one thing and checks what the suite reports.
+Behind the `datastore` check's etcdctl pods is a real etcd (tests/etcd_pods.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.fake_etcd import FakeEtcd
+from tests.etcd_pods import shared_pods
 from tests.kube_api import refusals
 from validation.checks.konnectivity import LOG_LINE
 from validation.cli import main
@@ -62,6 +63,12 @@ HAMI_QUOTA_DENIAL = (
 
 def recorded(name: str) -> Any:
     return json.loads((FIXTURES / name).read_text())
+
+
+SCHEMAS = {tenant: spec["dataStoreSchema"] for tenant, spec in recorded("outputs.json")["tenants"].items()}
+# Each tenant's etcd user, the CN of its datastore certificate: Kamaji's status.storage.setup.user
+# (clastix/kamaji internal/resources/datastore/datastore_certificate.go@ddbabd87ed0e).
+USERS = {tenant: recorded(f"tcp-{tenant}.json")["status"]["storage"]["setup"]["user"] for tenant in TENANTS}
 
 
 def ok(reply: Any = "") -> CommandResult:
@@ -220,8 +227,7 @@ def healthy_lab() -> FakeLab:
         lab.on(tenant, r"^get pods -n validate-sharing-", ok(recorded("pods-sharing-running.json")))
         lab.on(tenant, r"^get resourcequotas -n team-a ", ok(recorded("resourcequotas-team-a.json")))
         lab.on(tenant, r"^create -f -", error(HAMI_QUOTA_DENIAL), stdin='"beyond-quota"')
-    schemas = {tenant: spec["dataStoreSchema"] for tenant, spec in recorded("outputs.json")["tenants"].items()}
-    FakeEtcd(schemas, lab.calls).install(lab)
+    shared_pods(SCHEMAS, USERS).install(lab)
     return lab
 
 

@@ -1,20 +1,26 @@
 """The `datastore` check: each tenant's etcd certificate reads its own prefix and nothing else.
 
-Everything here runs on hand-made answers: the FakeLab of tests/test_validation.py
-with tests/fake_etcd.py's hand-made kamaji-etcd behind the check's etcdctl pods,
-and hand-made etcdctl outputs for the verdicts.
+The check runs against a real etcd (tests/real_etcd.py), provisioned as Kamaji's driver and
+kamaji-etcd's setup job provision it; its etcdctl pods' containers run their own argv against
+that server (tests/etcd_pods.py: only the pod machinery around them is hand-made, there being
+no cluster here). healthy_lab() shares one segregated server; the setups that change the
+server start their own (the real_etcd fixture).
 """
 
 from __future__ import annotations
 
 import io
 import json
+from itertools import dropwhile
 
 import pytest
 
-from tests.fake_etcd import ETCD_IMAGE, PERMISSION_DENIED, ROOT_USER, FakeEtcd
+from tests.etcd_pods import ETCD_IMAGE, EtcdPods, chart_secrets, provision, self_signed_secrets, tenant_secrets
+from tests.real_etcd import CALL_TIMEOUT
 from tests.test_validation import (
+    SCHEMAS,
     TENANTS,
+    USERS,
     FakeClock,
     error,
     healthy_lab,
@@ -24,25 +30,33 @@ from tests.test_validation import (
     result,
     validate,
 )
-from validation.checks.datastore import Read, etcd_endpoints, marker_absent, marker_found, refused
+from validation import manifests
+from validation.checks.datastore import READ_TIMEOUT, Read, etcd_endpoints, marker_absent, marker_found, refused
 from validation.cli import main
 
-SCHEMAS = {tenant: spec["dataStoreSchema"] for tenant, spec in recorded("outputs.json")["tenants"].items()}
 # Kamaji names the tenant's etcd client certificate <tenant>-datastore-certificate, with keys
 # ca.crt, server.crt and server.key (clastix/kamaji internal/resources/datastore/datastore_certificate.go@26.8.2-edge).
 TENANT_SECRET_KEYS = {"ca.crt", "server.crt", "server.key"}
-# kamaji-etcd's DataStore: root client certificate and CA by secret reference, in the chart's namespace
-# (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml@92f31f0).
-ROOT_SECRETS = {("kamaji-etcd-root-client-certs", "tls.crt"), ("kamaji-etcd-root-client-certs", "tls.key")}
-ROOT_CA = ("kamaji-etcd-certs", "ca.crt")
+# kamaji-etcd's DataStore as Kamaji's chart renders it (cert-manager): the root client certificate and the CA by
+# secret reference, in the chart's namespace (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml,
+# the same in chart 0.15.0 @c81ce28 and 0.17.0 @92f31f0).
+ROOT_SECRETS = {("kamaji-etcd-client-certs", "tls.crt"), ("kamaji-etcd-client-certs", "tls.key")}
+ROOT_CA = ("kamaji-etcd-ca", "tls.crt")  # beside it tls.key, the CA's private key
+ROOT_CREDENTIALS = "the DataStore's root credentials kamaji-system/kamaji-etcd-client-certs"
+# What etcdctl 3.5.1 printed (both streams) when the real server refused a range: its client's warning, then the error.
+REFUSAL = (
+    '{"level":"warn","ts":"2026-12-04T15:26:20.170Z","logger":"etcd-client","caller":"v3/retry_interceptor.go:62",'
+    '"msg":"retrying of unary invoker failed","target":"etcd-endpoints://0xc000310a80/127.0.0.1:60671","attempt":0,'
+    '"error":"rpc error: code = PermissionDenied desc = etcdserver: permission denied"}\n'
+    "Error: etcdserver: permission denied\n"
+)
 
 
-def lab_with(etcd: FakeEtcd | None = None):
-    """The healthy lab, its hand-made etcd replaced by etcd when given."""
+def lab_with(pods: EtcdPods | None = None):
+    """The healthy lab, its etcd replaced by pods' when given."""
     lab = healthy_lab()
-    if etcd:
-        etcd.calls = lab.calls
-        etcd.install(lab)
+    if pods:
+        pods.install(lab)
     return lab
 
 
@@ -68,17 +82,28 @@ def namespace_of(lab, pod: dict) -> str:
     return call.command.split()[-1]
 
 
-# --- verdicts on hand-made etcdctl answers --------------------------------------------------
+# --- verdicts on etcdctl answers, as etcdctl 3.5.1 printed them against the real server -------
 
 
-def test_a_listed_marker_is_found_and_a_permission_denied_is_a_refusal():
+def test_etcds_refusal_is_one_and_the_warnings_before_it_are_no_keys():
     key = "/tenants_tenant_a/configmaps/validate-datastore-abc123/marker-1"
     own = Read("/tenants_tenant_a/configmaps/validate-datastore-abc123/", 0, f"{key}\n\n")
 
     assert marker_found(own, key) == (True, f"found {key}")
-    assert refused(Read("/tenants_tenant_b/", 1, PERMISSION_DENIED)) == (
+    assert refused(Read("/tenants_tenant_b/", 1, REFUSAL)) == (
         True,
-        "/tenants_tenant_b/ refused (permission denied)",
+        "/tenants_tenant_b/ refused (etcdserver: permission denied)",
+    )
+
+
+def test_etcdctls_own_file_error_is_no_refusal():
+    # etcdctl cannot open the mounted key (here every test runs as root, whom no file refuses, so the words are
+    # the issue's: etcdctl's "Error: " and Go's *PathError).
+    proven, why = refused(Read("/", 1, "Error: open /etc/etcd-client/client.key: permission denied\n"))
+
+    assert not proven
+    assert why == (
+        "/ failed without etcdserver: permission denied: Error: open /etc/etcd-client/client.key: permission denied"
     )
 
 
@@ -87,8 +112,8 @@ def test_an_empty_answer_is_not_a_refusal():
 
     assert not proven
     assert why == (
-        "/tenants_tenant_b/ answered with no keys instead of permission denied; an empty answer is no proof "
-        "(is etcd auth enabled?)"
+        "/tenants_tenant_b/ answered with no keys instead of etcdserver: permission denied; an empty answer is no "
+        "proof (is etcd auth enabled?)"
     )
 
 
@@ -96,6 +121,20 @@ def test_other_errors_are_not_refusals_either():
     proven, why = refused(Read("/", 1, "Error: context deadline exceeded\n"))
 
     assert not proven and "context deadline exceeded" in why
+
+
+def test_etcdctls_json_warnings_are_not_counted_as_keys():
+    warning = REFUSAL.splitlines()[0]
+    listing = Read("/", 0, f"{warning}\n/tenants_tenant_a/configmaps/kube-system/kube-root-ca.crt\n{warning}\n")
+
+    assert refused(listing) == (
+        False,
+        "/ is readable: etcd listed 1 key, e.g. /tenants_tenant_a/configmaps/kube-system/kube-root-ca.crt",
+    )
+    assert marker_absent(Read("/tenants_tenant_b/", 0, f"{warning}\n"), "configmaps/ns/m") == (
+        True,
+        "marker not under /tenants_tenant_b/ (0 keys)",
+    )
 
 
 def test_a_marker_listed_under_another_prefix_is_a_leak():
@@ -108,51 +147,32 @@ def test_a_marker_listed_under_another_prefix_is_a_leak():
     )
 
 
-# --- the check against the hand-made lab ----------------------------------------------------
+# --- the check against the healthy lab and its shared, segregated etcd ------------------------
 
 
-def test_marker_found_and_refusals_seen_pass_with_the_prefix_key_and_refusal_as_evidence():
+def test_tenants_segregated_as_kamaji_makes_them_pass_with_what_each_half_saw_as_evidence():
     code, report = validate(lab_with(), "--only", "datastore")
 
     assert code == 0
     for tenant in TENANTS:
         evidence = result(report, "datastore", tenant)["evidence"]
         other = SCHEMAS[next(name for name in TENANTS if name != tenant)]
-        assert f"found /{SCHEMAS[tenant]}/configmaps/validate-datastore-" in evidence
-        assert f"/{other}/ refused (permission denied)" in evidence
-        assert "/ refused (permission denied)" in evidence
-        assert f"root credentials: found /{SCHEMAS[tenant]}/configmaps/validate-datastore-" in evidence
-        assert f"marker not under /{other}/" in evidence
+        tenants_half, root_half = halves(evidence)
+        assert tenants_half.startswith(f"the tenant's certificate tenants/{tenant}-datastore-certificate: found ")
+        assert f"found /{SCHEMAS[tenant]}/configmaps/validate-datastore-" in tenants_half
+        assert f"/{other}/ refused (etcdserver: permission denied)" in tenants_half
+        assert "; / refused (etcdserver: permission denied)" in tenants_half
+        assert root_half.startswith(f"{ROOT_CREDENTIALS}: ")
+        assert f"etcd user {USERS[tenant]} has only role {SCHEMAS[tenant]}" in root_half
+        assert (
+            f"etcd role {SCHEMAS[tenant]} grants only READWRITE on [/{SCHEMAS[tenant]}/, /{SCHEMAS[tenant]}0)"
+            in root_half
+        )
+        assert f"found /{SCHEMAS[tenant]}/configmaps/validate-datastore-" in root_half
+        assert f"marker not under /{other}/" in root_half
 
 
-def test_a_datastore_without_auth_fails_naming_what_the_certificate_could_read():
-    _, report = validate(lab_with(FakeEtcd(SCHEMAS, [], auth_enabled=False)), "--only", "datastore")
-
-    reason = result(report, "datastore", "tenant-a")["reason"]
-    assert result(report, "datastore", "tenant-a")["status"] == "fail"
-    assert "tenants/tenant-a-datastore-certificate" in reason
-    assert "/ is readable" in reason
-    # tenant-b's prefix holds nothing, or its own marker when tenant-b's check (beside this one) wrote it first:
-    # an empty answer is said to prove nothing, a listing is a leak
-    assert (
-        "/tenants_tenant_b/ answered with no keys instead of permission denied" in reason
-        or "/tenants_tenant_b/ is readable: etcd listed 1 key, e.g. /tenants_tenant_b/configmaps/validate-" in reason
-    )
-
-
-def test_marker_found_under_another_tenants_prefix_fails():
-    etcd = FakeEtcd(SCHEMAS, [], copies={"tenant-a": SCHEMAS["tenant-b"]})
-
-    _, report = validate(lab_with(etcd), "--only", "datastore")
-
-    reason = result(report, "datastore", "tenant-a")["reason"]
-    assert (
-        "the marker is also under another tenant's prefix: /tenants_tenant_b/configmaps/validate-datastore-" in reason
-    )
-    assert result(report, "datastore", "tenant-b")["status"] == "pass"
-
-
-def test_a_lone_tenant_is_still_refused_at_the_root(tmp_path):
+def test_a_lone_tenant_is_still_refused_at_the_root_and_its_grants_read(tmp_path):
     def one_tenant(document: dict) -> None:
         del document["tenants"]["tenant-b"], document["kubeconfigs"]["tenant-b"]
 
@@ -160,9 +180,11 @@ def test_a_lone_tenant_is_still_refused_at_the_root(tmp_path):
     _, report = validate(lab, "--only", "datastore", outputs=outputs_with(tmp_path, one_tenant))
 
     evidence = result(report, "datastore", "tenant-a")["evidence"]
-    assert "/ refused (permission denied)" in evidence
-    assert "root credentials: no other tenant to search" in evidence
-    assert {namespace_of(lab, pod) for pod in etcdctl_pods(lab)} == {"tenants"}
+    assert "/ refused (etcdserver: permission denied)" in evidence
+    assert f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} has only role tenants_tenant_a; " in evidence
+    assert "marker not under" not in evidence  # no other tenant's prefix to search
+    root_pod = next(pod for pod in etcdctl_pods(lab) if namespace_of(lab, pod) == "kamaji-system")
+    assert [container["name"] for container in root_pod["spec"]["containers"]] == ["user", "role"]
 
 
 def test_a_datastore_that_is_not_etcd_skips_the_check():
@@ -193,7 +215,13 @@ def test_each_tenant_pod_mounts_that_tenants_certificate_and_the_root_pod_only_t
     assert [mounted(pod) for pod in root_pods] == [ROOT_SECRETS | {ROOT_CA}] * len(TENANTS)
 
 
-def test_etcdctl_argv_names_files_never_key_material_and_lists_keys_only():
+def read_only(arguments: list[str]) -> bool:
+    """etcdctl commands that only read: keys (names only), a user, a role."""
+    keys_only = len(arguments) == 4 and arguments[0] == "get" and arguments[2:] == ["--prefix", "--keys-only"]
+    return keys_only or (len(arguments) == 5 and arguments[:2] in (["user", "get"], ["role", "get"]))
+
+
+def test_etcdctl_argv_names_files_never_key_material_and_only_reads():
     lab = lab_with()
     validate(lab, "--only", "datastore")
 
@@ -203,7 +231,8 @@ def test_etcdctl_argv_names_files_never_key_material_and_lists_keys_only():
         mount = pod["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
         for container in pod["spec"]["containers"]:
             argv = container["command"]
-            assert argv[0].endswith("/etcdctl") and "--keys-only" in argv
+            assert argv[0].endswith("/etcdctl")
+            assert read_only(list(dropwhile(lambda arg: arg.startswith("--") and "=" in arg, argv[1:]))), argv
             files = [arg.split("=", 1)[1] for arg in argv if arg.startswith(("--cacert=", "--cert=", "--key="))]
             assert len(files) == 3 and all(path.startswith(f"{mount}/") for path in files)
             assert not any("BEGIN" in arg or "PRIVATE" in arg for arg in argv)
@@ -291,7 +320,7 @@ def test_the_check_runs_after_isolation_and_is_listed_in_help(capsys):
 
 def test_root_credentials_that_see_nothing_prove_nothing():
     # An empty answer under the marker's own prefix means the root read cannot be trusted.
-    good, why = marker_found(Read("/tenants_tenant_a/", 0, ""), "/tenants_tenant_a/configmaps/ns/m", "root credentials")
+    good, why = marker_found(Read("/tenants_tenant_a/", 0, ""), "/tenants_tenant_a/configmaps/ns/m")
     assert not good
     assert why == "/tenants_tenant_a/configmaps/ns/m is not under /tenants_tenant_a/ (etcd listed 0 keys there)"
 
@@ -322,21 +351,23 @@ def test_the_etcdctl_pods_dial_every_member_of_the_datastore_over_tls():
             assert f"--endpoints={','.join(f'https://{member}' for member in members)}" in container["command"]
 
 
-def test_a_certificate_refused_at_its_own_prefix_fails_the_check():
-    _, report = validate(lab_with(FakeEtcd(SCHEMAS, [], without_role=("tenant-a",))), "--only", "datastore")
+def test_root_credentials_refused_everywhere_prove_nothing_and_fail_the_check(real_etcd):
+    # The DataStore's client certificate is of no etcd user: etcd takes its CN and finds no grant for it.
+    pods = kamaji_etcd(real_etcd)
+    stranger = real_etcd.client("stranger")
+    pods.secrets["kamaji-system", "kamaji-etcd-client-certs"] = {"tls.crt": stranger.cert, "tls.key": stranger.key}
 
-    reason = result(report, "datastore", "tenant-a")["reason"]
-    assert "the tenant's own certificate cannot read /tenants_tenant_a/configmaps/validate-datastore-" in reason
-    assert reason.count("etcdserver: permission denied") == 1  # the refusals elsewhere are as they should be
-    assert result(report, "datastore", "tenant-b")["status"] == "pass"
+    report = check_against(pods)
 
-
-def test_root_credentials_refused_everywhere_prove_nothing_and_fail_the_check():
-    _, report = validate(lab_with(FakeEtcd(SCHEMAS, [], without_role=(ROOT_USER,))), "--only", "datastore")
-
-    reason = result(report, "datastore", "tenant-a")["reason"]
-    assert "root credentials cannot read /tenants_tenant_a/: Error: etcdserver: permission denied" in reason
-    assert "root credentials cannot read /tenants_tenant_b/: Error: etcdserver: permission denied" in reason
+    tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
+    assert tenants_half == ""
+    # etcd looks the caller up before answering about users and roles, and says it found no such user.
+    assert root_half == (
+        f"{ROOT_CREDENTIALS}: cannot read etcd user {USERS['tenant-a']}: Error: etcdserver: user name not found; "
+        "cannot read etcd role tenants_tenant_a: Error: etcdserver: user name not found; "
+        "cannot read /tenants_tenant_a/: Error: etcdserver: permission denied; "
+        "cannot read /tenants_tenant_b/: Error: etcdserver: permission denied"
+    )
 
 
 def secret_references(tls: dict) -> list[dict]:
@@ -374,7 +405,7 @@ def test_root_credentials_a_pod_cannot_mount_skip_the_root_half_with_the_reason(
 
     verdict = result(report, "datastore", "tenant-a")
     assert verdict["status"] == "pass"
-    assert f"root-credential half skipped: DataStore default {why}" in verdict["evidence"]
+    assert f". the root-credential half is skipped: DataStore default {why}" in verdict["evidence"]
     assert {namespace_of(lab, pod) for pod in etcdctl_pods(lab)} == {"tenants"}  # no root pod
 
 
@@ -424,3 +455,217 @@ def test_a_pod_left_behind_by_an_unreachable_cluster_is_a_warning_saying_so():
         "was not deleted (cannot reach the management API server: Unable to connect" in warning
         for warning in report["warnings"]
     )
+
+
+# --- the real etcd the tests below read ------------------------------------------------------
+
+
+def test_a_tenant_provisioned_as_kamaji_does_reads_its_prefix_and_no_part_of_anothers(real_etcd):
+    real_etcd.provision_root_and_enable_auth()
+    real_etcd.provision_tenant("uid-a", "tenants_tenant_a")
+    real_etcd.provision_tenant("uid-b", "tenants_tenant_b")
+    real_etcd.admin("role", "grant-permission", "tenants_tenant_a", "read", "/tenants_tenant_b/secrets/", "--prefix")
+    real_etcd.put("/tenants_tenant_a/configmaps/kube-system/kube-root-ca.crt")
+    tenant = real_etcd.client("uid-a")
+
+    own = real_etcd.etcdctl(tenant, "get", "/tenants_tenant_a/", "--prefix", "--keys-only")
+    other = real_etcd.etcdctl(tenant, "get", "/tenants_tenant_b/", "--prefix", "--keys-only")
+
+    assert own.returncode == 0 and "/tenants_tenant_a/configmaps/kube-system/kube-root-ca.crt" in own.stdout
+    # etcd refuses a range unless all of it is granted (etcd-io/etcd server/auth/range_perm_cache.go@v3.6.12),
+    # so a grant on one sub-prefix of tenant-b hides behind the refusal of the whole prefix.
+    assert other.returncode == 1 and "Error: etcdserver: permission denied" in other.stderr
+
+
+def etcdctl_waits(seconds_flags: tuple[str, ...]) -> float:
+    """The seconds the check's etcdctl containers may wait, by their own flags."""
+    (container,) = manifests.etcdctl_pod("p", ETCD_IMAGE, "https://e:2379", {}, {"c": ["get", "/"]})["spec"][
+        "containers"
+    ]
+    flags = dict(arg.split("=", 1) for arg in container["command"] if arg.startswith("--") and "=" in arg)
+    return sum(float(flags[flag].removesuffix("s")) for flag in seconds_flags)
+
+
+def test_etcdctl_gives_up_before_the_check_and_the_test_harness_stop_waiting_for_it():
+    waits = etcdctl_waits(("--dial-timeout", "--command-timeout"))
+
+    assert 0 < waits < CALL_TIMEOUT  # a real etcdctl's answer, never the harness's own timeout
+    assert waits < READ_TIMEOUT  # the check waits for the pod to end on its own
+
+
+# --- setups of a server of the test's own ----------------------------------------------------------
+
+
+def kamaji_etcd(server, *, auth: bool = True, layout=chart_secrets, copies=None) -> EtcdPods:
+    """server with both tenants as Kamaji's driver makes them, and the secrets of the management cluster."""
+    provision(server, SCHEMAS, USERS, auth=auth)
+    return EtcdPods(server, SCHEMAS, tenant_secrets(server, USERS) | layout(server), copies=copies or {})
+
+
+def check_against(pods: EtcdPods) -> dict:
+    _, report = validate(lab_with(pods), "--only", "datastore")
+    return report
+
+
+def halves(reason: str) -> tuple[str, str]:
+    """What the tenant's certificate found, and what the root credentials found ("" where one found nothing)."""
+    tenants, _, root = reason.partition(ROOT_CREDENTIALS)
+    return tenants.removesuffix(". "), ROOT_CREDENTIALS + root if root else ""
+
+
+WIDER_GRANTS = {
+    "another-tenants-prefix": (
+        ("/tenants_tenant_b/", "--prefix"),
+        "/tenants_tenant_b/ is readable: etcd listed",
+        "READ on [/tenants_tenant_b/, /tenants_tenant_b0)",
+    ),
+    "everything": (("/", "--prefix"), ": / is readable: etcd listed", "READ on [/, 0)"),
+    "from-the-root-onward": (("/", "--from-key"), ": / is readable: etcd listed", "READ on [/, <open ended>"),
+    # etcd refuses the whole of /tenants_tenant_b/ to this role: the tenant's own probes cannot see the grant.
+    "one-sub-prefix-of-another-tenant": (
+        ("/tenants_tenant_b/secrets/", "--prefix"),
+        None,
+        "READ on [/tenants_tenant_b/secrets/, /tenants_tenant_b/secrets0)",
+    ),
+}
+
+
+@pytest.mark.parametrize(("grant", "tenant_sees", "root_sees"), WIDER_GRANTS.values(), ids=WIDER_GRANTS.keys())
+def test_a_role_that_also_reads_beyond_its_prefix_fails_naming_whose_credentials_saw_it(
+    real_etcd, grant, tenant_sees, root_sees
+):
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("role", "grant-permission", SCHEMAS["tenant-a"], "read", *grant)
+
+    report = check_against(pods)
+
+    tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
+    assert result(report, "datastore", "tenant-a")["status"] == "fail"
+    assert (tenant_sees in tenants_half) if tenant_sees else tenants_half == ""
+    assert root_half == f"{ROOT_CREDENTIALS}: etcd role tenants_tenant_a also grants {root_sees}"
+    assert result(report, "datastore", "tenant-b")["status"] == "pass"
+
+
+def test_a_role_that_also_writes_elsewhere_fails_and_one_that_lost_its_range_too(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("role", "grant-permission", SCHEMAS["tenant-a"], "write", "/registry-of-nobody")
+    real_etcd.admin("role", "revoke-permission", SCHEMAS["tenant-b"], "/tenants_tenant_b/", "--prefix")
+
+    report = check_against(pods)
+
+    assert halves(result(report, "datastore", "tenant-a")["reason"])[1] == (
+        f"{ROOT_CREDENTIALS}: etcd role tenants_tenant_a also grants WRITE on key /registry-of-nobody"
+    )
+    assert halves(result(report, "datastore", "tenant-b")["reason"])[1] == (
+        f"{ROOT_CREDENTIALS}: etcd role tenants_tenant_b lacks READWRITE on [/tenants_tenant_b/, /tenants_tenant_b0)"
+    )
+
+
+def test_a_user_that_also_holds_another_role_fails(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("user", "grant-role", USERS["tenant-a"], SCHEMAS["tenant-b"])
+
+    report = check_against(pods)
+
+    tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
+    assert "/tenants_tenant_b/ is readable" in tenants_half
+    assert root_half == (
+        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} has roles tenants_tenant_a, tenants_tenant_b instead of "
+        "only tenants_tenant_a"
+    )
+
+
+def test_a_datastore_without_auth_fails_naming_what_the_tenants_certificate_could_read(real_etcd):
+    report = check_against(kamaji_etcd(real_etcd, auth=False))
+
+    tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
+    assert result(report, "datastore", "tenant-a")["status"] == "fail"
+    assert tenants_half.startswith("the tenant's certificate tenants/tenant-a-datastore-certificate: ")
+    assert ": / is readable: etcd listed" in tenants_half
+    assert "; /tenants_tenant_b/ is readable: etcd listed" in tenants_half
+    assert root_half == ""  # the grants are Kamaji's; etcd just does not enforce them
+
+
+def test_a_tenant_whose_role_was_revoked_fails(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("user", "revoke-role", USERS["tenant-a"], SCHEMAS["tenant-a"])
+
+    report = check_against(pods)
+
+    tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
+    assert tenants_half.startswith(
+        "the tenant's certificate tenants/tenant-a-datastore-certificate: cannot read "
+        "/tenants_tenant_a/configmaps/validate-datastore-"
+    )
+    assert tenants_half.endswith(": Error: etcdserver: permission denied")
+    no_role = f"etcd user {USERS['tenant-a']} has no role instead of only tenants_tenant_a"
+    assert root_half == f"{ROOT_CREDENTIALS}: {no_role}"
+    assert result(report, "datastore", "tenant-b")["status"] == "pass"
+
+
+def test_a_marker_also_stored_under_another_tenants_prefix_fails(real_etcd):
+    report = check_against(kamaji_etcd(real_etcd, copies={"tenant-a": SCHEMAS["tenant-b"]}))
+
+    tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
+    assert tenants_half == ""
+    assert root_half.startswith(
+        f"{ROOT_CREDENTIALS}: the marker is also under another tenant's prefix: "
+        "/tenants_tenant_b/configmaps/validate-datastore-"
+    )
+    assert result(report, "datastore", "tenant-b")["status"] == "pass"
+
+
+def test_the_charts_older_self_signed_layout_is_read_the_same_way(real_etcd):
+    # kamaji-etcd without cert-manager: CA kamaji-etcd-certs (ca.crt, ca.key), root kamaji-etcd-root-client-certs.
+    lab = lab_with(kamaji_etcd(real_etcd, layout=self_signed_secrets))
+    lab.on(
+        "management",
+        r"^get datastores\.kamaji\.clastix\.io default ",
+        ok(recorded("datastore-default-self-signed.json")),
+    )
+
+    _, report = validate(lab, "--only", "datastore")
+
+    root = "the DataStore's root credentials kamaji-system/kamaji-etcd-root-client-certs: "
+    assert root in result(report, "datastore", "tenant-a")["evidence"]
+    root_pods = [pod for pod in etcdctl_pods(lab) if namespace_of(lab, pod) == "kamaji-system"]
+    assert [mounted(pod) for pod in root_pods] == [
+        {
+            ("kamaji-etcd-certs", "ca.crt"),
+            ("kamaji-etcd-root-client-certs", "tls.crt"),
+            ("kamaji-etcd-root-client-certs", "tls.key"),
+        }
+    ] * len(TENANTS)
+
+
+TCP_A = recorded("tcp-tenant-a.json")
+
+
+@pytest.mark.parametrize(
+    ("change", "user"),
+    [
+        (lambda tcp: None, TCP_A["status"]["storage"]["setup"]["user"]),
+        (lambda tcp: tcp["status"]["storage"].pop("setup"), TCP_A["metadata"]["uid"]),
+        (lambda tcp: (tcp["status"]["storage"].pop("setup"), tcp["spec"].update(dataStoreUsername="alice")), "alice"),
+    ],
+    ids=["reported", "default-uid", "named-in-spec"],
+)
+def test_the_tenants_etcd_user_is_the_one_kamaji_gave_its_certificate(change, user):
+    # Kamaji's default since 4232a9d is the TenantControlPlane's UID, and the fixtures' status reports just that.
+    assert TCP_A["status"]["storage"]["setup"]["user"] == TCP_A["metadata"]["uid"]
+    tcp = recorded("tcp-tenant-a.json")
+    change(tcp)
+    lab = lab_with()
+    lab.on("management", r"^get tenantcontrolplanes\.kamaji\.clastix\.io tenant-a -n tenants ", ok(tcp))
+
+    validate(lab, "--only", "datastore")
+
+    # tenants are checked side by side, so tenant-a's root pod is the one that reads tenant-a's role
+    (user_get,) = [
+        container["command"]
+        for pod in etcdctl_pods(lab) if namespace_of(lab, pod) == "kamaji-system"
+        for container in pod["spec"]["containers"]
+        if container["command"][-5:-3] == ["user", "get"]
+        and any(SCHEMAS["tenant-a"] in other["command"] for other in pod["spec"]["containers"])
+    ]
+    assert user_get[-3:] == [user, "-w", "json"]

@@ -12,7 +12,10 @@ ETCD_FILES = {
     ("root-certs", "tls.crt"): "client.crt",
     ("root-key", "tls.key"): "client.key",
 }
-ETCD_READS = {"own": "/tenants_tenant_a/", "other": "/tenants_tenant_b/"}
+ETCD_COMMANDS = {
+    "own": ["get", "/tenants_tenant_a/", "--prefix", "--keys-only"],
+    "user": ["user", "get", "6f1c2b2e-93b4-4a57-9d0c-2f1f0f3b9a11", "-w", "json"],
+}
 
 
 def every_object():
@@ -23,7 +26,7 @@ def every_object():
         "quota": manifests.resource_quota("gpumem", {"limits.nvidia.com/gpumem": "8192"}),
         "config-map": manifests.config_map("marker", {"value": "0123"}),
         "etcdctl": manifests.etcdctl_pod("reader", "quay.io/coreos/etcd:v3.6.12", "https://e:2379", ETCD_FILES,
-                                         ETCD_READS),
+                                         ETCD_COMMANDS),
     }
 
 
@@ -80,7 +83,7 @@ def test_every_pod_meets_the_restricted_pod_security_level(name):
     assert pod["spec"]["terminationGracePeriodSeconds"] <= 1
 
 
-def test_the_etcd_reader_gets_only_the_certificate_files_it_names_and_reads_each_prefix_once():
+def test_the_etcd_reader_gets_only_the_certificate_files_it_names_and_runs_each_command_once():
     pod = every_object()["etcdctl"]
     (volume,) = pod["spec"]["volumes"]
     projected = {source["secret"]["name"]: source["secret"]["items"] for source in volume["projected"]["sources"]}
@@ -94,8 +97,9 @@ def test_the_etcd_reader_gets_only_the_certificate_files_it_names_and_reads_each
         (mount,) = container["volumeMounts"]
         assert (mount["name"], mount["readOnly"]) == (volume["name"], True)
         command = container["command"]
-        assert command[-4:] == ["get", ETCD_READS[container["name"]], "--prefix", "--keys-only"]
-        flags = dict(flag.split("=", 1) for flag in command[1:-4])
+        arguments = ETCD_COMMANDS[container["name"]]
+        assert command[-len(arguments):] == arguments
+        flags = dict(flag.split("=", 1) for flag in command[1:-len(arguments)])
         assert flags["--endpoints"] == "https://e:2379"
         assert {flags["--cacert"], flags["--cert"], flags["--key"]} == {
             f"{mount['mountPath']}/ca.crt", f"{mount['mountPath']}/client.crt", f"{mount['mountPath']}/client.key"}

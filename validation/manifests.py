@@ -78,9 +78,9 @@ ETCDCTL = "/usr/local/bin/etcdctl"
 
 
 def etcdctl_pod(
-    name: str, image: str, endpoints: str, files: dict[tuple[str, str], str], reads: dict[str, str]
+    name: str, image: str, endpoints: str, files: dict[tuple[str, str], str], commands: dict[str, list[str]]
 ) -> dict[str, Any]:
-    """A pod whose containers each list the keys under one etcd prefix, then exit.
+    """A pod whose containers each run one etcdctl command (its arguments after the connection flags), then exit.
 
     files maps (secret name, key in the secret) to the file name etcdctl reads
     (ETCD_CA, ETCD_CERT, ETCD_KEY); only those keys are mounted, so a CA's
@@ -101,11 +101,11 @@ def etcdctl_pod(
         {
             "name": container,
             "image": image,
-            "command": [ETCDCTL, *flags, "get", prefix, "--prefix", "--keys-only"],
+            "command": [ETCDCTL, *flags, *arguments],
             "volumeMounts": [{"name": "etcd-client", "mountPath": ETCD_CERT_DIR, "readOnly": True}],
             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         }
-        for container, prefix in reads.items()
+        for container, arguments in commands.items()
     ]
     return {
         "apiVersion": "v1",

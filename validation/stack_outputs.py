@@ -181,7 +181,7 @@ def check_tenant_name(name: str, where: str) -> None:
     """Tenant names become <name>.kubeconfig next to management.kubeconfig."""
     if name == MANAGEMENT:
         raise OutputsError(
-            f"{where}: a tenant is named {MANAGEMENT!r}, which is reserved for the kind management cluster "
+            f"{where}: a tenant is named {MANAGEMENT!r}, which is reserved for the management cluster "
             f"(its kubeconfig is {MANAGEMENT}.kubeconfig); rename the tenant in the stack config and run pulumi up"
         )
     if not _DNS_LABEL.fullmatch(name):

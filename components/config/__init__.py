@@ -13,9 +13,12 @@ from typing import Any
 import pulumi
 from pydantic import ValidationError
 
-from components.config.messages import PROJECT, problem_lines
+from components.config.messages import PROJECT, key_path, problem_lines, rules_held_back
 from components.config.models import StackConfig
 from components.settings import LabSettings
+
+# Rules joining several keys (a pool within the kind subnet, a quota against its tenant's GPUs) need each key valid.
+MORE_MAY_FOLLOW = "More problems may follow: rules that join an invalid value to other keys run once it is valid."
 
 
 class ConfigError(pulumi.RunError):
@@ -32,9 +35,10 @@ def load_settings() -> LabSettings:
     # The language host names secret keys in the environment
     # (pulumi/pulumi sdk/python/cmd/pulumi-language-python/main.go@1b5949891b); mocks set them in the runtime.
     secret = set(get_config_secret_keys_env())
-    return parse_settings(
-        ours, secret_keys={key for key in ours if prefix + key in secret or is_config_secret(prefix + key)}
-    )
+    config = _validated(ours, {key for key in ours if prefix + key in secret or is_config_secret(prefix + key)})
+    for path, message in config.warnings():
+        pulumi.log.warn(f"{key_path(path)}: {message}")
+    return config.settings()
 
 
 def parse_settings(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> LabSettings:
@@ -43,8 +47,12 @@ def parse_settings(raw: Mapping[str, Any], secret_keys: set[str] | None = None) 
     `secret_keys`, when known, are the keys the stack stores as secrets: a
     credential stored in plain text is refused.
     """
+    return _validated(raw, secret_keys).settings()
+
+
+def _validated(raw: Mapping[str, Any], secret_keys: set[str] | None) -> StackConfig:
     try:
-        config = StackConfig.model_validate(dict(raw), context={"secret_keys": secret_keys})
+        return StackConfig.model_validate(dict(raw), context={"secret_keys": secret_keys})
     except ValidationError as invalid:
-        raise ConfigError("invalid stack configuration:\n  " + "\n  ".join(problem_lines(invalid))) from None
-    return config.settings()
+        note = f"\n{MORE_MAY_FOLLOW}" if rules_held_back(invalid) else ""
+        raise ConfigError("invalid stack configuration:\n  " + "\n  ".join(problem_lines(invalid)) + note) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from difflib import get_close_matches
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -13,13 +14,22 @@ from components.config.values import VALUE_ERROR, show
 
 PROJECT = "kamaji-hami-lab"
 # Top-level keys without a default, and what to do about a missing one.
-_REQUIRED_HINTS = {"tenants": "set at least one tenant (see README, 'Configuration')"}
+_REQUIRED_HINTS = {"tenants": "set at least one tenant (see docs/configuration.md)"}
 
 Loc = tuple[str | int, ...]
 
 
 def problem_lines(invalid: ValidationError, root: type[BaseModel] = StackConfig) -> Iterator[str]:
     yield from _lines(invalid.errors(include_url=False), root)
+
+
+def rules_held_back(invalid: ValidationError) -> bool:
+    """Whether some value was itself invalid, so the rules joining it to other keys have not run yet."""
+
+    def any_value_error(errors: list[ErrorDetails]) -> bool:
+        return any(error["type"] != RULES_ERROR or any_value_error(error["ctx"]["errors"]) for error in errors)
+
+    return any_value_error(invalid.errors(include_url=False))
 
 
 def _lines(errors: list[ErrorDetails], root: type[BaseModel], above: Loc = ()) -> Iterator[str]:
@@ -53,9 +63,9 @@ def _describe(error: ErrorDetails, root: type[BaseModel], models: list[type[Base
         return f"required; {hint}" if hint else "required"
     if kind == "extra_forbidden":
         (model,) = _resolve(root, loc[:-1])[1]
-        if len(loc) == 1:
-            return f"unknown config key (known: {', '.join(_keys(model))})"
-        return f"unknown key (allowed: {', '.join(sorted(_keys(model)))})"
+        known = sorted(_keys(model))
+        what, listed = ("unknown config key", "known") if len(loc) == 1 else ("unknown key", "allowed")
+        return f"{what}{_did_you_mean(str(loc[-1]), known)} ({listed}: {', '.join(known)})"
     if kind in ("tuple_type", "list_type"):
         return f"expected a list of {' or '.join(model.noun for model in models)} objects, got {show(value)}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
@@ -69,6 +79,13 @@ def _describe(error: ErrorDetails, root: type[BaseModel], models: list[type[Base
         return f"required; one of {expected}"
     # A constraint without a message of its own: still keyed, in lower case.
     return f"{error['msg'][0].lower()}{error['msg'][1:]}, got {show(value)}"
+
+
+def _did_you_mean(key: str, known: list[str]) -> str:
+    """'; did you mean <the closest known key>?', or nothing when none is close; case is ignored."""
+    by_lower = {name.lower(): name for name in known}
+    close = get_close_matches(key.lower(), by_lower, n=1)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
 
 
 def _resolve(root: type[BaseModel], loc: Loc) -> tuple[Loc, list[type[BaseModel]]]:

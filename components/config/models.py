@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -62,6 +62,7 @@ from components.config.values import (
     SecretText,
     SshHostKey,
     SshUser,
+    TaggedImage,
     TenantName,
     invalid,
 )
@@ -153,11 +154,15 @@ class ConfigModel(BaseModel):
 
 
 class Gpu(ConfigModel):
-    # Editors flag a model outside the catalogue that lacks memoryMiB, as the program does.
+    # Editors flag a model outside the catalogue that lacks memoryMiB at its model, as the program does;
+    # errorMessage is the message yaml-language-server shows instead of its own.
     model_config = ConfigDict(
         json_schema_extra={
-            "if": {"properties": {"model": {"not": {"enum": list(GPU_CATALOGUE)}}}},
-            "then": {"required": ["memoryMiB"]},
+            "if": {"not": {"required": ["memoryMiB"]}},
+            "then": {"properties": {"model": {
+                "enum": list(GPU_CATALOGUE),
+                "errorMessage": "unknown GPU model: set memoryMiB for it, or use one from the catalogue",
+            }}},
         }
     )
     noun: ClassVar[str] = "{model, count}"
@@ -327,9 +332,13 @@ def _kamaji_refuses(version: str, lab: dict[str, Any]) -> str | None:
     )
 
 
-def _tenant_versions(tenants: tuple[Tenant, ...], lab: dict[str, Any]) -> Iterator[Problem]:
+# Tenants with their place in the list: when some are invalid, the rules check the others where they stand.
+Indexed = Sequence[tuple[int, "Tenant"]]
+
+
+def _tenant_versions(tenants: Indexed, lab: dict[str, Any]) -> Iterator[Problem]:
     """A tenant's own kubernetesVersion and nodeImage against Kamaji and each other."""
-    for index, tenant in enumerate(tenants):
+    for index, tenant in tenants:
         version = tenant.kubernetes_version or lab.get("kubernetes_version")
         if tenant.kubernetes_version and (problem := _kamaji_refuses(version, lab)):
             yield (index, "kubernetesVersion"), problem
@@ -350,10 +359,30 @@ def _tenant_list(value: Any) -> Any:
     return tenants
 
 
-def _tenant_problems(tenants: tuple[Tenant, ...], cluster: str | None, default_workers: int | None) -> Iterator:
-    yield from repeats(tenants, "name", "tenant name")
+def _across_tenants(tenants: Indexed, lab: dict[str, Any]) -> Iterator[Problem]:
+    """The rules on tenants that need the lab's keys above them (`lab`: those that are valid)."""
+    yield from _tenant_problems(tenants, lab.get("management_cluster_name"), lab.get("workers_per_tenant"))
+    yield from _tenant_versions(tenants, lab)
+    yield from _machine_keys(tenants, lab.get("ssh_private_keys"))
+
+
+def _tenants_beside_errors(items: Any, validate: Any, info: ValidationInfo) -> Any:
+    """When some tenants are invalid, the valid ones still meet every rule across tenants, and repeats are named."""
+    try:
+        return validate(items)
+    except ValidationError as invalid_items:
+        errors = invalid_items.errors(include_url=False)
+        broken = {error["loc"][0] for error in errors if error["loc"]}
+        valid = [] if not isinstance(items, list) or any(not error["loc"] for error in errors) else [
+            (index, Tenant.model_validate(item, context=info.context))
+            for index, item in enumerate(items) if index not in broken
+        ]
+        report([*repeats(items, "name", "tenant name"), *_across_tenants(valid, info.data)], errors)
+
+
+def _tenant_problems(tenants: Indexed, cluster: str | None, default_workers: int | None) -> Iterator[Problem]:
     yield from _machines_shared(tenants)
-    for index, tenant in enumerate(tenants):
+    for index, tenant in tenants:
         workers = len(tenant.machines) or tenant.workers or default_workers
         if workers is None:  # workersPerTenant is wrong, and says so itself
             continue
@@ -366,8 +395,8 @@ def _tenant_problems(tenants: tuple[Tenant, ...], cluster: str | None, default_w
             yield (index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
 
 
-def _machine_keys(tenants: tuple[Tenant, ...], keys: dict[str, str] | None) -> Iterator[Problem]:
-    for index, tenant in enumerate(tenants):
+def _machine_keys(tenants: Indexed, keys: dict[str, str] | None) -> Iterator[Problem]:
+    for index, tenant in tenants:
         for number, machine in enumerate(tenant.machines):
             if keys is not None and machine.ssh_key not in keys:
                 known = ", ".join(map(repr, keys)) or "none"
@@ -375,10 +404,10 @@ def _machine_keys(tenants: tuple[Tenant, ...], keys: dict[str, str] | None) -> I
                        f"{machine.ssh_key!r} is not in sshPrivateKeys (it has: {known}); {_SET_SSH_KEYS}")
 
 
-def _machines_shared(tenants: tuple[Tenant, ...]) -> Iterator[Problem]:
+def _machines_shared(tenants: Indexed) -> Iterator[Problem]:
     """A machine joins one tenant, and names its worker resources: each name and address once in the lab."""
     first: dict[tuple[str, str], str] = {}
-    for index, tenant in enumerate(tenants):
+    for index, tenant in tenants:
         for number, machine in enumerate(tenant.machines):
             for key, value in (("name", machine.name), ("address", f"{machine.address}:{machine.port}")):
                 if (key, value) in first:
@@ -461,6 +490,11 @@ class StackConfig(ConfigModel):
         "empty keeps the chart's default",
     )
     hami_chart_version: HamiChartVersion = Field("2.10.0", description="HAMi chart version (project-hami repository).")
+    mock_device_plugin_image: TaggedImage = Field(
+        "docker.io/projecthami/mock-device-plugin:1.0.1",
+        description="Image of HAMi's mock device plugin, with its tag (and optionally @sha256:<digest>); the device "
+        "config the program writes was checked against 1.0.1.",
+    )
     metallb_address_range: AddressPool = Field(
         "",
         validate_default=True,
@@ -479,7 +513,7 @@ class StackConfig(ConfigModel):
     gpu_slots: CliPositiveInt = Field(
         10, description="HAMi vGPU slots per mock GPU, i.e. how many pods may share one card (tenants may override).")
     tenants: Annotated[
-        tuple[Tenant, ...], repeats_beside_errors("name", "tenant name"), BeforeValidator(_tenant_list)
+        tuple[Tenant, ...], WrapValidator(_tenants_beside_errors), BeforeValidator(_tenant_list)
     ] = Field(
         json_schema_extra={"minItems": 1},
         description="The tenants: isolated clusters, each with its own control plane, workers and mock GPUs.",
@@ -515,12 +549,7 @@ class StackConfig(ConfigModel):
     @classmethod
     def _fit_the_stack(cls, tenants: tuple[Tenant, ...], info: ValidationInfo) -> tuple[Tenant, ...]:
         # Unlike `problems`, a field validator runs even when another key is wrong: it sees the valid keys above it.
-        cluster, default_workers = info.data.get("management_cluster_name"), info.data.get("workers_per_tenant")
-        report([
-            *_tenant_problems(tenants, cluster, default_workers),
-            *_tenant_versions(tenants, info.data),
-            *_machine_keys(tenants, info.data.get("ssh_private_keys")),
-        ])
+        report([*repeats(tenants, "name", "tenant name"), *_across_tenants(list(enumerate(tenants)), info.data)])
         return tenants
 
     def problems(self) -> Iterator[Problem]:
@@ -543,6 +572,19 @@ class StackConfig(ConfigModel):
         if pool is None and self.carves_a_pool and len(self.tenants) > CARVED_POOL_SIZE:
             yield ("tenants",), (f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved "
                                  "from the kind network by default; set kamaji-hami-lab:metallbAddressRange")
+
+    def warnings(self) -> Iterator[Problem]:
+        """What is valid but likely not what the user meant."""
+        for index, tenant in enumerate(self.tenants):
+            if tenant.gpu_devices == "real":  # the machines' GPUs are known only once they join
+                continue
+            workers = len(tenant.machines) or tenant.workers or self.workers_per_tenant
+            memory = node_gpu_memory_mib(tenant.gpu_specs) * workers
+            for number, quota in enumerate(tenant.quotas):
+                if quota.gpumem_mib is not None and quota.gpumem_mib > memory:
+                    yield (("tenants", index, "quotas", number, "gpumemMiB"),
+                           f"{quota.gpumem_mib} MiB is more GPU memory than the tenant's GPUs have ({memory} MiB on "
+                           f"{workers} worker(s)); the quota never limits anything")
 
     def _ssh_key_problems(self) -> Iterator[Problem]:
         if self.ssh_private_keys and not any(tenant.machines for tenant in self.tenants):
@@ -630,6 +672,7 @@ class StackConfig(ConfigModel):
             kamaji_chart=self.kamaji_chart_version,
             kamaji_image_tag=self.kamaji_image_tag,
             hami_chart=self.hami_chart_version,
+            mock_device_plugin=self.mock_device_plugin_image,
         )
         return LabSettings(
             management_cluster_name=self.management_cluster_name,

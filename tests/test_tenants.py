@@ -7,12 +7,11 @@ import yaml
 
 from components.config import parse_settings
 from components.tenant_control_plane import control_plane_spec
+from tests.kube_schemas import problems
 from tests.plan import dev_config, is_secret, is_unknown, plan, resolve, tenant_server, tenants
-from tests.schema import load_schema, violations
 
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 TENANT_COMPONENT = "kamaji-hami-lab:index:Tenant"
-SPEC_SCHEMA = load_schema("tenantcontrolplane-spec.schema.json")
 
 
 def tenant_of(plan_, urn):
@@ -56,16 +55,22 @@ def test_control_planes_have_time_for_a_first_start_and_an_upgrade(dev_plan):
         assert tcp.custom_timeouts == {"create": "15m", "update": "15m", "delete": "10m"}
 
 
+def with_spec(spec: dict) -> dict:
+    """A TenantControlPlane of this spec, as Kamaji's CRD judges it (the API server prunes an unknown field)."""
+    return {"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane", "metadata": {"name": "t"},
+            "spec": spec}
+
+
 def test_control_plane_specs_are_valid_against_kamajis_crd(dev_plan):
     for name, tcp in control_planes(dev_plan).items():
-        assert violations(tcp.inputs["spec"], SPEC_SCHEMA) == [], name
+        assert problems(with_spec(tcp.inputs["spec"])) == [], name
 
 
 def test_the_schema_check_catches_a_misspelt_field():
     tenant = parse_settings(dev_config()).tenants[0]
     spec = control_plane_spec(tenant, "v1.36.4")
     spec["addons"]["konectivity"] = spec["addons"].pop("konnectivity")
-    assert violations(spec, SPEC_SCHEMA) == ["spec.addons.konectivity: unknown field (the API server would drop it)"]
+    assert problems(with_spec(spec)) == ["spec.addons.konectivity: unknown field"]
 
 
 def test_control_plane_spec_fits_kindest_node_workers(dev_plan):

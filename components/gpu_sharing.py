@@ -188,7 +188,7 @@ def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool, mock_i
 def chart_image(reference: str) -> dict[str, str]:
     """An image reference as the chart's registry, repository and tag, which it joins as <registry>/<repository>:<tag>
     (charts/hami/templates/_commons.tpl@v2.10.0); a digest rides along in the tag."""
-    name, tag = re.fullmatch(r"(.+?):([^:/]+)", reference).groups()
+    name, tag = re.fullmatch(r"(.+?):([^:/@]+(?:@sha256:[a-f0-9]+)?)", reference).groups()
     first, _, rest = name.partition("/")
     # As Docker reads a reference: the first part names a registry only with a dot, a port or localhost.
     if rest and ("." in first or ":" in first or first == "localhost"):

@@ -251,7 +251,10 @@ DIGEST = "@sha256:" + "ab" * 32
 def test_the_mock_device_plugin_runs_the_configured_image(reference):
     overrides = {} if reference.startswith("docker.io/") else {"mockDevicePluginImage": reference}
     for release in hami_releases(plan(dev_config(**overrides), preview=True)):
-        assert chart_reference(release.inputs["values"]["mockDevicePlugin"]["image"]) == reference
+        image = release.inputs["values"]["mockDevicePlugin"]["image"]
+        assert chart_reference(image) == reference
+        # the chart's tag field carries the tag (and any digest); the repository never does
+        assert ":" not in image["repository"] and reference.endswith(":" + image["tag"])
 
 
 @pytest.mark.parametrize("reference", ["projecthami/mock-device-plugin", "Docker.io/x:1", f"x{DIGEST}"])

@@ -26,11 +26,11 @@ import pytest
 from benchmarks import status_refresh
 from tests.test_validation_bounds import SilentServer, outputs_pointing_at
 from validation import status
+from validation.checks.hami import REGISTER_ANNOTATION
 from validation.host import TIMED_OUT, CommandResult
 from validation.status import (
     CLUSTER_BOUND,
     GRACE,
-    NODE_REGISTER_ANNOTATION,
     STATUS_CALL_TIMEOUT,
     STATUS_REQUEST_TIMEOUT,
     WIDTH,
@@ -711,7 +711,7 @@ class ContainerDevice:
 
 def gpu_node(*devices: RegisteredDevice) -> dict[str, Any]:
     node = json.loads(json.dumps(NODE_C))
-    node["metadata"]["annotations"][NODE_REGISTER_ANNOTATION] = json.dumps([device.encode() for device in devices])
+    node["metadata"]["annotations"][REGISTER_ANNOTATION] = json.dumps([device.encode() for device in devices])
     return node
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
+from validation.checks.hami import registered_devices
 from validation.checks.tenancy import TCP_RESOURCE, tcp_status
 from validation.exit_codes import EXIT_FAILED as EXIT_UNHEALTHY
 from validation.exit_codes import EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
@@ -42,7 +43,6 @@ T = TypeVar("T")
 
 # Project-HAMi/HAMi pkg/device/devices.go@v2.10.0 (DeviceInfo, MarshalNodeDevices): a JSON list of
 # devices, each with id, index, count (slots), devmem (MiB), devcore, type and health, all omitempty.
-NODE_REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 # Pods that ended hold no slice: HAMi's scheduler counts only pods that are not finished.
 FINISHED_PHASES = ("Succeeded", "Failed")
 # Requests that make a pod a GPU pod (HAMi's NVIDIA resource names, charts/hami/values.yaml@v2.10.0).
@@ -189,12 +189,7 @@ def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[s
             )
     result = []
     for node in nodes:
-        raw = node["metadata"].get("annotations", {}).get(NODE_REGISTER_ANNOTATION)
-        try:
-            devices = json.loads(raw) if raw else []
-        except json.JSONDecodeError:
-            devices = []
-        for device in devices:
+        for device in registered_devices(node):
             # All omitempty: an absent field is "", 0 or false, and HAMi's scheduler skips a device
             # whose health is false (CardNotHealth, pkg/device/nvidia/device.go@v2.10.0, Fit).
             uuid = device.get("id", "")

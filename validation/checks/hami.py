@@ -46,20 +46,23 @@ def worker_nodes(lab: Lab, tenant: Tenant) -> dict[str, dict[str, Any]]:
     return {name_of(node): node for node in lab.kubectl(tenant).get("nodes")["items"]}
 
 
-def registered_cards(node: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The GPUs in a node's register annotation (HAMi's DeviceInfo list, Project-HAMi/HAMi
-    pkg/device/devices.go@v2.10.0); none when it is absent or unreadable."""
-    if node is None:
-        return []
+def registered_devices(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entries of a node's register annotation as HAMi wrote them (its DeviceInfo list, all fields
+    omitempty: Project-HAMi/HAMi pkg/device/devices.go@v2.10.0); none when it is absent or unreadable."""
     raw = (node["metadata"].get("annotations") or {}).get(REGISTER_ANNOTATION)
     try:
-        cards = json.loads(raw) if raw else []
+        devices = json.loads(raw) if raw else []
     except json.JSONDecodeError:
         return []
+    return [device for device in devices if isinstance(device, dict)] if isinstance(devices, list) else []
+
+
+def registered_cards(node: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The GPUs in a node's register annotation that name their type, memory and slots."""
+    if node is None:
+        return []
     fields = {"type": str, "devmem": int, "count": int}
-    return [
-        card for card in cards if isinstance(card, dict) and all(isinstance(card.get(k), t) for k, t in fields.items())
-    ]
+    return [card for card in registered_devices(node) if all(isinstance(card.get(k), t) for k, t in fields.items())]
 
 
 @per_tenant("webhook", "HAMi's webhook routes a gpumem pod to hami-scheduler")

@@ -12,10 +12,11 @@ from typing import TextIO
 
 from validation.checks import CHECKS, CHECKS_BY_NAME
 from validation.checks.base import ALL_TENANTS, run_checks
-from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
+from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_UNPROVEN, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
-from validation.report import TextReport, json_document
+from validation.report import TextReport, json_document, verdict
+from validation.results import Status
 from validation.stack_outputs import (
     DEFAULT_STACK,
     MANAGEMENT,
@@ -32,8 +33,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Check a running kamaji-hami-lab against its Pulumi stack outputs.",
         epilog="checks, in the order they run:\n"
         + "\n".join(f"  {check.name:<{width}}  {check.summary}" for check in CHECKS)
-        + f"\n\nexit status: 0 nothing failed, {EXIT_FAILED} a check failed, {EXIT_NO_OUTPUTS} the stack outputs "
-        f"could not be read, {EXIT_USAGE} wrong arguments\n"
+        + f"\n\nexit status: 0 nothing failed or went unproven, {EXIT_FAILED} a check failed, {EXIT_NO_OUTPUTS} the "
+        f"stack outputs could not be read, {EXIT_UNPROVEN} nothing failed but a check could not finish its proof "
+        f"(UNPROVEN), {EXIT_USAGE} wrong arguments\n"
         "details and what to do when a check fails: validation/README.md",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -99,4 +101,4 @@ def main(
         stdout.write("\n")
     elif args.json:
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    return 0 if document["ok"] else EXIT_FAILED
+    return {Status.FAIL: EXIT_FAILED, Status.UNPROVEN: EXIT_UNPROVEN, Status.PASS: 0}[verdict(results)]

@@ -8,6 +8,9 @@ from typing import Any, TextIO
 
 from validation.results import CheckResult, Status
 
+# PASS, FAIL and SKIP keep their four columns; only a longer state widens its own line.
+STATUS_WIDTH = 4
+
 
 class TextReport:
     """A line per result as it comes (tenants run side by side, so theirs interleave), then per target."""
@@ -21,7 +24,7 @@ class TextReport:
     def line(self, result: CheckResult) -> None:
         detail = result.evidence if result.status is Status.PASS else result.reason
         print(
-            f"{result.status.value.upper():<4}  {result.check:<{self.check_width}}  "
+            f"{result.status.value.upper():<{STATUS_WIDTH}}  {result.check:<{self.check_width}}  "
             f"{result.target:<{self.target_width}}  {detail}",
             file=self.stream,
             flush=True,
@@ -39,10 +42,10 @@ class TextReport:
 
 
 def by_status(results: list[CheckResult]) -> str:
-    """ "FAIL nodes; SKIP quota; PASS control-plane, datastore": failures first."""
+    """ "FAIL nodes; UNPROVEN datastore; SKIP quota; PASS control-plane": failures first, then unfinished proofs."""
     groups = [
         (status, [result.check for result in results if result.status is status])
-        for status in (Status.FAIL, Status.SKIP, Status.PASS)
+        for status in (Status.FAIL, Status.UNPROVEN, Status.SKIP, Status.PASS)
     ]
     return "; ".join(f"{status.value.upper()} {', '.join(checks)}" for status, checks in groups if checks)
 
@@ -51,16 +54,23 @@ def counts(results: list[CheckResult]) -> Counter[Status]:
     return Counter(result.status for result in results)
 
 
+def verdict(results: list[CheckResult]) -> Status:
+    """The run's outcome: a failure outranks an unfinished proof, which is never OK."""
+    tally = counts(results)
+    return Status.FAIL if tally[Status.FAIL] else Status.UNPROVEN if tally[Status.UNPROVEN] else Status.PASS
+
+
 def summary(results: list[CheckResult]) -> str:
     tally = counts(results)
-    verdict = "FAILED" if tally[Status.FAIL] else "OK"
-    return f"{verdict}: {tally[Status.PASS]} passed, {tally[Status.FAIL]} failed, {tally[Status.SKIP]} skipped"
+    words = {Status.FAIL: "FAILED", Status.UNPROVEN: "UNPROVEN", Status.PASS: "OK"}[verdict(results)]
+    line = f"{words}: {tally[Status.PASS]} passed, {tally[Status.FAIL]} failed, {tally[Status.SKIP]} skipped"
+    return line + (f", {tally[Status.UNPROVEN]} unproven" if tally[Status.UNPROVEN] else "")
 
 
 def json_document(results: list[CheckResult], warnings: list[str]) -> dict[str, Any]:
     tally = counts(results)
     return {
-        "ok": tally[Status.FAIL] == 0,
+        "ok": verdict(results) is Status.PASS,
         "summary": {status.value: tally[status] for status in Status},
         "results": [result.to_json() for result in results],
         "warnings": warnings,

@@ -11,6 +11,7 @@ class Status(StrEnum):
     PASS = "pass"
     FAIL = "fail"
     SKIP = "skip"
+    UNPROVEN = "unproven"  # part of the proof could not run: never a pass, and not a finding either
 
 
 class CheckFailed(Exception):
@@ -19,6 +20,10 @@ class CheckFailed(Exception):
 
 class CheckSkipped(Exception):
     """The check does not apply to this target (for example a tenant without GPUs)."""
+
+
+class CheckUnproven(Exception):
+    """What the check could test held, but a part of its proof could not run; the message says which and why."""
 
 
 @dataclass(frozen=True)

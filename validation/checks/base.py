@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from validation.lab import Lab
-from validation.results import CheckFailed, CheckResult, CheckSkipped, Status
+from validation.results import CheckFailed, CheckResult, CheckSkipped, CheckUnproven, Status
 from validation.stack_outputs import Tenant
 
 ALL_TENANTS = "all tenants"
@@ -23,11 +23,13 @@ class Check:
 
 
 def conclude(check: str, target: str, attempt: Callable[[], str]) -> CheckResult:
-    """Run one attempt; it returns evidence, or raises CheckFailed / CheckSkipped."""
+    """Run one attempt; it returns evidence, or raises CheckFailed / CheckSkipped / CheckUnproven."""
     try:
         return CheckResult(check, target, Status.PASS, evidence=attempt())
     except CheckSkipped as skipped:
         return CheckResult(check, target, Status.SKIP, reason=str(skipped))
+    except CheckUnproven as unproven:
+        return CheckResult(check, target, Status.UNPROVEN, reason=str(unproven))
     except CheckFailed as failed:
         return CheckResult(check, target, Status.FAIL, reason=str(failed))
     except Exception as error:  # a bug or an odd API answer must not hide the other results

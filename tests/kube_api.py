@@ -1,7 +1,7 @@
 """What an API server would refuse in the objects the validation suite creates.
 
 Fields and types of the kinds the suite creates, from the Kubernetes API reference for v1.36
-(kubernetes.io/docs/reference/kubernetes-api/: Namespace, ConfigMap, ResourceQuota, Pod with
+(kubernetes.io/docs/reference/kubernetes-api/: Namespace, ConfigMap, Secret, ResourceQuota, Pod with
 PodSpec, Container, SecurityContext, PodSecurityContext, VolumeMount and the projected Volume)
 and cert-manager's API reference (cert-manager.io/v1 Issuer, spec.selfSigned), narrowed to
 what the suite uses. A field outside this table is refused as
@@ -109,6 +109,8 @@ POD_SPEC = Fields(
 KINDS = {
     ("v1", "Namespace"): Fields({"metadata": OBJECT_META}, required=("metadata",)),
     ("v1", "ConfigMap"): Fields({"metadata": OBJECT_META, "data": MapOf(str)}, required=("metadata",)),
+    # Secret: type is a string, data maps keys to base64 strings.
+    ("v1", "Secret"): Fields({"metadata": OBJECT_META, "type": str, "data": MapOf(str)}, required=("metadata",)),
     ("v1", "ResourceQuota"): Fields(
         {"metadata": OBJECT_META, "spec": Fields({"hard": QUANTITIES})}, required=("metadata",)
     ),

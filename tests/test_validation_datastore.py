@@ -9,6 +9,7 @@ server start their own (the real_etcd fixture).
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from itertools import dropwhile
@@ -406,7 +407,7 @@ def secret_references(tls: dict) -> list[dict]:
     ]
 
 
-ONE_NAMESPACE = "does not name one namespace for its root credentials"
+ONE_NAMESPACE = "does not name a namespace for each secret of its root credentials"
 
 
 @pytest.mark.parametrize(
@@ -414,14 +415,15 @@ ONE_NAMESPACE = "does not name one namespace for its root credentials"
     [
         (lambda tls: tls.pop("clientCertificate"), "names no secret for client.crt, client.key"),
         (
-            lambda tls: tls["certificateAuthority"]["certificate"]["secretReference"].update(namespace="etcd-ca"),
-            ONE_NAMESPACE,
+            lambda tls: tls["clientCertificate"]["privateKey"]["secretReference"].update(namespace="etcd-keys"),
+            "keeps its root client certificate and key in two namespaces (kamaji-system, etcd-keys); no pod mounts "
+            "both",
         ),
         # secretReference.namespace is optional in Kamaji's DataStore CRD.
         (lambda tls: tls["clientCertificate"]["privateKey"]["secretReference"].pop("namespace"), ONE_NAMESPACE),
         (lambda tls: [reference.pop("namespace") for reference in secret_references(tls)], ONE_NAMESPACE),
     ],
-    ids=["no-client-certificate", "two-namespaces", "one-without-namespace", "none-with-namespace"],
+    ids=["no-client-certificate", "certificate-and-key-apart", "one-without-namespace", "none-with-namespace"],
 )
 def test_root_credentials_a_pod_cannot_mount_leave_the_result_unproven_never_pass(change, why):
     lab = lab_with()
@@ -902,20 +904,75 @@ def test_two_tenants_with_the_same_schema_are_named_as_such(real_etcd, tmp_path)
         ) in reason
 
 
-def test_a_write_only_grant_on_another_tenant_with_root_credentials_out_of_reach_is_unproven(real_etcd):
-    # The tenant's certificate only reads, so a WRITE on tenant-b's prefix is invisible to it; the CA sits in
-    # another namespace than the root client certificate, so no one pod mounts both.
-    pods = kamaji_etcd(real_etcd)
-    real_etcd.admin("role", "grant-permission", SCHEMAS["tenant-a"], "write", "/tenants_tenant_b/", "--prefix")
+def ca_in_its_own_namespace(pods: EtcdPods):
+    """The lab, its DataStore naming a CA secret in namespace etcd-ca, away from the root client certificate."""
+    pods.secrets["etcd-ca", "kamaji-etcd-ca"] = pods.secrets.pop(("kamaji-system", "kamaji-etcd-ca"))
     lab = lab_with(pods)
     store = recorded("datastore-default.json")
-    store["spec"]["tlsConfig"]["certificateAuthority"]["certificate"]["secretReference"]["namespace"] = "etcd-ca"
+    for item in ("certificate", "privateKey"):
+        store["spec"]["tlsConfig"]["certificateAuthority"][item]["secretReference"]["namespace"] = "etcd-ca"
     lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(store))
+    return lab
+
+
+def test_a_write_only_grant_on_another_tenant_is_found_with_the_ca_in_another_namespace(real_etcd):
+    # The tenant's certificate only reads, so a WRITE on tenant-b's prefix is invisible to it; the CA sits in
+    # another namespace than the root client certificate, so its certificate is copied beside it for the check.
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("role", "grant-permission", SCHEMAS["tenant-a"], "write", "/tenants_tenant_b/", "--prefix")
+    lab = ca_in_its_own_namespace(pods)
 
     code, report = validate(lab, "--only", "datastore")
 
-    assert code == EXIT_UNPROVEN
-    assert [result(report, "datastore", tenant)["status"] for tenant in TENANTS] == ["unproven", "unproven"]
+    assert code == 1
+    assert halves(result(report, "datastore", "tenant-a")["reason"]) == (
+        "",
+        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']}'s role tenants_tenant_a grants WRITE on {OWN_B}: all of "
+        f"it outside {OWN_A}, including tenant tenant-b's /tenants_tenant_b/",
+    )
+    assert result(report, "datastore", "tenant-b")["reason"] == (
+        f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} (tenant tenant-a) can write tenant tenant-b's keys "
+        f"{OWN_B}: its role tenants_tenant_a grants WRITE on {OWN_B}"
+    )
+
+
+def test_the_ca_copy_holds_only_the_ca_certificate_and_is_deleted_when_the_check_ends(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    lab = ca_in_its_own_namespace(pods)
+
+    code, report = validate(lab, "--only", "datastore")
+
+    assert code == 0 and report["warnings"] == []
+    # Only the certificate is read from the CA's secret, never its private key beside it.
+    reads = [call.command for call in lab.commands("management", r"^get secret ")]
+    assert reads == ["get secret kamaji-etcd-ca -n etcd-ca -o jsonpath={.data.tls\\.crt}"] * len(TENANTS)
+    copies = [
+        json.loads(call.stdin)
+        for call in lab.commands("management", r"^create -f - -n kamaji-system$")
+        if json.loads(call.stdin)["kind"] == "Secret"
+    ]
+    assert [sorted(copy["data"]) for copy in copies] == [["ca.crt"]] * len(TENANTS)
+    assert all(copy["data"]["ca.crt"] == base64.b64encode(real_etcd.ca.read_bytes()).decode() for copy in copies)
+    assert sorted(pods.deleted_secrets) == sorted(("kamaji-system", copy["metadata"]["name"]) for copy in copies)
+    root_pods = [pod for pod in etcdctl_pods(lab) if namespace_of(lab, pod) == "kamaji-system"]
+    assert {secret for pod in root_pods for secret, _ in mounted(pod)} == {
+        "kamaji-etcd-client-certs",
+        *(copy["metadata"]["name"] for copy in copies),
+    }
+
+
+def test_a_ca_copy_left_behind_is_a_warning_with_the_command_to_remove_it(real_etcd):
+    lab = ca_in_its_own_namespace(kamaji_etcd(real_etcd))
+    lab.on("management", r"^delete secret ", error("error: etcdserver: request timed out\n"))
+
+    code, report = validate(lab, "--only", "datastore")
+
+    assert code == 0
+    assert any(
+        "management: secret kamaji-system/validate-datastore-ca-" in warning
+        and "delete secret validate-datastore-ca-" in warning
+        for warning in report["warnings"]
+    )
 
 
 # --- etcd's version, as `endpoint status -w json` of etcdctl 3.5.1 prints it ---------------------------------------

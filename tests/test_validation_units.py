@@ -10,8 +10,8 @@ from validation.checks.hami import allocatable_mismatches, with_gpus
 from validation.checks.konnectivity import expect_output
 from validation.checks.platform import datastore_ready
 from validation.host import CommandResult
-from validation.report import TextReport
-from validation.results import CheckFailed, CheckResult, CheckSkipped, Status
+from validation.report import TextReport, json_document
+from validation.results import CheckFailed, CheckResult, CheckSkipped, CheckUnproven, Status
 from validation.stack_outputs import Gpu, Quota, Tenant
 
 
@@ -103,6 +103,49 @@ def test_cleanup_warnings_come_before_the_summary_on_the_same_stream():
     assert by_target == ["by target:", "  tenant-a  PASS nodes"]
     assert warning.startswith("WARN") and warning.endswith("tenant-a: namespace v-1 was not deleted")
     assert summary_line.startswith("OK")
+
+
+def test_a_proof_that_could_not_finish_is_unproven_with_its_reason_never_a_pass():
+    def half() -> str:
+        raise CheckUnproven("the root-credential half could not run: no root certificate")
+
+    assert conclude("datastore", "tenant-a", half) == CheckResult(
+        "datastore", "tenant-a", Status.UNPROVEN, reason="the root-credential half could not run: no root certificate"
+    )
+
+
+UNPROVEN = CheckResult("datastore", "tenant-a", Status.UNPROVEN, reason="root half could not run: no secret")
+PASSED = CheckResult("nodes", "tenant-a", Status.PASS, evidence="w1 Ready")
+FAILED = CheckResult("nodes", "tenant-b", Status.FAIL, reason="w2 NotReady")
+
+
+def test_the_table_shows_unproven_with_its_reason_by_target_and_in_the_summary():
+    stream = io.StringIO()
+    table = TextReport(stream, ["datastore", "nodes"], ["tenant-a"])
+    table.line(UNPROVEN)
+    table.finish([UNPROVEN, PASSED], [])
+
+    line, by_target, tenant, summary_line = stream.getvalue().splitlines()
+    assert line.split()[:3] == ["UNPROVEN", "datastore", "tenant-a"] and line.endswith(
+        "root half could not run: no secret"
+    )
+    assert tenant == "  tenant-a  UNPROVEN datastore; PASS nodes"
+    assert summary_line == "UNPROVEN: 1 passed, 0 failed, 0 skipped, 1 unproven"
+
+
+def test_the_json_report_is_not_ok_when_a_proof_did_not_finish_and_counts_it_apart():
+    document = json_document([UNPROVEN, PASSED], [])
+
+    assert document["ok"] is False
+    assert document["summary"] == {"pass": 1, "fail": 0, "skip": 0, "unproven": 1}
+    assert document["results"][0]["status"] == "unproven"
+
+
+def test_a_failure_outranks_an_unfinished_proof_in_the_summary():
+    stream = io.StringIO()
+    TextReport(stream, ["datastore", "nodes"], ["tenant-a", "tenant-b"]).finish([UNPROVEN, FAILED], [])
+
+    assert stream.getvalue().splitlines()[-1] == "FAILED: 0 passed, 1 failed, 0 skipped, 1 unproven"
 
 
 def test_a_check_that_crashes_fails_alone_naming_the_error():

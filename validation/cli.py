@@ -33,9 +33,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Check a running kamaji-hami-lab against its Pulumi stack outputs.",
         epilog="checks, in the order they run:\n"
         + "\n".join(f"  {check.name:<{width}}  {check.summary}" for check in CHECKS)
-        + f"\n\nexit status: 0 nothing failed or went unproven, {EXIT_FAILED} a check failed, {EXIT_NO_OUTPUTS} the "
-        f"stack outputs could not be read, {EXIT_UNPROVEN} nothing failed but a check could not finish its proof "
-        f"(UNPROVEN), {EXIT_USAGE} wrong arguments\n"
+        + f"\n\nexit status: 0 every check passed or skipped, {EXIT_FAILED} a check failed, {EXIT_NO_OUTPUTS} the "
+        f"stack outputs could not be read, {EXIT_UNPROVEN} a check UNPROVEN (none failed), "
+        f"{EXIT_USAGE} wrong arguments\n"
         "details and what to do when a check fails: validation/README.md",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

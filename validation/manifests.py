@@ -70,6 +70,17 @@ def config_map(name: str, data: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": MANAGED_BY}, "data": data}
 
 
+def certificate_copy(name: str, key: str, encoded: str) -> dict[str, Any]:
+    """A Secret holding one public certificate (base64, as the Secret it was copied from holds it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "labels": MANAGED_BY},
+        "type": "Opaque",
+        "data": {key: encoded},
+    }
+
+
 # Where etcdctl pods find their client certificate: file names, not contents, reach argv.
 ETCD_CERT_DIR = "/etc/etcd-client"
 ETCD_CA, ETCD_CERT, ETCD_KEY = "ca.crt", "client.crt", "client.key"

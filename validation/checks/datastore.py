@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -369,8 +371,18 @@ def tenant_user(tcp: dict[str, Any]) -> str:
     )
 
 
-def root_credentials(store: dict[str, Any]) -> tuple[str, dict[tuple[str, str], str]] | str:
-    """(namespace, files) of the DataStore's own client certificate, or why it cannot be used.
+@dataclass(frozen=True)
+class RootCredentials:
+    """Where the root etcdctl pods run (the client certificate's namespace) and the secret items they mount; the CA
+    certificate, when it lives in another namespace, is copied beside them for as long as the check runs."""
+
+    namespace: str
+    files: dict[tuple[str, str], str]  # (secret, key) -> file
+    ca_elsewhere: tuple[str, str, str] | None = None  # (namespace, secret, key) of the CA certificate to copy
+
+
+def root_credentials(store: dict[str, Any]) -> RootCredentials | str:
+    """The DataStore's own client certificate, or why no pod can use it.
 
     kamaji-etcd's DataStore refers to its root client certificate and CA by secret
     (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml@92f31f0).
@@ -386,11 +398,42 @@ def root_credentials(store: dict[str, Any]) -> tuple[str, dict[tuple[str, str], 
     missing = [path for path, reference in references.items() if not reference.get("name")]
     if missing:
         return f"DataStore {store_name(store)} names no secret for {', '.join(missing)} (root credentials)"
-    namespaces = {reference.get("namespace", "") for reference in references.values()}
-    if len(namespaces) != 1 or not next(iter(namespaces)):
-        return f"DataStore {store_name(store)} does not name one namespace for its root credentials; a pod mounts one"
+    if any(not reference.get("namespace") for reference in references.values()):
+        return f"DataStore {store_name(store)} does not name a namespace for each secret of its root credentials"
+    ca, cert, key = (references[path] for path in (manifests.ETCD_CA, manifests.ETCD_CERT, manifests.ETCD_KEY))
+    if cert["namespace"] != key["namespace"]:
+        # A private key is never copied: a pod mounts secrets of its own namespace only.
+        return (
+            f"DataStore {store_name(store)} keeps its root client certificate and key in two namespaces "
+            f"({cert['namespace']}, {key['namespace']}); no pod mounts both"
+        )
     files = {(reference["name"], reference.get("keyPath", "")): path for path, reference in references.items()}
-    return next(iter(namespaces)), files
+    if ca["namespace"] == cert["namespace"]:
+        return RootCredentials(cert["namespace"], files)
+    files = {item: path for item, path in files.items() if path != manifests.ETCD_CA}
+    return RootCredentials(cert["namespace"], files, (ca["namespace"], ca["name"], ca.get("keyPath", "")))
+
+
+@contextmanager
+def mountable(lab: Lab, credentials: RootCredentials) -> Iterator[dict[tuple[str, str], str]]:
+    """The secret items a root pod mounts; a CA certificate from another namespace is copied into a Secret of the
+    pods' namespace (only the public certificate is read, never the CA's key) and deleted when the check ends."""
+    if credentials.ca_elsewhere is None:
+        yield credentials.files
+        return
+    management, namespace = lab.management, credentials.namespace
+    source_namespace, source, key = credentials.ca_elsewhere
+    escaped = key.replace(".", "\\.")
+    read = management.run("get", "secret", source, "-n", source_namespace, "-o", f"jsonpath={{.data.{escaped}}}")
+    encoded = management.checked(read).stdout.strip()
+    if not encoded:
+        raise CheckFailed(f"secret {source_namespace}/{source} has no {key}, the DataStore's CA certificate")
+    copy = f"validate-datastore-ca-{secrets.token_hex(3)}"
+    management.must_create(manifests.certificate_copy(copy, manifests.ETCD_CA, encoded), "-n", namespace)
+    try:
+        yield credentials.files | {(copy, manifests.ETCD_CA): manifests.ETCD_CA}
+    finally:
+        remove(lab, "secret", namespace, copy)
 
 
 def store_name(store: dict[str, Any]) -> str:
@@ -449,7 +492,7 @@ def read_datastore(
             for container, (what, _) in commands.items()
         }
     finally:
-        remove_pod(lab, namespace, name)
+        remove(lab, "pod", namespace, name)
 
 
 def exit_codes(pod: dict[str, Any]) -> dict[str, int]:
@@ -461,17 +504,18 @@ def container_log(management: Kubectl, namespace: str, pod: str, container: str)
     return management.checked(management.run("logs", "-n", namespace, pod, "-c", container)).stdout
 
 
-def remove_pod(lab: Lab, namespace: str, name: str) -> None:
+def remove(lab: Lab, kind: str, namespace: str, name: str) -> None:
+    """Delete what the check made in the management cluster; what stays behind is a warning with its command."""
     management = lab.management
     try:
-        deleted = management.run("delete", "pod", name, "-n", namespace, "--ignore-not-found", "--wait=false")
+        deleted = management.run("delete", kind, name, "-n", namespace, "--ignore-not-found", "--wait=false")
         problem = "" if deleted.ok else deleted.error
     except (CheckFailed, CheckSkipped) as unreachable:
         problem = str(unreachable)
     if problem:
         lab.warnings.append(
-            f"management: pod {namespace}/{name} was not deleted ({problem}); "
-            f"remove it with `{management.hint} -n {namespace} delete pod {name}`"
+            f"management: {kind} {namespace}/{name} was not deleted ({problem}); "
+            f"remove it with `{management.hint} -n {namespace} delete {kind} {name}`"
         )
 
 
@@ -481,7 +525,7 @@ def prefix_of(tenant: Tenant) -> str:
 
 @per_tenant(
     "datastore",
-    "who can reach each tenant's etcd keys: its certificate reads only its prefix; root credentials find no one else",
+    "only the tenant's own etcd user and root reach its keys, exactly as Kamaji grants them",
 )
 def datastore(lab: Lab, tenant: Tenant) -> str:
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
@@ -553,8 +597,23 @@ def check_with_root(
     credentials = root_credentials(store)
     if isinstance(credentials, str):
         return credentials
-    namespace, files = credentials
+    with mountable(lab, credentials) as files:
+        verdicts = root_verdicts(lab, credentials.namespace, files, image, endpoints, tenant, user, others, path)
     (client_secret,) = {secret for (secret, _), file in files.items() if file == manifests.ETCD_CERT}
+    return f"the DataStore's root credentials {credentials.namespace}/{client_secret}", verdicts
+
+
+def root_verdicts(
+    lab: Lab,
+    namespace: str,
+    files: dict[tuple[str, str], str],
+    image: str,
+    endpoints: str,
+    tenant: Tenant,
+    user: str,
+    others: list[Tenant],
+    path: str,
+) -> list[tuple[bool, str]]:
     schema = tenant.data_store_schema
     commands = {
         "auth": ("etcd's auth status", ["auth", "status", "-w", "json"]),
@@ -583,7 +642,7 @@ def check_with_root(
     if others:
         verdicts.append(marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}"))
         verdicts += [marker_absent(read, path) for read in answers.values()]
-    return f"the DataStore's root credentials {namespace}/{client_secret}", verdicts
+    return verdicts
 
 
 def read_grants(

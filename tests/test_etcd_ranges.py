@@ -147,3 +147,14 @@ def test_any_json_in_place_of_a_permission_is_read_or_refused_never_crashes(perm
     except UnreadablePermission:
         return
     assert len(found) == 1 and found[0].kind in {"READ", "WRITE", "READWRITE"}
+
+
+@given(st.binary(max_size=8), range_ends)
+def test_a_span_is_worded_on_one_printable_line_whatever_bytes_its_keys_hold(key, range_end):
+    worded = str(reach(key, range_end))
+
+    assert worded.isprintable()
+
+
+def test_role_roots_zero_byte_start_is_shown_escaped():
+    assert str(reach(b"\0", b"\0")) == "[\\x00, <open ended>"

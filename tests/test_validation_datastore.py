@@ -1051,3 +1051,28 @@ def test_auth_status_is_read_in_etcds_words():
         False,
         "etcd authentication is disabled: every client reads and writes every tenant's keys",
     )
+
+
+def test_another_holder_of_role_root_reaches_every_tenants_keys_and_fails_them_all(real_etcd):
+    # etcd lets role root reach every key whatever its permissions list (etcd-io/etcd server/auth/store.go@v3.5.1).
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("user", "add", "--no-password=true", "backup-operator")
+    real_etcd.admin("user", "grant-role", "backup-operator", "root")
+
+    report = check_against(pods)
+
+    for tenant, own in (("tenant-a", OWN_A), ("tenant-b", OWN_B)):
+        assert result(report, "datastore", tenant)["reason"] == (
+            f"{ROOT_CREDENTIALS}: etcd user backup-operator can read and write tenant {tenant}'s keys {own}: its role "
+            "root grants READWRITE on [\\x00, <open ended>"
+        )
+
+
+def test_a_tenant_user_etcd_does_not_know_fails_saying_so(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    real_etcd.admin("user", "delete", USERS["tenant-a"])
+
+    tenants_half, root_half = halves(result(check_against(pods), "datastore", "tenant-a")["reason"])
+
+    assert f"CN is no etcd user at all, not {USERS['tenant-a']}" in tenants_half
+    assert root_half == f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} does not exist"

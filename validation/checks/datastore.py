@@ -1,12 +1,13 @@
-"""Check 3b: each tenant's etcd certificate reads its own prefix and is refused everywhere else.
+"""Check 3b: nobody but the tenant's own etcd user (and root) reaches its keys, and that user nothing else.
 
 Kamaji gives every tenant an etcd user whose role may read and write only
 /<dataStoreSchema>/ (clastix/kamaji internal/datastore/etcd.go@26.8.2-edge: GrantPrivileges,
 buildKey), and points the tenant's API server there with --etcd-prefix=/<schema>
 (internal/builders/controlplane/deployment.go@26.8.2-edge), so a ConfigMap is stored
 at /<schema>/configmaps/<namespace>/<name>. Two independent halves prove it: the tenant's
-own certificate probes etcd, and the DataStore's root credentials read the tenant's user,
-its role and where the marker landed.
+own certificate says whose it is and probes etcd, and the DataStore's root credentials read
+etcd's auth status, version, every user and role, and where the marker landed. A half that
+cannot run leaves the result UNPROVEN, never PASS.
 """
 
 from __future__ import annotations
@@ -161,8 +162,8 @@ def identity(read: Read, user: str, certificate: str) -> tuple[bool, str]:
     if PERMISSION_DENIED in read.output:
         return False, (
             f"etcd does not take the certificate {certificate} as user {user}, the user this check inspects "
-            "(Kamaji's status.storage.setup.user): its CN names another etcd user, whose grants this check "
-            f"does not see; compare `openssl x509 -noout -subject` of its server.crt with {user}"
+            "(Kamaji's status.storage.setup.user): its CN names another etcd user, so the tenant's API server acts "
+            f"as that one; compare `openssl x509 -noout -subject` of its server.crt with {user}"
         )
     if USER_NOT_FOUND in read.output:
         return False, f"the certificate {certificate}'s CN is no etcd user at all, not {user}"
@@ -195,7 +196,7 @@ LEAK_FIXED = (((3, 5), Version(3, 5, 9)), ((3, 4), Version(3, 4, 26)))
 
 def parse_version(text: str) -> Version | None:
     """etcd's server version as `endpoint status` prints it ("3.5.1"); None for anything else."""
-    found = re.fullmatch(r"v?(\d{1,4})\.(\d{1,4})\.(\d{1,4})", text.strip())
+    found = re.fullmatch(r"v?([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})", text.strip())
     return Version(*map(int, found.groups())) if found else None
 
 
@@ -303,14 +304,14 @@ def own_reach(found: Survey, user: str, schema: str, owners: dict[str, str]) -> 
     verdicts = []
     for role, permission in held:
         beyond = minus([permission.span], own)
-        if beyond == [permission.span]:
-            where = f"all of it outside {own}"
-        elif beyond:
-            where = f"beyond {own} it can {verb(permission.kind)} {', '.join(map(str, beyond))}"
-        if beyond:
-            verdicts.append(
-                (False, f"etcd user {user}'s role {role} grants {permission}: {where}{whose(beyond, owners)}")
-            )
+        if not beyond:
+            continue
+        where = (
+            f"all of it outside {own}"
+            if beyond == [permission.span]
+            else f"beyond {own} it can {verb(permission.kind)} {', '.join(map(str, beyond))}"
+        )
+        verdicts.append((False, f"etcd user {user}'s role {role} grants {permission}: {where}{whose(beyond, owners)}"))
     gaps = {}
     for kinds, what in ((READS, "read"), (WRITES, "write")):
         left = [own]

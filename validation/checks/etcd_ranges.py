@@ -41,7 +41,9 @@ class Span:
 
 
 def text(key: bytes) -> str:
-    return key.decode(errors="backslashreplace")
+    """A key as a report shows it: etcd keys are bytes, so anything unprintable is escaped."""
+    decoded = key.decode(errors="backslashreplace")
+    return "".join(char if char.isprintable() else f"\\x{ord(char):02x}" for char in decoded)
 
 
 def reach(key: bytes, range_end: bytes) -> Span:

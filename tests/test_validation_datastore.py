@@ -40,6 +40,7 @@ from validation.checks.datastore import (
     Version,
     auth_enabled,
     etcd_endpoints,
+    identity,
     marker_absent,
     marker_found,
     parse_version,
@@ -755,9 +756,12 @@ def test_a_certificate_whose_cn_is_not_the_inspected_user_fails_naming_both(real
     report = check_against(pods)
 
     tenants_half, root_half = halves(result(report, "datastore", "tenant-a")["reason"])
-    assert tenants_half.startswith(
-        "the tenant's certificate tenants/tenant-a-datastore-certificate: etcd does not take the certificate "
-        f"tenants/tenant-a-datastore-certificate as user {USERS['tenant-a']}, the user this check inspects"
+    # Its probes pass: the legacy user holds the tenant's role, and a part of tenant-b stays hidden behind a refusal.
+    assert tenants_half == (
+        "the tenant's certificate tenants/tenant-a-datastore-certificate: the certificate "
+        f"tenants/tenant-a-datastore-certificate is etcd user tenant-a-legacy (its CN), not {USERS['tenant-a']}, the "
+        "user this check inspects (Kamaji's status.storage.setup.user): the tenant's API server acts as "
+        "tenant-a-legacy"
     )
     assert root_half == (
         f"{ROOT_CREDENTIALS}: etcd user tenant-a-legacy can read and write tenant tenant-a's keys {OWN_A}: its role "
@@ -783,7 +787,8 @@ def test_a_certificate_of_no_etcd_user_fails_saying_so(real_etcd):
 
     assert tenants_half.startswith(
         "the tenant's certificate tenants/tenant-a-datastore-certificate: the certificate "
-        f"tenants/tenant-a-datastore-certificate's CN is no etcd user at all, not {USERS['tenant-a']}"
+        "tenants/tenant-a-datastore-certificate's CN nobody-at-all is no etcd user at all; the user this check "
+        f"inspects is {USERS['tenant-a']}; "
     )
 
 
@@ -1074,5 +1079,33 @@ def test_a_tenant_user_etcd_does_not_know_fails_saying_so(real_etcd):
 
     tenants_half, root_half = halves(result(check_against(pods), "datastore", "tenant-a")["reason"])
 
-    assert f"CN is no etcd user at all, not {USERS['tenant-a']}" in tenants_half
+    assert f"tenant-a-datastore-certificate's CN {USERS['tenant-a']} is no etcd user at all; " in tenants_half
     assert root_half == f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} does not exist"
+
+
+def test_a_certificate_whose_cn_could_not_be_read_still_fails_pointing_at_how_to_read_it():
+    # etcdctl 3.5.1's refusal of `user get` for another user than the caller.
+    good, why = identity(Read("etcd user uid-a", 1, REFUSAL), "uid-a", "tenants/tenant-a-datastore-certificate", None)
+
+    assert not good
+    assert why.startswith(
+        "the certificate tenants/tenant-a-datastore-certificate is another etcd user (`openssl x509 -noout -subject` "
+        "of its server.crt), not uid-a"
+    )
+
+
+def test_the_cn_is_read_from_the_certificate_only_never_the_key(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    other = real_etcd.client("someone-else")
+    pods.secrets["tenants", "tenant-a-datastore-certificate"] = {
+        "ca.crt": other.ca,
+        "server.crt": other.cert,
+        "server.key": other.key,
+    }
+    lab = lab_with(pods)
+
+    validate(lab, "--only", "datastore")
+
+    assert [call.command for call in lab.commands("management", r"^get secret ")] == [
+        "get secret tenant-a-datastore-certificate -n tenants -o jsonpath={.data.server\\.crt}"
+    ]

@@ -12,6 +12,7 @@ cannot run leaves the result UNPROVEN, never PASS.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import secrets
@@ -22,6 +23,7 @@ from typing import Any
 
 from validation import manifests
 from validation.checks.base import per_tenant
+from validation.checks.certificates import common_name
 from validation.checks.etcd_ranges import (
     OPEN_ENDED,
     READS,
@@ -154,20 +156,33 @@ def marker_absent(read: Read, path: str) -> tuple[bool, str]:
     return True, f"marker not under {read.prefix} ({keys(read)})"
 
 
-def identity(read: Read, user: str, certificate: str) -> tuple[bool, str]:
+def identity(read: Read, user: str, certificate: str, cn: str | None) -> tuple[bool, str]:
     """etcd answers `user get` for the caller's own user and nobody else's (etcd-io/etcd
-    server/etcdserver/apply_auth.go@v3.5.1: UserGet), so the answer says whose certificate this is."""
+    server/etcdserver/apply_auth.go@v3.5.1: UserGet), so the answer says whose certificate this is; cn is the
+    certificate's CN as read from its secret, to name the user etcd took instead (None: unread)."""
     if read.exit_code == 0:
         return True, f"etcd takes it as user {user}"
+    its = f"etcd user {cn} (its CN)" if cn else "another etcd user (`openssl x509 -noout -subject` of its server.crt)"
     if PERMISSION_DENIED in read.output:
         return False, (
-            f"etcd does not take the certificate {certificate} as user {user}, the user this check inspects "
-            "(Kamaji's status.storage.setup.user): its CN names another etcd user, so the tenant's API server acts "
-            f"as that one; compare `openssl x509 -noout -subject` of its server.crt with {user}"
+            f"the certificate {certificate} is {its}, not {user}, the user this check inspects (Kamaji's "
+            f"status.storage.setup.user): the tenant's API server acts as {cn or 'that user'}"
         )
     if USER_NOT_FOUND in read.output:
-        return False, f"the certificate {certificate}'s CN is no etcd user at all, not {user}"
+        inspected = "" if cn == user else f"; the user this check inspects is {user}"
+        return False, f"the certificate {certificate}'s CN{f' {cn}' if cn else ''} is no etcd user at all{inspected}"
     return False, f"cannot ask etcd whose certificate {certificate} is: {read.error}"
+
+
+def certificate_cn(management: Kubectl, namespace: str, secret: str) -> str | None:
+    """The CN of the tenant's client certificate (only the public server.crt is read), or None if unreadable."""
+    read = management.run("get", "secret", secret, "-n", namespace, "-o", "jsonpath={.data.server\\.crt}")
+    if not read.ok:
+        return None
+    try:
+        return common_name(base64.b64decode(read.stdout.strip(), validate=True).decode(errors="replace"))
+    except ValueError:
+        return None
 
 
 def auth_enabled(read: Read) -> tuple[bool, str]:
@@ -552,7 +567,9 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
         reads |= listings({"own": f"{prefix_of(tenant)}configmaps/{namespace}/", "root": "/"} | other_prefixes(others))
         files = {(certificate, key): file for key, file in TENANT_CERTIFICATE_KEYS.items()}
         answers = read_datastore(lab, tenant.namespace, image, endpoints, files, reads)
-        verdicts = [identity(answers.pop("identity"), user, secret)]
+        asked = answers.pop("identity")
+        cn = certificate_cn(lab.management, tenant.namespace, certificate) if asked.exit_code else None
+        verdicts = [identity(asked, user, secret, cn)]
         verdicts.append(marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}"))
         verdicts += [refused(read) for read in answers.values()]
         root_half = check_with_root(lab, store, image, endpoints, tenant, user, others, path)

@@ -8,9 +8,6 @@ from typing import Any, TextIO
 
 from validation.results import CheckResult, Status
 
-# PASS, FAIL and SKIP keep their four columns; only a longer state widens its own line.
-STATUS_WIDTH = 4
-
 
 class TextReport:
     """A line per result as it comes (tenants run side by side, so theirs interleave), then per target."""
@@ -24,7 +21,7 @@ class TextReport:
     def line(self, result: CheckResult) -> None:
         detail = result.evidence if result.status is Status.PASS else result.reason
         print(
-            f"{result.status.value.upper():<{STATUS_WIDTH}}  {result.check:<{self.check_width}}  "
+            f"{result.status.value.upper():<4}  {result.check:<{self.check_width}}  "
             f"{result.target:<{self.target_width}}  {detail}",
             file=self.stream,
             flush=True,

@@ -115,7 +115,8 @@ class SubprocessRunner:
                 thread.join(PIPE_GRACE)  # a grandchild may hold a pipe open; its reader still discards
         if timed_out:
             return CommandResult(args, TIMED_OUT, "", f"{args[0]} timed out after {timeout:.0f}s")
-        stderr = err.text() + (f"\n[stderr cut short at {self.stderr_limit} bytes]" if err.over else "")
+        # First, so that a shortened error message still says it.
+        stderr = (f"[stderr cut short at {self.stderr_limit} bytes]\n" if err.over else "") + err.text()
         return CommandResult(args, process.returncode, out.text(), stderr, self.stdout_limit if out.over else 0)
 
 

@@ -283,6 +283,20 @@ def test_an_internal_error_rendering_one_tenant_shows_there_and_exits_70(monkeyp
     assert code == EXIT_INTERNAL
 
 
+@pytest.mark.parametrize("cluster", ["tenant-c", "management"])
+def test_a_bug_while_reading_a_cluster_is_an_internal_error_and_the_others_still_show(cluster):
+    def before(name, args):
+        if name == cluster:
+            raise RuntimeError("a bug in the reader")
+
+    fake = FakeKubectl()
+    fake.before = before
+    code, text = run_status(fake=fake)
+    assert code == EXIT_INTERNAL
+    assert "internal error: RuntimeError: a bug in the reader" in text
+    assert "w1/0  NVIDIA A100 80GB  ok" in tenant_blocks(text)["tenant-a"]  # tenant-a is still read and shown
+
+
 def test_an_answer_the_api_never_gives_is_not_an_internal_error():
     assert issubclass(MalformedAnswer, CheckFailed)
     code, _ = run_status(fake=FakeKubectl(answers={("tenant-c", "nodes"): {"items": "none"}}))

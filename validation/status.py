@@ -115,10 +115,13 @@ def read_tenant(kubectl: Kubectl, clock: Clock) -> dict[str, Any]:
     }
 
 
+def expected(answer: Exception) -> bool:
+    """A cluster that could not be read or answered malformed; anything else a reader raises is a bug."""
+    return isinstance(answer, TimeoutError | CheckFailed | CheckSkipped)
+
+
 def reason(answer: Exception) -> str:
-    if isinstance(answer, TimeoutError | CheckFailed | CheckSkipped):
-        return str(answer)
-    return f"unexpected {type(answer).__name__}: {answer}"
+    return str(answer) if expected(answer) else f"internal error: {type(answer).__name__}: {answer}"
 
 
 def empty_row(tenant: Tenant) -> dict[str, Any]:
@@ -154,6 +157,8 @@ def tenant_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dict
             problems += control_plane(status, tenant, tcps)
         except MalformedAnswer as error:
             problems.append(f"control plane unknown ({error})")
+    if isinstance(answer, Exception) and not expected(answer):
+        return internal_error(status, answer)
     if isinstance(answer, Exception):
         status["error"] = reason(answer)
         problems.append("cluster not read")
@@ -339,7 +344,7 @@ def guarded_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dic
 def internal_error(row: dict[str, Any], error: Exception) -> dict[str, Any]:
     """Mark a row with an error of this program (exit EXIT_INTERNAL), not of the tenant."""
     row.update(
-        error=f"internal error: {type(error).__name__}: {error}",
+        error=reason(error),
         internalError=True,
         healthy=False,
         problems=[*row["problems"], "internal error"],
@@ -348,7 +353,7 @@ def internal_error(row: dict[str, Any], error: Exception) -> dict[str, Any]:
 
 
 def exit_status(doc: dict[str, Any]) -> int:
-    if any(row["internalError"] for row in doc["tenants"]):
+    if doc["management"]["internalError"] or any(row["internalError"] for row in doc["tenants"]):
         return EXIT_INTERNAL
     return 0 if doc["ok"] else EXIT_UNHEALTHY
 
@@ -370,6 +375,7 @@ def refresh(outputs: StackOutputs, names: Sequence[str] | None, runner: Runner, 
         "management": {
             "reachable": not isinstance(tcps, Exception),
             "error": reason(tcps) if isinstance(tcps, Exception) else None,
+            "internalError": isinstance(tcps, Exception) and not expected(tcps),
         },
         "tenants": rows,
     }

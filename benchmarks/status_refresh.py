@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         if read:
             doc = read(outputs, None, runner, clock)
-            assert doc["ok"], "every copied tenant is healthy; a problem here is a bug in the benchmark"
+            # Copies of tenant-a, whose second GPU is unhealthy: not ok, but every one of them read.
+            unread = [row["name"] for row in doc["tenants"] if row["error"]]
+            assert not unread, f"{unread} not read; a problem here is a bug in the benchmark"
         else:
             one_by_one(outputs, runner, clock)
         timings[name] = (time.perf_counter() - started, runner.calls)

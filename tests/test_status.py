@@ -64,6 +64,21 @@ def fixture(name: str) -> str:
     return (FIXTURES / name).read_text()
 
 
+def healed(nodes: dict[str, Any]) -> dict[str, Any]:
+    """The nodes answer with every GPU in the register annotation healthy."""
+    nodes = json.loads(json.dumps(nodes))
+    for node in nodes["items"]:
+        found = node["metadata"].get("annotations") or {}
+        if REGISTER_ANNOTATION in found:
+            found[REGISTER_ANNOTATION] = json.dumps(
+                [{**device, "health": True} for device in json.loads(found[REGISTER_ANNOTATION])]
+            )
+    return nodes
+
+
+HEALED_NODES_A = healed(json.loads(fixture("nodes-tenant-a.json")))
+
+
 class FakeKubectl:
     """Answers `kubectl --kubeconfig <dir>/<cluster>.kubeconfig ...` from the fixtures; records every command.
 
@@ -72,9 +87,16 @@ class FakeKubectl:
     `before` runs first in each call, where a test holds one cluster back.
     """
 
-    def __init__(self, unreachable: Sequence[str] = ("tenant-b",), answers: dict[tuple[str, str], Any] | None = None):
+    def __init__(
+        self,
+        unreachable: Sequence[str] = ("tenant-b",),
+        answers: dict[tuple[str, str], Any] | None = None,
+        gpus_healthy: bool = False,
+    ):
         self.unreachable = set(unreachable)
-        self.answers = answers or {}  # (cluster, resource) -> a replacement answer
+        # (cluster, resource) -> a replacement answer; gpus_healthy: tenant-a's second GPU reports health too.
+        self.answers = {("tenant-a", "nodes"): HEALED_NODES_A} if gpus_healthy else {}
+        self.answers.update(answers or {})
         self.slow: dict[str, float] = {}
         self.before: Callable[[str, tuple[str, ...]], CommandResult | None] = lambda cluster, args: None
         self.commands: list[tuple[str, ...]] = []
@@ -179,7 +201,7 @@ def test_a_gpu_whose_only_pod_finished_is_idle():
     assert idle["pods"] == []
 
 
-def test_healthy_tenant_reports_version_control_plane_nodes_and_quota_usage():
+def test_a_tenant_reports_version_control_plane_nodes_quota_usage_and_its_unhealthy_gpu():
     _, doc = status_json()
     a = tenant(doc, "tenant-a")
     assert (a["endpoint"], a["version"], a["reachable"], a["error"]) == (
@@ -190,7 +212,9 @@ def test_healthy_tenant_reports_version_control_plane_nodes_and_quota_usage():
     )
     assert a["controlPlaneReady"] is True
     assert a["nodes"] == {"ready": 1, "total": 1, "missing": [], "notReady": []}
-    assert a["healthy"] is True and a["problems"] == []
+    # Its second A100 registers without health: HAMi places nothing on it, so the tenant is not healthy.
+    assert a["healthy"] is False and a["problems"] == [f"GPU kamaji-tenant-a-w1/1 ({GPU_2}) unhealthy"]
+    assert a["gpuHealth"] == {"missing": [], "unhealthy": [{"node": "kamaji-tenant-a-w1", "index": 1, "uuid": GPU_2}]}
     assert a["quotas"] == [
         {
             "namespace": "team-a",
@@ -230,12 +254,12 @@ def test_unreachable_tenant_says_why_and_the_others_still_print():
 
 
 def test_exit_status_is_zero_when_every_tenant_is_healthy():
-    code, doc = status_json(fake=FakeKubectl(unreachable=()))
+    code, doc = status_json(fake=FakeKubectl(unreachable=(), gpus_healthy=True))
     assert doc["ok"] is True and code == 0
 
 
 def test_tenant_option_narrows_to_the_named_tenants():
-    fake = FakeKubectl()
+    fake = FakeKubectl(gpus_healthy=True)
     code, doc = status_json("--tenant", "tenant-a", "tenant-c", fake=fake)
     assert [item["name"] for item in doc["tenants"]] == ["tenant-a", "tenant-c"]
     assert code == 0  # the unreachable tenant-b was not asked
@@ -370,7 +394,7 @@ def test_without_outputs_the_stack_s_own_are_read(capsys):
                 return CommandResult(tuple(argv), 0, fixture("outputs.json"), "")
             return super().run(argv, stdin, timeout, env)
 
-    fake = Pulumi(unreachable=())
+    fake = Pulumi(unreachable=(), gpus_healthy=True)
     for args, stack in (((), "dev"), (("--stack", "lab"), "lab")):
         assert main(["--json", *args], runner=fake, stdout=io.StringIO(), clock=fake) == 0
         assert fake.pulumi[-2:] == ("--stack", stack)
@@ -385,7 +409,9 @@ def test_colour_marks_health_errors_and_the_verdict():
     _, doc = status_json()
     text = render(doc, Style(True))
     green, red, reset = "\033[32m", "\033[31m", "\033[0m"
-    assert f"{green}tenant-a  v1.36.4  healthy" in text and f"{red}tenant-b  -  UNHEALTHY" in text
+    assert f"{green}tenant-c  v1.36.4  healthy" in text and f"{red}tenant-b  -  UNHEALTHY" in text
+    assert f"{red}tenant-a  v1.36.4  UNHEALTHY" in text
+    assert f"{red}  GPUs unhealthy (HAMi places no pod on them): w1/1" in text
     assert f"{red}  cannot reach the tenant-b API server: " in text
     assert f"{red}  w1/1  NVIDIA A100 80GB  UNHEALTHY" in text  # the card HAMi will not place pods on
     assert f"{red}  Pending ml/big-0: " in text
@@ -477,7 +503,7 @@ def test_a_finished_pod_listed_before_running_ones_hides_none_of_them():
     assert [pod["name"] for pod in first["pods"]] == ["share-0", "share-1", "train-0"]
 
 
-def test_nodes_without_a_usable_gpu_registration_are_left_out_and_absent_fields_are_empty():
+def test_nodes_without_a_gpu_registration_are_left_out_and_absent_fields_are_empty():
     registered = json.loads(fixture("nodes-tenant-a.json"))["items"][0]
 
     def node(name: str, **annotations: str) -> dict[str, Any]:
@@ -487,7 +513,6 @@ def test_nodes_without_a_usable_gpu_registration_are_left_out_and_absent_fields_
     shown = gpus(
         [
             node("no-annotations"),
-            node("half-written", **{register: '[{"id": "GPU-'}),
             # HAMi leaves out every empty field (DeviceInfo is all omitempty, pkg/device/devices.go@v2.10.0).
             node("bare", **{register: '[{"count": 10}]'}),
             registered,
@@ -544,7 +569,7 @@ def hold_back(fake: FakeKubectl, held: str, until: Sequence[str]) -> list[bool]:
 
 @pytest.mark.parametrize("held", ["tenant-a", "tenant-b"])
 def test_a_hung_tenant_does_not_delay_the_others_and_rows_keep_their_order(held):
-    fake = FakeKubectl(unreachable=())
+    fake = FakeKubectl(unreachable=(), gpus_healthy=True)
     others = [name for name in ("management", "tenant-a", "tenant-b", "tenant-c") if name != held]
     waited = hold_back(fake, held, others)
 
@@ -560,7 +585,7 @@ def test_a_hung_tenant_does_not_delay_the_others_and_rows_keep_their_order(held)
 
 
 def test_a_management_cluster_that_hangs_delays_no_tenant_row():
-    fake = FakeKubectl(unreachable=())
+    fake = FakeKubectl(unreachable=(), gpus_healthy=True)
     waited = hold_back(fake, "management", ["tenant-a", "tenant-b", "tenant-c"])
 
     _, doc = status_json(fake=fake)
@@ -571,7 +596,7 @@ def test_a_management_cluster_that_hangs_delays_no_tenant_row():
 
 
 def test_a_slow_tenant_is_cut_off_when_its_bound_ends_and_no_call_outlives_it():
-    fake = FakeKubectl(unreachable=())
+    fake = FakeKubectl(unreachable=(), gpus_healthy=True)
     fake.slow["tenant-b"] = 5.0  # every call takes 5 s of tenant-b's own time; the others' time stands still
 
     _, doc = status_json(fake=fake)
@@ -598,7 +623,7 @@ def test_a_reader_that_never_returns_is_left_behind_when_the_wait_ends():
 def test_kubectl_s_request_timeout_ends_before_each_call_is_stopped_and_a_call_before_the_cluster_s_bound():
     assert STATUS_REQUEST_TIMEOUT < STATUS_CALL_TIMEOUT < CLUSTER_BOUND
     assert GRACE > 0  # the view waits for a reader past its bound, never less
-    fake = FakeKubectl(unreachable=())
+    fake = FakeKubectl(unreachable=(), gpus_healthy=True)
     fake.slow = {"tenant-a": 3.0, "tenant-b": 5.5, "tenant-c": 0.5}
     run_status(fake=fake)
     assert {limit for *_, limit, _ in fake.calls} != {STATUS_CALL_TIMEOUT}  # some calls had less time left
@@ -606,7 +631,7 @@ def test_kubectl_s_request_timeout_ends_before_each_call_is_stopped_and_a_call_b
 
 
 def test_the_view_reads_each_cluster_once_per_refresh_in_one_call_for_all_control_planes():
-    fake = FakeKubectl(unreachable=())
+    fake = FakeKubectl(unreachable=(), gpus_healthy=True)
     run_status(fake=fake)
     clusters = [cluster for cluster, *_ in fake.calls]
     assert clusters.count("management") == 1
@@ -661,7 +686,7 @@ STRANGER = {**NODE_C, "metadata": {**NODE_C["metadata"], "name": "someone-elses-
     ],
 )
 def test_a_tenant_missing_any_piece_is_unhealthy_and_the_exit_status_says_so(broken, problem):
-    healthy_code, _ = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=()))
+    healthy_code, _ = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), gpus_healthy=True))
     code, doc = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
     c = tenant(doc, "tenant-c")
     assert (healthy_code, code) == (0, 1)

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 
 from tests.test_validation import created_pods, gpumem_limit, healthy_lab, ok, outputs_with, recorded, result, validate
 from validation.checks.hami import registered_cards
+from validation.results import CheckFailed
 
 # What HAMi's NVIDIA plugin registers for one L4 shared 4 ways (the DeviceInfo list of
 # Project-HAMi/HAMi pkg/device/devices.go@v2.10.0; memory in MiB as NVML reports it), and the
 # slots kubelet then advertises as nvidia.com/gpu. The real plugin advertises no gpumem resource.
-L4 = {"id": "GPU-5e1f", "index": 0, "count": 4, "devmem": 23034, "devcore": 100, "type": "NVIDIA-NVIDIA L4",
-      "numa": 0, "mode": "hami-core", "health": True}
+L4 = {
+    "id": "GPU-5e1f",
+    "index": 0,
+    "count": 4,
+    "devmem": 23034,
+    "devcore": 100,
+    "type": "NVIDIA-NVIDIA L4",
+    "numa": 0,
+    "mode": "hami-core",
+    "health": True,
+}
 
 
 def real_gpu_outputs(tmp_path):
@@ -85,15 +96,34 @@ def test_outputs_from_before_machine_workers_are_mock_gpus():
         (None, []),
         ({}, []),
         ({"hami.io/node-nvidia-register": ""}, []),
-        ({"hami.io/node-nvidia-register": "not json"}, []),
-        # A card without its memory or slot count cannot be sized or counted.
-        ({"hami.io/node-nvidia-register": json.dumps([{**L4, "devmem": None}, L4, {"type": "x"}, "GPU-1"])}, [L4]),
+        # A card without its memory or slot count cannot be sized or counted (a null is Go's zero value).
+        ({"hami.io/node-nvidia-register": json.dumps([{**L4, "devmem": None}, L4, {"type": "x"}])}, [L4]),
     ],
-    ids=["no-annotations", "no-register", "empty", "unreadable", "incomplete-cards"],
+    ids=["no-annotations", "no-register", "empty", "incomplete-cards"],
 )
 def test_only_complete_registered_cards_count(annotations, cards):
     node = {"metadata": {"name": "dgx-1", "annotations": annotations}}
-    assert registered_cards(node) == cards
+    assert [asdict(card) for card in registered_cards(node)] == [
+        {key: card[key] for key in ("id", "index", "count", "devmem", "devcore", "type", "health")} for card in cards
+    ]
+
+
+@pytest.mark.parametrize(
+    ("register", "why"),
+    [
+        ("not json", "hami.io/node-nvidia-register is not JSON"),
+        (json.dumps([L4, "GPU-1"]), "hami.io/node-nvidia-register entry 1 is not an object"),
+        (json.dumps([L4, {**L4, "count": "ten"}]), 'hami.io/node-nvidia-register entry 1: count is "ten"'),
+    ],
+    ids=["not-json", "entry-not-an-object", "count-not-a-number"],
+)
+def test_a_register_annotation_hami_cannot_read_is_an_error_naming_the_node_not_fewer_cards(register, why):
+    # HAMi's scheduler reads the annotation with one json.Unmarshal, which fails as a whole on any
+    # entry of the wrong type (Project-HAMi/HAMi pkg/device/devices.go@v2.10.0, UnMarshalNodeDevices).
+    node = {"metadata": {"name": "dgx-1", "annotations": {"hami.io/node-nvidia-register": register}}}
+    with pytest.raises(CheckFailed) as failed:
+        registered_cards(node)
+    assert str(failed.value).startswith(f"node dgx-1: {why}")
 
 
 def test_a_missing_node_has_no_cards():

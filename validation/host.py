@@ -6,16 +6,25 @@ through a Clock, so tests can replay recorded responses without sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 DEFAULT_TIMEOUT = 60.0
+# What one command may print before it is stopped: a flooding command must not fill memory. The
+# largest expected answer is a big cluster's `kubectl get pods -o json`, a few MiB; errors are lines.
+STDOUT_LIMIT = 64 * 2**20
+STDERR_LIMIT = 64 * 2**10
+READ_CHUNK = 64 * 2**10
+PIPE_GRACE = 2.0  # how long the output of a stopped command is still awaited
 TIMED_OUT = 124  # the exit status timeout(1) uses; given to a command the runner had to kill
 # kubectl repeats client-go's log lines ("E1202 10:11:31.341365 ...") before its own message.
 _KLOG_LINE = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ ")
@@ -29,6 +38,7 @@ class CommandResult:
     returncode: int
     stdout: str
     stderr: str
+    truncated: int = 0  # the stdout limit in bytes when the command printed more and was stopped, else 0
 
     @property
     def ok(self) -> bool:
@@ -60,6 +70,12 @@ class Runner(Protocol):
 
 
 class SubprocessRunner:
+    """Runs commands with their output bounded: past its byte limit a command is stopped and its result
+    says so (truncated), so a command that floods its output can never exhaust memory."""
+
+    def __init__(self, stdout_limit: int = STDOUT_LIMIT, stderr_limit: int = STDERR_LIMIT):
+        self.stdout_limit, self.stderr_limit = stdout_limit, stderr_limit
+
     def run(
         self,
         argv: Sequence[str],
@@ -70,14 +86,74 @@ class SubprocessRunner:
         args = tuple(argv)
         environment = {**os.environ, **env} if env else None
         try:
-            done = subprocess.run(
-                args, input=stdin, capture_output=True, text=True, timeout=timeout, check=False, env=environment
+            process = subprocess.Popen(
+                args,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=environment,
+                process_group=0,  # its own group, so stopping it stops whatever it started too
             )
         except FileNotFoundError:
             return CommandResult(args, 127, "", f"{args[0]}: command not found on PATH")
-        except subprocess.TimeoutExpired:
+        # Set when the process ends or floods its stdout or stderr, whichever comes first.
+        finished = threading.Event()
+        stdio = ((process.stdout, self.stdout_limit), (process.stderr, self.stderr_limit))
+        out, err = (_Capture(pipe, limit, finished) for pipe, limit in stdio)
+        waiter = threading.Thread(target=lambda: (process.wait(), finished.set()), daemon=True)
+        feeder = threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True) if stdin is not None else None
+        for thread in (out, err, waiter, feeder):
+            if thread:
+                thread.start()
+        try:
+            timed_out = not finished.wait(timeout)
+        finally:  # also on Ctrl-C or SIGTERM, as subprocess.run does
+            if process.poll() is None:  # timed out or flooding
+                _stop(process)
+        for thread in (out, err, feeder):
+            if thread:
+                thread.join(PIPE_GRACE)  # a grandchild may hold a pipe open; its reader still discards
+        if timed_out:
             return CommandResult(args, TIMED_OUT, "", f"{args[0]} timed out after {timeout:.0f}s")
-        return CommandResult(args, done.returncode, done.stdout, done.stderr)
+        # First, so that a shortened error message still says it.
+        stderr = (f"[stderr cut short at {self.stderr_limit} bytes]\n" if err.over else "") + err.text()
+        return CommandResult(args, process.returncode, out.text(), stderr, self.stdout_limit if out.over else 0)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _feed(pipe, text: str) -> None:
+    try:
+        pipe.write(text.encode())
+        pipe.close()
+    except (BrokenPipeError, OSError):  # the command ended without reading all of it
+        pass
+
+
+class _Capture(threading.Thread):
+    """Reads one pipe to its end, keeping at most limit bytes; past it, sets flooded and discards the rest."""
+
+    def __init__(self, pipe, limit: int, flooded: threading.Event):
+        super().__init__(daemon=True)
+        self.pipe, self.limit, self.flooded = pipe, limit, flooded
+        self.kept = bytearray()
+        self.over = False
+
+    def run(self) -> None:
+        with self.pipe:
+            while chunk := self.pipe.read1(READ_CHUNK):
+                room = self.limit - len(self.kept)
+                self.kept += chunk[:room]
+                if len(chunk) > room and not self.over:
+                    self.over = True
+                    self.flooded.set()
+
+    def text(self) -> str:
+        return self.kept.decode(errors="replace")
 
 
 class Clock:

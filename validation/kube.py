@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from components.kubeconfig import KubeconfigCluster, current_cluster
+from validation.answers import listed, mapping, objects, text
 from validation.host import Clock, CommandResult, Runner
 from validation.results import CheckFailed, CheckSkipped
 
@@ -88,7 +89,10 @@ class Kubectl:
 
     def query(self, *args: str, stdin: str | None = None) -> Any:
         """Run a kubectl command that prints JSON and return the parsed document."""
-        result = self.checked(self.run(*args, stdin=stdin))
+        result = self.run(*args, stdin=stdin)
+        if result.truncated:  # stopped at the runner's byte limit: what it printed is no whole answer
+            raise CheckFailed(f"`{self.hint} {' '.join(args)}` printed more than {result.truncated} bytes: cut short")
+        self.checked(result)
         try:
             return json.loads(result.stdout)
         except json.JSONDecodeError:
@@ -96,6 +100,10 @@ class Kubectl:
 
     def get(self, *args: str) -> dict[str, Any]:
         return self.query("get", *args, "-o", "json")
+
+    def items(self, *args: str) -> list[dict[str, Any]]:
+        """The items of `kubectl get ARGS -o json`, each an object (validation/answers.py)."""
+        return listed(self.get(*args), f"`kubectl get {' '.join(args)}` on {self.cluster}")
 
     def get_raw(self, path: str) -> dict[str, Any]:
         return self.query("get", "--raw", path)
@@ -167,16 +175,20 @@ def parse_quantity(text: str) -> int | None:
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     """The status condition of the given type, or {} if the object has none."""
-    for item in obj.get("status", {}).get("conditions") or []:
+    where = name_of(obj)
+    for item in objects(mapping(obj, "status", where), "conditions", where):
         if item.get("type") == kind:
             return item
     return {}
 
 
 def name_of(obj: dict[str, Any]) -> str:
-    return obj.get("metadata", {}).get("name", "?")
+    """The object's name for messages; "?" when it has none that reads as one."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) and name else "?"
 
 
 def explain(item: dict[str, Any]) -> str:
     """Join reason and message of a condition, event or container state."""
-    return ": ".join(part for part in (item.get("reason"), item.get("message")) if part)
+    return ": ".join(part for part in (text(item, "reason", "condition"), text(item, "message", "condition")) if part)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from validation.answers import annotations, mapping, objects, text
 from validation.host import Clock, poll
-from validation.kube import Kubectl, condition, explain
+from validation.kube import Kubectl, condition, explain, name_of
 from validation.results import CheckFailed
 
 ALLOCATED_ANNOTATION = "hami.io/vgpu-devices-allocated"
+_DIGITS = re.compile(r"[0-9]+")  # not str.isdigit, which also takes "²"
 
 
 @dataclass(frozen=True)
@@ -24,30 +27,31 @@ class VgpuAllocation:
 
 
 def vgpu_allocations(pod: dict[str, Any]) -> list[VgpuAllocation]:
-    """The GPU slices HAMi assigned, from an annotation like "GPU-a1,NVIDIA,4096,25:;".
+    """The GPU slices HAMi assigned, from an annotation like "GPU-a1,NVIDIA,4096,25:;"; the one decoder of it.
 
-    Containers are separated by ";", devices within a container by ":".
+    Containers are separated by ";", devices within a container by ":"; a device not in that form is left out.
     """
-    raw = pod.get("metadata", {}).get("annotations", {}).get(ALLOCATED_ANNOTATION, "")
+    raw = annotations(pod, f"pod {name_of(pod)}").get(ALLOCATED_ANNOTATION, "")
     allocations = []
     for container in raw.split(";"):
         for device in container.split(":"):
             fields = device.split(",")
-            if len(fields) >= 4 and fields[2].isdigit() and fields[3].isdigit():
+            if len(fields) >= 4 and _DIGITS.fullmatch(fields[2]) and _DIGITS.fullmatch(fields[3]):
                 allocations.append(VgpuAllocation(fields[0], fields[1], int(fields[2]), int(fields[3])))
     return allocations
 
 
 def phase(pod: dict[str, Any]) -> str:
-    return pod.get("status", {}).get("phase", "Unknown")
+    return text(mapping(pod, "status", f"pod {name_of(pod)}"), "phase", f"pod {name_of(pod)}") or "Unknown"
 
 
 def describe_pod(pod: dict[str, Any]) -> str:
     """The phase plus whatever explains it: container waiting reasons, scheduler message."""
     details = []
-    for container in pod.get("status", {}).get("containerStatuses") or []:
-        state = container.get("state", {})
-        stuck = state.get("waiting") or state.get("terminated")
+    where = f"pod {name_of(pod)}"
+    for container in objects(mapping(pod, "status", where), "containerStatuses", where):
+        state = mapping(container, "state", where)
+        stuck = mapping(state, "waiting", where) or mapping(state, "terminated", where)
         if stuck:
             details.append(explain(stuck))
     scheduled = condition(pod, "PodScheduled")
@@ -58,9 +62,9 @@ def describe_pod(pod: dict[str, Any]) -> str:
 
 def scheduler_messages(kubectl: Kubectl, namespace: str, pod: dict[str, Any]) -> list[str]:
     """What the schedulers said about a pod: its events and its PodScheduled condition."""
-    name = pod.get("metadata", {}).get("name", "")
-    events = kubectl.get("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
-    messages = [explain(event) for event in events.get("items", [])]
+    name = name_of(pod)
+    events = kubectl.items("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
+    messages = [explain(event) for event in events]
     scheduled = condition(pod, "PodScheduled")
     if scheduled.get("message"):
         messages.append(explain(scheduled))

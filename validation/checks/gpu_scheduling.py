@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from validation.answers import annotations, mapping
 from validation.checks.base import per_tenant
 from validation.checks.hami import with_gpus
 from validation.host import poll
@@ -46,7 +47,7 @@ def find_slice(pod: dict[str, Any], memory_mib: int, cores: int) -> VgpuAllocati
     for allocation in vgpu_allocations(pod):
         if (allocation.memory_mib, allocation.cores) == (memory_mib, cores):
             return allocation
-    raw = pod["metadata"].get("annotations", {}).get(ALLOCATED_ANNOTATION)
+    raw = annotations(pod, f"pod {name_of(pod)}").get(ALLOCATED_ANNOTATION)
     hint = repr(raw) if raw else "missing (hami-scheduler did not place the pod)"
     raise CheckFailed(
         f"pod {name_of(pod)} runs, but {ALLOCATED_ANNOTATION} is {hint}; expected a {memory_mib} MiB / {cores}% slice"
@@ -88,7 +89,7 @@ def sharing(lab: Lab, tenant: Tenant) -> str:
             kubectl.must_create(pod, "-n", namespace)
 
         def probe() -> tuple[bool, list[dict[str, Any]]]:
-            pods = kubectl.get("pods", "-n", namespace)["items"]
+            pods = kubectl.items("pods", "-n", namespace)
             return sum(phase(pod) == "Running" for pod in pods) == count, pods
 
         all_running, pods = poll(lab.clock, SHARING_TIMEOUT, probe)
@@ -109,7 +110,7 @@ def quota_mismatches(quota: Quota, objects: list[dict[str, Any]]) -> list[str]:
     """Where the namespace's ResourceQuotas differ from the configured limits."""
     hard: dict[str, str] = {}
     for obj in objects:
-        hard.update(obj.get("spec", {}).get("hard", {}))
+        hard.update(mapping(mapping(obj, "spec", name_of(obj)), "hard", f"ResourceQuota {name_of(obj)}"))
     return [
         f"namespace {quota.namespace}: {key} is {hard.get(key) or 'not set'}, expected {want}"
         for key, want in quota.hard.items()
@@ -123,7 +124,7 @@ def quota(lab: Lab, tenant: Tenant) -> str:
     kubectl = lab.kubectl(tenant)
     problems = []
     for configured in tenant.quotas:
-        objects = kubectl.get("resourcequotas", "-n", configured.namespace)["items"]
+        objects = kubectl.items("resourcequotas", "-n", configured.namespace)
         problems += quota_mismatches(configured, objects)
     if problems:
         raise CheckFailed("; ".join(problems))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from validation.answers import MalformedAnswer, annotations, mapping
 from validation.checks.base import per_tenant
 from validation.kube import name_of, parse_quantity
 from validation.lab import Lab
@@ -30,7 +31,7 @@ def with_gpus(lab: Lab, tenant: Tenant) -> Tenant:
     if tenant.real_gpus:
         nodes = worker_nodes(lab, tenant)
         cards = [card for worker in tenant.workers for card in registered_cards(nodes.get(worker))]
-        tenant = replace(tenant, gpus_per_worker=tuple(Gpu(card["type"], card["devmem"], 1) for card in cards))
+        tenant = replace(tenant, gpus_per_worker=tuple(Gpu(card.type, card.devmem, 1) for card in cards))
     if tenant.real_gpus and not tenant.has_gpus:
         # The machines were checked for GPUs before they joined: none registered means the plugin is broken.
         raise CheckFailed(
@@ -43,26 +44,88 @@ def with_gpus(lab: Lab, tenant: Tenant) -> Tenant:
 
 
 def worker_nodes(lab: Lab, tenant: Tenant) -> dict[str, dict[str, Any]]:
-    return {name_of(node): node for node in lab.kubectl(tenant).get("nodes")["items"]}
+    return {name_of(node): node for node in lab.kubectl(tenant).items("nodes")}
 
 
-def registered_devices(node: dict[str, Any]) -> list[dict[str, Any]]:
-    """The entries of a node's register annotation as HAMi wrote them (its DeviceInfo list, all fields
-    omitempty: Project-HAMi/HAMi pkg/device/devices.go@v2.10.0); none when it is absent or unreadable."""
-    raw = (node["metadata"].get("annotations") or {}).get(REGISTER_ANNOTATION)
+# The fields of HAMi's DeviceInfo that a JSON register entry may carry, with the Go type json.Unmarshal
+# needs (Project-HAMi/HAMi pkg/device/devices.go@v2.10.0): (python type, smallest, largest) or a type.
+_INT32 = (-(2**31), 2**31 - 1)
+REGISTER_FIELDS: dict[str, tuple[type, tuple[int, int] | None]] = {
+    "id": (str, None),
+    "index": (int, (0, 2**64 - 1)),  # uint
+    "count": (int, _INT32),
+    "devmem": (int, _INT32),
+    "devcore": (int, _INT32),
+    "type": (str, None),
+    "numa": (int, (-(2**63), 2**63 - 1)),
+    "mode": (str, None),
+    "health": (bool, None),
+    "devicevendor": (str, None),
+    "custominfo": (dict, None),
+    "migProfiles": (list, None),
+}
+
+
+@dataclass(frozen=True)
+class RegisteredGpu:
+    """One entry of a node's register annotation; an absent field is Go's zero value (all are omitempty)."""
+
+    id: str = ""
+    index: int = 0
+    count: int = 0  # slots: how many containers may share it
+    devmem: int = 0  # MiB
+    devcore: int = 0
+    type: str = ""
+    health: bool = False  # HAMi's scheduler places nothing on a card without it (CardNotHealth)
+
+
+def decode_register(raw: str) -> list[RegisteredGpu]:
+    """The one decoder of hami.io/node-nvidia-register; MalformedAnswer when HAMi could not read it either.
+
+    HAMi's scheduler reads it with json.Unmarshal into []*DeviceInfo (UnMarshalNodeDevices,
+    pkg/device/devices.go@v2.10.0), which fails as a whole on any entry or field of the wrong type:
+    then no GPU of that node is usable, so none is shown as registered. A null is Go's zero value.
+    """
     try:
-        devices = json.loads(raw) if raw else []
-    except json.JSONDecodeError:
-        return []
-    return [device for device in devices if isinstance(device, dict)] if isinstance(devices, list) else []
+        entries = json.loads(raw) if raw else []
+    except json.JSONDecodeError as error:
+        raise MalformedAnswer(f"{REGISTER_ANNOTATION} is not JSON ({error.msg} at {error.pos})") from None
+    if not isinstance(entries, list):
+        raise MalformedAnswer(f"{REGISTER_ANNOTATION} is not a JSON list")
+    devices = []
+    for position, entry in enumerate(entries):
+        if entry is None:
+            continue  # a nil *DeviceInfo
+        if not isinstance(entry, dict):
+            raise MalformedAnswer(f"{REGISTER_ANNOTATION} entry {position} is not an object")
+        for key, value in entry.items():
+            kind, bounds = REGISTER_FIELDS.get(key, (object, None))
+            wrong = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
+            if value is not None and (wrong or (bounds and not bounds[0] <= value <= bounds[1])):
+                raise MalformedAnswer(f"{REGISTER_ANNOTATION} entry {position}: {key} is {json.dumps(value)[:40]}")
+        known = {key: entry[key] for key in RegisteredGpu.__dataclass_fields__ if entry.get(key) is not None}
+        devices.append(RegisteredGpu(**known))
+    return devices
 
 
-def registered_cards(node: dict[str, Any] | None) -> list[dict[str, Any]]:
+def registered_devices(node: dict[str, Any]) -> list[RegisteredGpu]:
+    """The GPUs of a node's register annotation as HAMi reads it; none when it is absent.
+
+    MalformedAnswer when the node or the annotation is not in the shape HAMi writes.
+    """
+    where = f"node {name_of(node)}"
+    raw = annotations(node, where).get(REGISTER_ANNOTATION, "")
+    try:
+        return decode_register(raw)
+    except MalformedAnswer as error:
+        raise MalformedAnswer(f"{where}: {error}") from None
+
+
+def registered_cards(node: dict[str, Any] | None) -> list[RegisteredGpu]:
     """The GPUs in a node's register annotation that name their type, memory and slots."""
     if node is None:
         return []
-    fields = {"type": str, "devmem": int, "count": int}
-    return [card for card in registered_devices(node) if all(isinstance(card.get(k), t) for k, t in fields.items())]
+    return [card for card in registered_devices(node) if card.type and card.devmem > 0 and card.count > 0]
 
 
 @per_tenant("webhook", "HAMi's webhook routes a gpumem pod to hami-scheduler")
@@ -88,7 +151,7 @@ def webhook(lab: Lab, tenant: Tenant) -> str:
 
 
 def allocatable_mismatches(node: dict[str, Any], expected: dict[str, int]) -> list[str]:
-    allocatable = node.get("status", {}).get("allocatable", {})
+    allocatable = mapping(mapping(node, "status", name_of(node)), "allocatable", name_of(node))
     problems = []
     for resource, want in expected.items():
         have = allocatable.get(resource)
@@ -110,16 +173,16 @@ def gpu_capacity(lab: Lab, tenant: Tenant) -> str:
             continue
         # A real card is registered with one slot per share, which kubelet then advertises.
         expected = (
-            {"nvidia.com/gpu": sum(card["count"] for card in registered_cards(node))}
+            {"nvidia.com/gpu": sum(card.count for card in registered_cards(node))}
             if tenant.real_gpus
             else tenant.expected_allocatable()
         )
         problems += allocatable_mismatches(node, expected)
         advertised.append(f"{worker}: " + ", ".join(f"{resource}={value}" for resource, value in expected.items()))
-        annotations = node["metadata"].get("annotations") or {}
-        if REGISTER_ANNOTATION not in annotations:
+        found = annotations(node, f"node {worker}")
+        if REGISTER_ANNOTATION not in found:
             problems.append(f"{worker}: annotation {REGISTER_ANNOTATION} is missing")
-        handshake = annotations.get(HANDSHAKE_ANNOTATION)
+        handshake = found.get(HANDSHAKE_ANNOTATION)
         if handshake is None:
             problems.append(f"{worker}: annotation {HANDSHAKE_ANNOTATION} is missing (hami-scheduler has not seen it)")
         elif not handshake.startswith(HANDSHAKE_PREFIX):

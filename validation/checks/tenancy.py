@@ -11,6 +11,7 @@ from itertools import permutations
 from typing import Any
 from urllib.parse import urlsplit
 
+from validation.answers import MalformedAnswer, mapping, objects, text
 from validation.checks.base import ALL_TENANTS, once, per_tenant
 from validation.host import CommandResult
 from validation.kube import cannot_connect, condition, explain, name_of
@@ -31,7 +32,17 @@ _FORBIDDEN_USER = re.compile(r'User "([^"]*)"')
 
 
 def tcp_status(tcp: dict[str, Any]) -> str:
-    return tcp.get("status", {}).get("kubernetesResources", {}).get("version", {}).get("status", "")
+    """status.kubernetesResources.version.status: "Ready" once Kamaji has the control plane running."""
+    where = f"TenantControlPlane {name_of(tcp)}"
+    version = mapping(mapping(mapping(tcp, "status", where), "kubernetesResources", where), "version", where)
+    return text(version, "status", where)
+
+
+def kubernetes_version(answer: Any, where: str) -> str:
+    """gitVersion of a `get --raw /version` answer."""
+    if not isinstance(answer, dict):
+        raise MalformedAnswer(f"{where}: the answer is not an object")
+    return text(answer, "gitVersion", where)
 
 
 def same_version(reported: str, configured: str) -> bool:
@@ -47,7 +58,7 @@ def control_plane(lab: Lab, tenant: Tenant) -> str:
             f"TenantControlPlane {tenant.namespace}/{tenant.name} is {status or 'without status'}, not Ready"
         )
     # Kamaji publishes where the control plane listens; the kubeconfig must lead there.
-    published = tcp.get("status", {}).get("controlPlaneEndpoint", "")
+    published = text(mapping(tcp, "status", tenant.name), "controlPlaneEndpoint", f"TenantControlPlane {tenant.name}")
     if not published:
         raise CheckFailed(f"TenantControlPlane {tenant.namespace}/{tenant.name} has no status.controlPlaneEndpoint")
     server = lab.kubeconfig(tenant.name).server
@@ -56,7 +67,7 @@ def control_plane(lab: Lab, tenant: Tenant) -> str:
             f"the {tenant.name} kubeconfig points at {server or 'no server'}, but TenantControlPlane "
             f"{tenant.namespace}/{tenant.name} listens on {published} (status.controlPlaneEndpoint)"
         )
-    version = lab.kubectl(tenant).get_raw("/version").get("gitVersion", "")
+    version = kubernetes_version(lab.kubectl(tenant).get_raw("/version"), f"{tenant.name} /version")
     if not same_version(version, tenant.kubernetes_version):
         raise CheckFailed(f"{server} reports {version or 'no version'}, expected {tenant.kubernetes_version}")
     return f"TCP Ready at {published}; {server} serves {version}"
@@ -227,7 +238,8 @@ def node_problems(nodes: list[dict[str, Any]], workers: tuple[str, ...], kuberne
             why = explain(ready) or (f"Ready={ready.get('status')}" if ready else "no Ready condition")
             problems.append(f"node {worker} NotReady ({why})")
         # Every worker of an upgraded tenant is replaced by one of the new version.
-        kubelet = node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", "")
+        where = f"node {worker}"
+        kubelet = text(mapping(mapping(node, "status", where), "nodeInfo", where), "kubeletVersion", where)
         if not same_version(kubelet, kubernetes_version):
             problems.append(
                 f"node {worker} runs kubelet {kubelet or 'of unknown version'}, not the tenant's "
@@ -238,21 +250,23 @@ def node_problems(nodes: list[dict[str, Any]], workers: tuple[str, ...], kuberne
 
 def container_trouble(status: dict[str, Any]) -> str:
     """Why a container is not ready, with its restart count: "coredns CrashLoopBackOff (...), 7 restarts"."""
-    state = status.get("state", {})
-    stuck = state.get("waiting") or state.get("terminated")
+    where = f"container {text(status, 'name', 'container')}"
+    state = mapping(status, "state", where)
+    stuck = mapping(state, "waiting", where) or mapping(state, "terminated", where)
     if stuck:
         why = explain(stuck) or next(iter(state))
     elif "running" in state:
         why = "running but not ready (readiness probe failing)"
     else:
         why = "not ready"
-    restarts = status.get("restartCount", 0)
-    return f"{status['name']} {why}, {restarts} restart{'' if restarts == 1 else 's'}"
+    restarts = status.get("restartCount") or 0
+    return f"{text(status, 'name', where)} {why}, {restarts} restart{'' if restarts == 1 else 's'}"
 
 
 def pod_readiness_problem(pod: dict[str, Any]) -> str | None:
     """None if the pod is Ready and every container is ready, else what is wrong."""
-    statuses = pod.get("status", {}).get("containerStatuses") or []
+    where = f"pod {name_of(pod)}"
+    statuses = objects(mapping(pod, "status", where), "containerStatuses", where)
     ready = condition(pod, "Ready")
     if ready.get("status") == "True" and statuses and all(status.get("ready") for status in statuses):
         return None
@@ -280,8 +294,8 @@ def coredns_problems(pods: list[dict[str, Any]]) -> list[str]:
 @per_tenant("nodes", "all workers Ready at the tenant's version, CoreDNS pods Ready")
 def nodes(lab: Lab, tenant: Tenant) -> str:
     kubectl = lab.kubectl(tenant)
-    node_list = kubectl.get("nodes")["items"]
-    coredns = kubectl.get("pods", "-n", "kube-system", "-l", "k8s-app=kube-dns")["items"]
+    node_list = kubectl.items("nodes")
+    coredns = kubectl.items("pods", "-n", "kube-system", "-l", "k8s-app=kube-dns")
     problems = node_problems(node_list, tenant.workers, tenant.kubernetes_version) + coredns_problems(coredns)
     if problems:
         raise CheckFailed("; ".join(problems))

@@ -9,7 +9,6 @@ piece, gpuDevices) are enums, and which other keys each mode allows is a rule of
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Annotated, Any, ClassVar
@@ -65,6 +64,8 @@ from components.config.values import (
     TaggedImage,
     TenantName,
     invalid,
+    read_json,
+    show,
 )
 from components.gpus import GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, GpuSpec, node_gpu_memory_mib
 from components.kubeconfig import NoSuchContext, check_kubeconfig, with_current_context
@@ -181,7 +182,7 @@ class Gpu(ConfigModel):
     def problems(self) -> Iterator[Problem]:
         if self.memory is None:
             known = ", ".join(GPU_CATALOGUE)
-            yield ("model",), f"unknown GPU model {self.model!r}; set memoryMiB for it or use one of: {known}"
+            yield ("model",), f"unknown GPU model {show(self.model)}; set memoryMiB for it or use one of: {known}"
 
 
 class Quota(ConfigModel):
@@ -351,9 +352,9 @@ def _tenant_list(value: Any) -> Any:
     # The CLI hands objects over as JSON text. Checked here, not by min_length, which pydantic
     # also reports when the only tenants are invalid.
     try:
-        tenants = json.loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError as problem:
-        raise invalid(f"not valid JSON ({problem})") from None
+        tenants = read_json(value) if isinstance(value, str) else value
+    except ValueError as problem:
+        raise invalid(str(problem)) from None
     if tenants == []:
         raise invalid("expected a non-empty list of tenant objects, got []")
     return tenants

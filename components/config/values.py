@@ -18,11 +18,34 @@ from components.addresses import parse_address_range
 
 MAX_LABEL = 63
 VALUE_ERROR = "lab_value"
+# The largest count: every count ends in a 32-bit signed field (a Deployment's replicas, HAMi's DeviceInfo
+# count and devmem: Project-HAMi/HAMi pkg/device/devices.go@v2.10.0), and Pulumi sends numbers as doubles.
+MAX_COUNT = 2**31 - 1
+# A value longer than this is echoed shortened: its start, its end and its length.
+MAX_SHOWN = 80
 
 
 def show(value: Any) -> str:
-    """A config value as the user wrote it: strings quoted, the rest as JSON."""
-    return repr(value) if isinstance(value, str) else json.dumps(value)
+    """A config value as the user wrote it: strings quoted, the rest as JSON; shortened when long."""
+    try:
+        text = repr(value) if isinstance(value, str) else json.dumps(value)
+    except (ValueError, RecursionError):  # a number of thousands of digits, or nesting beyond Python's stack
+        return f"a {type(value).__name__} too large to show"
+    if len(text) <= MAX_SHOWN:
+        return text
+    return f"{text[:50]}…{text[-10:]} ({len(text)} characters)"
+
+
+def read_json(text: str) -> Any:
+    """JSON text the CLI hands over (objects, lists); ValueError with a message of our own, whatever the text."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as problem:
+        raise ValueError(f"not valid JSON ({problem})") from None
+    except ValueError:  # Python refuses to read an integer of more than 4300 digits
+        raise ValueError("not valid JSON: a number too long to read") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply to read") from None
 
 
 def invalid(message: str) -> PydanticCustomError:
@@ -38,14 +61,20 @@ def _count(text_too: bool) -> tuple[PlainValidator, WithJsonSchema]:
     """A positive integer; the CLI hands scalar keys over as text, the tenants' JSON keeps integers."""
 
     def check(value: Any) -> int:
-        number = int(value) if text_too and isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value) else value
+        number = value
+        if text_too and isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+            # Python refuses to read thousands of digits; past 20, the number is past MAX_COUNT anyway.
+            digits = value.strip()
+            number = int(digits) if len(digits) <= 20 else -1 if digits.startswith("-") else MAX_COUNT + 1
         # A bool or 2.0 is not a count, though Python would take either as one.
         if isinstance(number, bool) or not isinstance(number, int) or number < 1:
             raise invalid(f"expected a positive integer, got {show(value)}")
+        if number > MAX_COUNT:
+            raise invalid(f"expected a count of at most {MAX_COUNT} (it ends in a 32-bit field), got {show(value)}")
         return number
 
     # One schema, no anyOf: editors then name the bound ("less than the minimum of 1") for a 0.
-    count = {"type": ["integer", "string"] if text_too else "integer", "minimum": 1}
+    count = {"type": ["integer", "string"] if text_too else "integer", "minimum": 1, "maximum": MAX_COUNT}
     return PlainValidator(check, json_schema_input_type=int), WithJsonSchema(
         {**count, "pattern": "^[1-9][0-9]*$"} if text_too else count)
 
@@ -57,7 +86,9 @@ def _parsed(parse: Callable[[str], Any], expected: str) -> AfterValidator:
         try:
             return parse(text) if text else None
         except ValueError as problem:
-            raise invalid(f"{text!r} is not {expected} ({problem})") from None
+            # The parser's own words quote the value in full: kept only when short.
+            detail = f" ({problem})" if len(str(problem)) <= 2 * MAX_SHOWN else ""
+            raise invalid(f"{show(text)} is not {expected}{detail}") from None
 
     return AfterValidator(check)
 
@@ -67,7 +98,7 @@ def _matching(pattern: str, expected: str, strip: bool = True) -> Any:
 
     def check(text: str) -> str:
         if not re.fullmatch(pattern, text):
-            raise invalid(f"{text!r} is not {expected}")
+            raise invalid(f"{show(text)} is not {expected}")
         return text
 
     schema = WithJsonSchema({"type": "string", "pattern": f"^{pattern}$"})
@@ -79,7 +110,7 @@ def _choice(*choices: str) -> Any:
 
     def check(text: str) -> str:
         if text not in choices:
-            raise invalid(f"{text!r} is not one of {', '.join(map(repr, choices))}")
+            raise invalid(f"{show(text)} is not one of {', '.join(map(repr, choices))}")
         return text
 
     return Annotated[CliText, AfterValidator(check), WithJsonSchema({"type": "string", "enum": list(choices)})]
@@ -101,9 +132,9 @@ def _port(value: Any) -> int:
 def _secret_map(value: Any) -> dict[str, str]:
     # The CLI hands a secret object over as JSON text; never echoed.
     try:
-        keys = json.loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError:
-        raise invalid("not valid JSON (not shown: the value is a secret)") from None
+        keys = read_json(value) if isinstance(value, str) else value
+    except ValueError:
+        raise invalid("not valid JSON, or too deep or long to read (not shown: the value is a secret)") from None
     if not isinstance(keys, dict) or not all(isinstance(key, str) for key in keys.values()):
         raise invalid("expected an object of name: private key text (not shown: the value is a secret)")
     return {name: key.strip() for name, key in keys.items()}
@@ -143,7 +174,7 @@ TenantName = _matching(
     strip=False,
 )
 ClusterName = _matching(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")
-KubernetesVersion = _matching(r"v\d+\.\d+\.\d+", "v<major>.<minor>.<patch>, e.g. v1.36.4")
+KubernetesVersion = _matching(r"v\d{1,5}\.\d{1,5}\.\d{1,5}", "v<major>.<minor>.<patch>, e.g. v1.36.4")
 # Kubernetes object names (DataStores) and Docker network names, as each accepts them.
 ObjectName = _matching(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain name")
 # Where a machine worker is reached over SSH, and as whom.

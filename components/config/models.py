@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import shlex
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Annotated, Any, ClassVar
 
@@ -233,10 +234,16 @@ class MachineWorker(ConfigModel):
     def missing_hint(cls, key: str, written: Any) -> str | None:
         if key != "hostKey" or not isinstance(written, dict):
             return None
-        scan = f"ssh-keyscan -t ed25519 -p {written.get('port', 22)} {written.get('address', '<address>')}"
+        scan = f"ssh-keyscan -t ed25519 -p {_quoted(written.get('port', 22))} {_quoted(written.get('address'))}"
         return (f"pin the key the machine presents: `{scan}` prints '<address> <type> <base64>', set hostKey to "
                 f"'<type> <base64>'; first check its fingerprint (`{scan} | ssh-keygen -lf -`) against the one the "
                 "machine shows out of band, e.g. on its console: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub")
+
+
+def _quoted(value: Any) -> str:
+    """A value of the user's as one shell word, for a command they copy and paste; '<address>' when unset."""
+    text = value if isinstance(value, str) else show(value)
+    return shlex.quote(text) if value is not None and len(text) <= 253 else "<address>"
 
 
 class Tenant(ConfigModel):

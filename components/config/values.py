@@ -151,7 +151,17 @@ PositiveInt = Annotated[int, *_count(text_too=False)]
 CliPositiveInt = Annotated[int, *_count(text_too=True)]
 Cidr = Annotated[StrictStr, _parsed(lambda text: str(_ipv4_network(text)), "an IPv4 CIDR")]
 AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")]
-KindSubnet = Annotated[CliText, _parsed(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16")]
+def _private_network(network: ipaddress.IPv4Network | None) -> ipaddress.IPv4Network | None:
+    # Docker's default address pools are private (172.17.0.0/16 up, 192.168.0.0/16); 0.0.0.0/0 would carve
+    # a pool of multicast and public addresses.
+    if network is not None and not network.is_private:
+        raise invalid(f"{str(network)!r} is not a private network; the kind docker network is one, e.g. "
+                      "172.18.0.0/16 (docker network inspect kind)")
+    return network
+
+
+KindSubnet = Annotated[CliText, _parsed(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16"),
+                       AfterValidator(_private_network)]
 # In a stack file a secret is {secure: <ciphertext>}, which the CLI decrypts before the program sees it.
 _ENCRYPTED = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"]}
 _SECRET_STRING = {"anyOf": [{"type": "string"}, _ENCRYPTED]}
@@ -178,7 +188,41 @@ KubernetesVersion = _matching(r"v\d{1,5}\.\d{1,5}\.\d{1,5}", "v<major>.<minor>.<
 # Kubernetes object names (DataStores) and Docker network names, as each accepts them.
 ObjectName = _matching(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain name")
 # Where a machine worker is reached over SSH, and as whom.
-HostAddress = _matching(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?", "a host name or IP address", strip=False)
+_DNS_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def _host_address(text: str) -> str:
+    """A canonical IPv4 literal, an IPv6 literal, or a DNS name; never a form only some resolvers read.
+
+    getaddrinfo takes 010.0.1.21 as octal (8.0.1.21) and 0x7f.1 or 1.2.3 as shorthand: a name whose last
+    label is all digits is no DNS name (RFC 1123 2.1, RFC 3696 2), so it must be a dotted quad as written.
+    """
+    if ":" in text:
+        try:
+            if ipaddress.IPv6Address(text).scope_id is None:
+                return text
+        except ValueError:
+            pass
+        raise invalid(f"{show(text)} is not an IPv6 address (without a %zone)")
+    labels = text.split(".")
+    if labels[-1].isdigit() or re.fullmatch(r"0[xX][0-9a-fA-F]*", labels[-1]):
+        try:
+            if str(ipaddress.IPv4Address(text)) == text:
+                return text
+        except ValueError:
+            pass
+        raise invalid(f"{show(text)} is not an IPv4 address as a.b.c.d (0-255 each, no leading zeros), nor a "
+                      "DNS name")
+    if len(text) > 253 or not all(_DNS_LABEL.fullmatch(label) for label in labels):
+        raise invalid(f"{show(text)} is not a host name or IP address")
+    return text
+
+
+HostAddress = Annotated[
+    StrictStr, AfterValidator(_host_address),
+    WithJsonSchema({"type": "string", "pattern": r"^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$",
+                    "maxLength": 253}),
+]
 SshUser = _matching(r"[a-z_][a-z0-9_-]{0,31}", "a user name", strip=False)
 # The public half of a host key as sshd's key files and ssh-keyscan print it: "<type> <base64>".
 SshHostKey = _matching(r"(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2}", "'<key type> <base64 key>'",
@@ -189,7 +233,19 @@ NodeIp = Annotated[StrictStr, _parsed(lambda text: str(ipaddress.IPv4Address(tex
 NetworkInterface = _matching(r"[A-Za-z0-9_.:-]{1,15}", "an interface name (at most 15 characters) or IPv4 address",
                              strip=False)
 DockerNetwork = _matching(r"([a-zA-Z0-9][a-zA-Z0-9_.-]*)?", "a docker network name")
-ImageReference = _matching(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")
+_IMAGE = r"[a-z0-9][a-z0-9._/:@-]*"
+
+
+def _tagged_or_digested(image: str) -> str:
+    # Without a tag or digest a runtime pulls :latest, whatever that is today; a registry's port is no tag.
+    if image and ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
+        raise invalid(f"{show(image)} names no tag or digest; e.g. kindest/node:v1.36.4")
+    return image
+
+
+ImageReference = Annotated[
+    _matching(f"({_IMAGE})?", "an image reference"), AfterValidator(_tagged_or_digested)
+]
 # opencontainers/distribution-spec spec.md@v1.1.0: a tag is [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
 ImageTag = _matching(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", "an image tag")
 # A tag is required: HAMi's chart always writes <registry>/<repository>:<tag>

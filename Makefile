@@ -78,11 +78,11 @@ passphrase:
 # `pulumi login`, so your global Pulumi login is left alone.
 export PULUMI_BACKEND_URL ?= file://~
 
-# Pulumi writes the stack's passphrase salt (encryptionsalt) into Pulumi.<stack>.yaml: it belongs to
-# your passphrase, not to the project. .gitattributes runs stack files through this git filter, so git
-# never sees that line: `git status` stays clean, a commit never carries it, and Pulumi still reads it
-# from the file (docs/configuration.md, "Your git tree stays clean").
-SALT_FILTER := sed -e '/^encryptionsalt: /d'
+# Pulumi writes the stack's passphrase salt (encryptionsalt) into Pulumi.<stack>.yaml. .gitattributes
+# runs stack files through this git filter: a file without secrets is stored without that line, so
+# `git status` stays clean; a file holding a `secure:` value keeps it, or its secrets could never be
+# decrypted again (docs/configuration.md, "Your git tree and the salt").
+SALT_FILTER := $(PYTHON) scripts/stack_file_clean.py
 define hide-salt-from-git
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 	  git config filter.pulumi-encryptionsalt.clean "$(SALT_FILTER)"; \

@@ -39,10 +39,11 @@ nodes:
     labels:
       $owner_label: "$LAB_OWNER"
 CONFIG
-	# kind would otherwise merge the new context into ~/.kube/config.
-	throwaway_kubeconfig=$(mktemp)
-	remove_on_exit "$throwaway_kubeconfig"
+	# kind would otherwise merge the new context into ~/.kube/config. It holds the admin credentials, so it
+	# goes to the runtime tmpfs like every other kubeconfig of the scripts: a killed run leaves it on no disk.
+	scratch_file throwaway_kubeconfig
 	log "creating kind cluster $CLUSTER_NAME from $NODE_IMAGE"
+	# shellcheck disable=SC2154 # throwaway_kubeconfig is set by scratch_file through its name
 	kind create cluster --name "$CLUSTER_NAME" --image "$NODE_IMAGE" --wait 120s \
 		--kubeconfig "$throwaway_kubeconfig" --config "$cluster_config" >&2
 fi

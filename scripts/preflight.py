@@ -13,6 +13,7 @@ Pythons older than the 3.11 it asks for.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import platform
@@ -388,6 +389,8 @@ class Mode:
     machines: bool = False
     control_planes: int = 0  # tenant control-plane replicas, on the management cluster
     container_workers: int = 0  # kindest/node containers on this host's Docker
+    kind_subnet: str = ""  # kindSubnet and metallbAddressRange as configured, checked against the kind network
+    address_range: str = ""
 
     def tools(self, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list[str]:
         unused = (
@@ -434,7 +437,8 @@ def stack_mode(host: Host, stack: str) -> tuple[Mode, list[Finding]]:
     workers = sum(_count(tenant.get("workers") or value("workersPerTenant")) for tenant in tenants
                   if not tenant.get("machines"))
     if value("managementCluster") != "existing":
-        return Mode(machines=machines, control_planes=replicas, container_workers=workers), []
+        return Mode(machines=machines, control_planes=replicas, container_workers=workers,
+                    kind_subnet=value("kindSubnet"), address_range=value("metallbAddressRange")), []
     docker = bool(value("dockerNetwork"))
     return Mode(kind=False, docker=docker, machines=machines, container_workers=workers), []
 
@@ -496,6 +500,63 @@ def _capacity_finding(what: str, need: float, terms: list[str], have: str, fix: 
     )
 
 
+def kind_network(host: Host) -> ipaddress.IPv4Network | None:
+    """The IPv4 subnet of the `kind` docker network, as scripts/kind-subnet.sh reads it; None until kind made it."""
+    status, answer = host.run(["docker", "network", "inspect", "--format",
+                               "{{range .IPAM.Config}}{{.Subnet}} {{end}}", "kind"])
+    for word in answer.split() if status == 0 else ():
+        try:
+            return ipaddress.IPv4Network(word, strict=True)
+        except ValueError:
+            continue  # the network's IPv6 /64, or no subnet at all
+    return None
+
+
+def _address_range(text: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address] | None:
+    """First and last address of 'a.b.c.d-a.b.c.e' or a CIDR (as MetalLB reads a pool); None if unreadable,
+    which the program reports itself. Kept here: the preflight runs before the venv, on the standard library."""
+    try:
+        if "-" in text:
+            first, last = (ipaddress.IPv4Address(part.strip()) for part in text.split("-", 1))
+            return first, last
+        network = ipaddress.IPv4Network(text.strip(), strict=True)
+        return network.network_address, network.broadcast_address
+    except ValueError:
+        return None
+
+
+def check_kind_network(host: Host, mode: Mode) -> list[Finding]:
+    """kindSubnet and metallbAddressRange against the real kind network, when it exists; the program can check
+    them against each other only, and reads the network itself only once its cluster exists."""
+    if not mode.kind or not (mode.kind_subnet or mode.address_range):
+        return []
+    network = kind_network(host)
+    if network is None:
+        return []
+    findings = []
+    try:
+        subnet = ipaddress.IPv4Network(mode.kind_subnet, strict=True) if mode.kind_subnet else network
+    except ValueError:
+        subnet = network  # the program refuses it, naming the key
+    if subnet != network:
+        findings.append(Finding(
+            "error",
+            f"kamaji-hami-lab:kindSubnet is {subnet}, but the kind docker network is {network}: MetalLB would "
+            "announce addresses no tenant worker reaches",
+            f"pulumi config set kamaji-hami-lab:kindSubnet {network} (or leave it empty: the program reads it "
+            "from Docker)",
+        ))
+    pool = _address_range(mode.address_range)
+    if pool is not None and not (pool[0] in network and pool[1] in network):
+        findings.append(Finding(
+            "error",
+            f"kamaji-hami-lab:metallbAddressRange {mode.address_range} lies outside the kind docker network "
+            f"{network}: the tenants' API servers would be unreachable",
+            f"choose free addresses of {network}, or leave metallbAddressRange empty to carve the lab's own block",
+        ))
+    return findings
+
+
 def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:
     findings = check_python(host) + check_tools(host, mode.tools()) + check_versions(host, mode.tools())
     if not mode.docker:
@@ -503,6 +564,7 @@ def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:
     return (
         findings
         + check_docker_daemon(host)
+        + check_kind_network(host, mode)
         + check_docker_host(host)
         + check_sysctls(host)
         + check_swap(host)

@@ -20,7 +20,7 @@ from pathlib import Path
 # Run as a file, so make the repository (and its validation package) importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from validation.exit_codes import EXIT_NO_OUTPUTS, ArgumentParser  # noqa: E402
+from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, ArgumentParser  # noqa: E402
 from validation.host import Runner, SubprocessRunner  # noqa: E402
 from validation.stack_outputs import (  # noqa: E402
     DEFAULT_STACK,
@@ -35,7 +35,8 @@ def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> int
     # Exit status as the validation suite's: 2 no readable outputs, 64 wrong arguments.
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", nargs="?", metavar="SOURCE", help="outputs JSON file, or - for stdin")
-    parser.add_argument("--dir", default="kubeconfigs", help="where to write them (default: ./kubeconfigs)")
+    parser.add_argument("--dir", default="kubeconfigs", help="where to write them, made private (0700) when yours "
+                        "(default: ./kubeconfigs)")
     parser.add_argument("--stack", default=DEFAULT_STACK, help=f"the stack to read (default: {DEFAULT_STACK})")
     args = parser.parse_args(argv)
     try:
@@ -47,7 +48,13 @@ def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> int
     if not kubeconfigs:
         print("write_kubeconfigs: the outputs hold no kubeconfig", file=sys.stderr)
         return EXIT_NO_OUTPUTS
-    for path in write_kubeconfig_files(Path(args.dir), kubeconfigs).values():
+    try:
+        paths = write_kubeconfig_files(Path(args.dir), kubeconfigs)
+    except OSError as error:
+        print(f"write_kubeconfigs: cannot write the kubeconfigs to {args.dir}: {error.strerror or error}; choose "
+              "a directory of yours with --dir (make: KUBECONFIG_DIR=...)", file=sys.stderr)
+        return EXIT_FAILED
+    for path in paths.values():
         print(path)
     return 0
 

@@ -179,7 +179,8 @@ def git(repo: Path, *args: str) -> str:
 def user_clone(tmp_path):
     """A git checkout of the project's make entry points and stack files, with a fake pulumi on PATH."""
     repo = tmp_path / "lab"
-    for name in ("Makefile", "Pulumi.yaml", "Pulumi.dev.yaml", ".gitattributes", ".gitignore", "scripts/preflight.py"):
+    for name in ("Makefile", "Pulumi.yaml", "Pulumi.dev.yaml", ".gitattributes", ".gitignore", "scripts/preflight.py",
+                 "scripts/stack_file_clean.py"):
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, repo / name)
     git(repo, "init", "-q")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from tests.test_preflight import make_host, preflight, run_preflight
@@ -201,3 +202,68 @@ def test_on_an_existing_cluster_only_the_container_workers_use_this_host(tmp_pat
 def test_without_a_stack_nothing_is_estimated(tmp_path, capsys):
     host, _ = sized_host(tmp_path, (0, "{}"), available_gib=0.1, free_gib=0.1)
     assert run_preflight(host, capsys) == (0, "preflight: all good\n")
+
+
+# `docker network inspect --format '{{range .IPAM.Config}}{{.Subnet}} {{end}}' kind` on a host where kind made its
+# network: the IPv4 subnet, then the IPv6 /64 (docker IPAM, as scripts/kind-subnet.sh reads it); a missing network
+# exits 1 with the daemon's "network kind not found".
+KIND_NETWORK = (0, "172.18.0.0/16 fc00:f853:ccd:e793::/64 \n")
+NO_KIND_NETWORK = (1, "Error response from daemon: network kind not found")
+
+
+def with_kind_network(tmp_path, stack, answer):
+    import dataclasses
+
+    host, calls = make_host(tmp_path, stack_config=stack)
+    asked = []
+
+    def run(argv):
+        if list(argv[:3]) == ["docker", "network", "inspect"]:
+            asked.append(list(argv))
+            return answer
+        return host.run(argv)
+
+    return dataclasses.replace(host, run=run), asked
+
+
+@pytest.mark.parametrize(("values", "problem"), [
+    ({"kindSubnet": "10.89.0.0/16"}, "ERROR   kamaji-hami-lab:kindSubnet is 10.89.0.0/16, but the kind docker network "
+                                     "is 172.18.0.0/16"),
+    ({"metallbAddressRange": "192.168.50.240-192.168.50.250"},
+     "ERROR   kamaji-hami-lab:metallbAddressRange 192.168.50.240-192.168.50.250 lies outside the kind docker network "
+     "172.18.0.0/16"),
+    ({"metallbAddressRange": "172.19.255.0/28"},
+     "ERROR   kamaji-hami-lab:metallbAddressRange 172.19.255.0/28 lies outside the kind docker network 172.18.0.0/16"),
+    ({"metallbAddressRange": "172.18.255.250-172.19.0.5"},
+     "ERROR   kamaji-hami-lab:metallbAddressRange 172.18.255.250-172.19.0.5 lies outside"),
+])
+def test_a_subnet_or_pool_that_is_not_the_real_kind_networks_is_refused(tmp_path, capsys, values, problem):
+    host, asked = with_kind_network(tmp_path, config_json([{"name": "a"}], **values), KIND_NETWORK)
+
+    code, out = run_preflight(host, capsys, "--stack", "dev")
+
+    assert code == 1
+    assert problem in out
+    assert asked[0][-1] == "kind"
+
+
+@pytest.mark.parametrize("values", [
+    {"kindSubnet": "172.18.0.0/16"}, {"metallbAddressRange": "172.18.255.200-172.18.255.250"},
+    {"kindSubnet": "172.18.0.0/16", "metallbAddressRange": "172.18.255.192/27"},
+])
+def test_a_subnet_and_pool_of_the_real_kind_network_pass(tmp_path, capsys, values):
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}], **values), KIND_NETWORK)
+    assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")
+
+
+def test_before_kind_made_its_network_nothing_is_compared(tmp_path, capsys):
+    host, asked = with_kind_network(tmp_path, config_json([{"name": "a"}], kindSubnet="10.89.0.0/16"), NO_KIND_NETWORK)
+    assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")
+    assert asked
+
+
+def test_an_existing_cluster_has_no_kind_network_to_compare(tmp_path, capsys):
+    stack = config_json(managementCluster="existing", dockerNetwork="lab-net", metallbAddressRange="10.0.0.1-10.0.0.9")
+    host, asked = with_kind_network(tmp_path, stack, KIND_NETWORK)
+    run_preflight(host, capsys, "--stack", "lab")
+    assert asked == []

@@ -161,3 +161,9 @@ def test_the_replace_example_finds_a_worker_containers_urn(dev_plan):
     assert "pulumi stack export" in line and line.startswith("pulumi up --replace ")
     (urn,) = [r.urn for r in dev_plan.of_type("docker:index/container:Container") if r.urn.endswith(suffix)]
     assert "kamaji-tenant-a-w1" in urn
+
+
+def test_the_quickstart_names_the_test_command_next_to_make_up():
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    assert "`make test` runs the offline test suite" in quickstart

@@ -234,6 +234,20 @@ def test_kind_up_creates_a_missing_cluster_marked_as_ours_without_touching_the_u
     }
 
 
+def test_kind_up_hands_kind_its_admin_kubeconfig_on_the_runtime_tmpfs(fakes, tmp_path):
+    runtime = tmp_path / "runtime"  # stands in for XDG_RUNTIME_DIR, a per-user tmpfs
+    runtime.mkdir(mode=0o700)
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+
+    result = fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4", LAB_OWNER="lab.dev",
+                       XDG_RUNTIME_DIR=str(runtime))
+
+    assert result.returncode == 0, result.stderr
+    (create,) = fakes.calls("kind", "^create cluster")
+    assert Path(create["argv"][9]).parent == runtime
+    assert list(runtime.iterdir()) == []
+
+
 def test_kind_kubeconfig_prints_the_clusters_kubeconfig(fakes):
     fakes.on("kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n")
 

@@ -149,3 +149,42 @@ def test_without_a_source_it_reads_the_stack_make_uses(tmp_path, monkeypatch):
     assert write_kubeconfigs.main(["--dir", str(tmp_path)], runner=pulumi) == 0
     assert pulumi.argv == ("pulumi", "stack", "output", "--show-secrets", "--json", "--stack", "dev")
     assert pulumi.env == {"PULUMI_BACKEND_URL": "file://~"}
+
+
+def test_a_directory_that_cannot_be_made_is_refused_with_a_message(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    target = tmp_path / "a-file" / "kubeconfigs"
+
+    assert write_kubeconfigs.main([str(OUTPUTS), "--dir", str(target)]) == 1
+
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (f"write_kubeconfigs: cannot write the kubeconfigs to {target}: Not a directory; choose a directory "
+                   "of yours with --dir (make: KUBECONFIG_DIR=...)\n")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any directory")
+def test_a_directory_it_may_not_write_is_refused_with_a_message(tmp_path, capsys):
+    target = tmp_path / "kubeconfigs"
+    target.mkdir(mode=0o500)
+
+    assert write_kubeconfigs.main([str(OUTPUTS), "--dir", str(target)]) == 1
+    assert "write_kubeconfigs: cannot write the kubeconfigs to" in capsys.readouterr().err
+
+
+def test_a_directory_left_readable_by_others_is_made_private(tmp_path):
+    target = tmp_path / "kubeconfigs"
+    target.mkdir()
+    target.chmod(0o755)
+
+    assert write_kubeconfigs.main([str(OUTPUTS), "--dir", str(target)]) == 0
+    assert mode(target) == 0o700
+
+
+def test_a_shared_sticky_directory_is_left_as_it_is(tmp_path):
+    target = tmp_path / "shared"
+    target.mkdir()
+    target.chmod(0o1777)
+
+    assert write_kubeconfigs.main([str(OUTPUTS), "--dir", str(target)]) == 0
+    assert stat.S_IMODE(target.stat().st_mode) == 0o1777

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -226,8 +227,15 @@ def write_private_file(path: Path, text: str) -> None:
 
 
 def write_kubeconfig_files(directory: Path, kubeconfigs: Mapping[str, str]) -> dict[str, Path]:
-    """Write <directory>/<name>.kubeconfig for each cluster; returns the paths by name."""
+    """Write <directory>/<name>.kubeconfig for each cluster; returns the paths by name.
+
+    The directory is made private (0700) when this user owns it; a shared one such as /tmp (sticky) is left
+    as it is. OSError when it cannot be made or written.
+    """
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    status = directory.stat()
+    if status.st_uid == os.getuid() and not status.st_mode & stat.S_ISVTX:
+        directory.chmod(0o700)  # an older run may have left it readable by others
     paths = {}
     for name, text in kubeconfigs.items():
         paths[name] = directory / f"{name}.kubeconfig"

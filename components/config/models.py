@@ -9,8 +9,8 @@ piece, gpuDevices) are enums, and which other keys each mode allows is a rule of
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
+import shlex
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Annotated, Any, ClassVar
 
@@ -65,6 +65,8 @@ from components.config.values import (
     TaggedImage,
     TenantName,
     invalid,
+    read_json,
+    show,
 )
 from components.gpus import GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, GpuSpec, node_gpu_memory_mib
 from components.kubeconfig import NoSuchContext, check_kubeconfig, with_current_context
@@ -181,7 +183,7 @@ class Gpu(ConfigModel):
     def problems(self) -> Iterator[Problem]:
         if self.memory is None:
             known = ", ".join(GPU_CATALOGUE)
-            yield ("model",), f"unknown GPU model {self.model!r}; set memoryMiB for it or use one of: {known}"
+            yield ("model",), f"unknown GPU model {show(self.model)}; set memoryMiB for it or use one of: {known}"
 
 
 class Quota(ConfigModel):
@@ -232,10 +234,16 @@ class MachineWorker(ConfigModel):
     def missing_hint(cls, key: str, written: Any) -> str | None:
         if key != "hostKey" or not isinstance(written, dict):
             return None
-        scan = f"ssh-keyscan -t ed25519 -p {written.get('port', 22)} {written.get('address', '<address>')}"
+        scan = f"ssh-keyscan -t ed25519 -p {_quoted(written.get('port', 22))} {_quoted(written.get('address'))}"
         return (f"pin the key the machine presents: `{scan}` prints '<address> <type> <base64>', set hostKey to "
                 f"'<type> <base64>'; first check its fingerprint (`{scan} | ssh-keygen -lf -`) against the one the "
                 "machine shows out of band, e.g. on its console: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub")
+
+
+def _quoted(value: Any) -> str:
+    """A value of the user's as one shell word, for a command they copy and paste; '<address>' when unset."""
+    text = value if isinstance(value, str) else show(value)
+    return shlex.quote(text) if value is not None and len(text) <= 253 else "<address>"
 
 
 class Tenant(ConfigModel):
@@ -351,9 +359,9 @@ def _tenant_list(value: Any) -> Any:
     # The CLI hands objects over as JSON text. Checked here, not by min_length, which pydantic
     # also reports when the only tenants are invalid.
     try:
-        tenants = json.loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError as problem:
-        raise invalid(f"not valid JSON ({problem})") from None
+        tenants = read_json(value) if isinstance(value, str) else value
+    except ValueError as problem:
+        raise invalid(str(problem)) from None
     if tenants == []:
         raise invalid("expected a non-empty list of tenant objects, got []")
     return tenants

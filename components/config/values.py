@@ -18,11 +18,34 @@ from components.addresses import parse_address_range
 
 MAX_LABEL = 63
 VALUE_ERROR = "lab_value"
+# The largest count: every count ends in a 32-bit signed field (a Deployment's replicas, HAMi's DeviceInfo
+# count and devmem: Project-HAMi/HAMi pkg/device/devices.go@v2.10.0), and Pulumi sends numbers as doubles.
+MAX_COUNT = 2**31 - 1
+# A value longer than this is echoed shortened: its start, its end and its length.
+MAX_SHOWN = 80
 
 
 def show(value: Any) -> str:
-    """A config value as the user wrote it: strings quoted, the rest as JSON."""
-    return repr(value) if isinstance(value, str) else json.dumps(value)
+    """A config value as the user wrote it: strings quoted, the rest as JSON; shortened when long."""
+    try:
+        text = repr(value) if isinstance(value, str) else json.dumps(value)
+    except (ValueError, RecursionError):  # a number of thousands of digits, or nesting beyond Python's stack
+        return f"a {type(value).__name__} too large to show"
+    if len(text) <= MAX_SHOWN:
+        return text
+    return f"{text[:50]}…{text[-10:]} ({len(text)} characters)"
+
+
+def read_json(text: str) -> Any:
+    """JSON text the CLI hands over (objects, lists); ValueError with a message of our own, whatever the text."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as problem:
+        raise ValueError(f"not valid JSON ({problem})") from None
+    except ValueError:  # Python refuses to read an integer of more than 4300 digits
+        raise ValueError("not valid JSON: a number too long to read") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply to read") from None
 
 
 def invalid(message: str) -> PydanticCustomError:
@@ -38,14 +61,20 @@ def _count(text_too: bool) -> tuple[PlainValidator, WithJsonSchema]:
     """A positive integer; the CLI hands scalar keys over as text, the tenants' JSON keeps integers."""
 
     def check(value: Any) -> int:
-        number = int(value) if text_too and isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value) else value
+        number = value
+        if text_too and isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+            # Python refuses to read thousands of digits; past 20, the number is past MAX_COUNT anyway.
+            digits = value.strip()
+            number = int(digits) if len(digits) <= 20 else -1 if digits.startswith("-") else MAX_COUNT + 1
         # A bool or 2.0 is not a count, though Python would take either as one.
         if isinstance(number, bool) or not isinstance(number, int) or number < 1:
             raise invalid(f"expected a positive integer, got {show(value)}")
+        if number > MAX_COUNT:
+            raise invalid(f"expected a count of at most {MAX_COUNT} (it ends in a 32-bit field), got {show(value)}")
         return number
 
     # One schema, no anyOf: editors then name the bound ("less than the minimum of 1") for a 0.
-    count = {"type": ["integer", "string"] if text_too else "integer", "minimum": 1}
+    count = {"type": ["integer", "string"] if text_too else "integer", "minimum": 1, "maximum": MAX_COUNT}
     return PlainValidator(check, json_schema_input_type=int), WithJsonSchema(
         {**count, "pattern": "^[1-9][0-9]*$"} if text_too else count)
 
@@ -57,7 +86,9 @@ def _parsed(parse: Callable[[str], Any], expected: str) -> AfterValidator:
         try:
             return parse(text) if text else None
         except ValueError as problem:
-            raise invalid(f"{text!r} is not {expected} ({problem})") from None
+            # The parser's own words quote the value in full: kept only when short.
+            detail = f" ({problem})" if len(str(problem)) <= 2 * MAX_SHOWN else ""
+            raise invalid(f"{show(text)} is not {expected}{detail}") from None
 
     return AfterValidator(check)
 
@@ -67,7 +98,7 @@ def _matching(pattern: str, expected: str, strip: bool = True) -> Any:
 
     def check(text: str) -> str:
         if not re.fullmatch(pattern, text):
-            raise invalid(f"{text!r} is not {expected}")
+            raise invalid(f"{show(text)} is not {expected}")
         return text
 
     schema = WithJsonSchema({"type": "string", "pattern": f"^{pattern}$"})
@@ -79,7 +110,7 @@ def _choice(*choices: str) -> Any:
 
     def check(text: str) -> str:
         if text not in choices:
-            raise invalid(f"{text!r} is not one of {', '.join(map(repr, choices))}")
+            raise invalid(f"{show(text)} is not one of {', '.join(map(repr, choices))}")
         return text
 
     return Annotated[CliText, AfterValidator(check), WithJsonSchema({"type": "string", "enum": list(choices)})]
@@ -101,9 +132,9 @@ def _port(value: Any) -> int:
 def _secret_map(value: Any) -> dict[str, str]:
     # The CLI hands a secret object over as JSON text; never echoed.
     try:
-        keys = json.loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError:
-        raise invalid("not valid JSON (not shown: the value is a secret)") from None
+        keys = read_json(value) if isinstance(value, str) else value
+    except ValueError:
+        raise invalid("not valid JSON, or too deep or long to read (not shown: the value is a secret)") from None
     if not isinstance(keys, dict) or not all(isinstance(key, str) for key in keys.values()):
         raise invalid("expected an object of name: private key text (not shown: the value is a secret)")
     return {name: key.strip() for name, key in keys.items()}
@@ -120,7 +151,17 @@ PositiveInt = Annotated[int, *_count(text_too=False)]
 CliPositiveInt = Annotated[int, *_count(text_too=True)]
 Cidr = Annotated[StrictStr, _parsed(lambda text: str(_ipv4_network(text)), "an IPv4 CIDR")]
 AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")]
-KindSubnet = Annotated[CliText, _parsed(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16")]
+def _private_network(network: ipaddress.IPv4Network | None) -> ipaddress.IPv4Network | None:
+    # Docker's default address pools are private (172.17.0.0/16 up, 192.168.0.0/16); 0.0.0.0/0 would carve
+    # a pool of multicast and public addresses.
+    if network is not None and not network.is_private:
+        raise invalid(f"{str(network)!r} is not a private network; the kind docker network is one, e.g. "
+                      "172.18.0.0/16 (docker network inspect kind)")
+    return network
+
+
+KindSubnet = Annotated[CliText, _parsed(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16"),
+                       AfterValidator(_private_network)]
 # In a stack file a secret is {secure: <ciphertext>}, which the CLI decrypts before the program sees it.
 _ENCRYPTED = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"]}
 _SECRET_STRING = {"anyOf": [{"type": "string"}, _ENCRYPTED]}
@@ -143,11 +184,45 @@ TenantName = _matching(
     strip=False,
 )
 ClusterName = _matching(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")
-KubernetesVersion = _matching(r"v\d+\.\d+\.\d+", "v<major>.<minor>.<patch>, e.g. v1.36.4")
+KubernetesVersion = _matching(r"v\d{1,5}\.\d{1,5}\.\d{1,5}", "v<major>.<minor>.<patch>, e.g. v1.36.4")
 # Kubernetes object names (DataStores) and Docker network names, as each accepts them.
 ObjectName = _matching(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain name")
 # Where a machine worker is reached over SSH, and as whom.
-HostAddress = _matching(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?", "a host name or IP address", strip=False)
+_DNS_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def _host_address(text: str) -> str:
+    """A canonical IPv4 literal, an IPv6 literal, or a DNS name; never a form only some resolvers read.
+
+    getaddrinfo takes 010.0.1.21 as octal (8.0.1.21) and 0x7f.1 or 1.2.3 as shorthand: a name whose last
+    label is all digits is no DNS name (RFC 1123 2.1, RFC 3696 2), so it must be a dotted quad as written.
+    """
+    if ":" in text:
+        try:
+            if ipaddress.IPv6Address(text).scope_id is None:
+                return text
+        except ValueError:
+            pass
+        raise invalid(f"{show(text)} is not an IPv6 address (without a %zone)")
+    labels = text.split(".")
+    if labels[-1].isdigit() or re.fullmatch(r"0[xX][0-9a-fA-F]*", labels[-1]):
+        try:
+            if str(ipaddress.IPv4Address(text)) == text:
+                return text
+        except ValueError:
+            pass
+        raise invalid(f"{show(text)} is not an IPv4 address as a.b.c.d (0-255 each, no leading zeros), nor a "
+                      "DNS name")
+    if len(text) > 253 or not all(_DNS_LABEL.fullmatch(label) for label in labels):
+        raise invalid(f"{show(text)} is not a host name or IP address")
+    return text
+
+
+HostAddress = Annotated[
+    StrictStr, AfterValidator(_host_address),
+    WithJsonSchema({"type": "string", "pattern": r"^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$",
+                    "maxLength": 253}),
+]
 SshUser = _matching(r"[a-z_][a-z0-9_-]{0,31}", "a user name", strip=False)
 # The public half of a host key as sshd's key files and ssh-keyscan print it: "<type> <base64>".
 SshHostKey = _matching(r"(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2}", "'<key type> <base64 key>'",
@@ -158,7 +233,19 @@ NodeIp = Annotated[StrictStr, _parsed(lambda text: str(ipaddress.IPv4Address(tex
 NetworkInterface = _matching(r"[A-Za-z0-9_.:-]{1,15}", "an interface name (at most 15 characters) or IPv4 address",
                              strip=False)
 DockerNetwork = _matching(r"([a-zA-Z0-9][a-zA-Z0-9_.-]*)?", "a docker network name")
-ImageReference = _matching(r"([a-z0-9][a-z0-9._/:@-]*)?", "an image reference")
+_IMAGE = r"[a-z0-9][a-z0-9._/:@-]*"
+
+
+def _tagged_or_digested(image: str) -> str:
+    # Without a tag or digest a runtime pulls :latest, whatever that is today; a registry's port is no tag.
+    if image and ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
+        raise invalid(f"{show(image)} names no tag or digest; e.g. kindest/node:v1.36.4")
+    return image
+
+
+ImageReference = Annotated[
+    _matching(f"({_IMAGE})?", "an image reference"), AfterValidator(_tagged_or_digested)
+]
 # opencontainers/distribution-spec spec.md@v1.1.0: a tag is [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
 ImageTag = _matching(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?", "an image tag")
 # A tag is required: HAMi's chart always writes <registry>/<repository>:<tag>

@@ -305,12 +305,15 @@ spki_sha256() {
 	openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -r | cut -d' ' -f1
 }
 
-# tenant_ca_hash: "sha256:<hex>" of the CA in the current KUBECONFIG.
+# tenant_ca_hash: "sha256:<hex>" of the CA in the current KUBECONFIG; a CA openssl cannot read
+# is an error (the hash of no input would pin nothing a kubelet could ever be bound to).
 tenant_ca_hash() {
-	local ca_data
+	local ca_data hash
 	ca_data=$(kube config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')
 	[[ -n $ca_data ]] || die "the tenant kubeconfig has no certificate-authority-data"
-	printf 'sha256:%s\n' "$(base64 -d <<<"$ca_data" | spki_sha256)"
+	hash=$(base64 -d <<<"$ca_data" 2>/dev/null | spki_sha256 2>/dev/null) && [[ $hash =~ ^[0-9a-f]{64}$ ]] ||
+		die "the tenant kubeconfig's certificate-authority-data is not a PEM certificate openssl can read"
+	printf 'sha256:%s\n' "$hash"
 }
 
 # node_binding: "<host:port> sha256:<hex>" of the API server and CA the node's

@@ -39,7 +39,10 @@ STATE = r'found=\$path'
 MARK = r"^-c mkdir -p"
 BINDING = r"^--kubeconfig=/etc/kubernetes/kubelet.conf config view"
 LAB_ID, OTHER_LAB = "kamaji-hami-lab/dev/kamaji", "kamaji-hami-lab/prod/gpu-lab"
+# Two stacks' random identities (scripts/lab-identity.sh); the same LAB_ID with another identity is a clone.
+IDENTITY, OTHER_IDENTITY = "5f0c3a9e7d21b4c86e93f1a0d7b2c458", "0b7e1d94c3a2f58e6d10c9b7a4e3f2d1"
 TENANT = "tenant-a"
+FOREIGN = "10.0.0.9:6443"
 
 
 @pytest.fixture
@@ -62,28 +65,41 @@ def bound_to(machine, server: str, ca_pem: str):
     return machine.on("machine-kubectl", BINDING, f"{server} {b64(ca_pem)}")
 
 
-def holding(*paths: str, lab: str | None = None, tenant: str = "tenant-b") -> str:
+def binding(server: str, ca_pem: str) -> str:
+    """A binding as the mark holds it: host:port and the CA's pin."""
+    return f"{server} sha256:{spki_sha256(ca_pem)}"
+
+
+def holding(*paths: str, lab: str | None = None, identity: str | None = IDENTITY, tenant: str = "tenant-b",
+            bound: str = "") -> str:
     """What the join's look at the machine prints: the lab's mark, if any, and the Kubernetes state found."""
-    mark = f"marker={lab}\nmarker_tenant={tenant}\n" if lab else ""
+    mark = ""
+    if lab:
+        mark = f"mark=present\nmark_lab={lab}\n" + (f"mark_id={identity}\n" if identity else "")
+        mark += f"mark_tenant={tenant}\n" + (f"mark_binding={bound}\n" if bound else "")
     return mark + "".join(f"found={path}\n" for path in paths)
 
 
-def joinable(machine, ca_pem: str, state: str = ""):
+def joinable(machine, ca_pem: str, *states: str, joins: tuple = ("",), resets: tuple = ("",)):
     tenant_api(machine, ca_pem)
     machine.on("kubectl", r"create -f -", "secret/bootstrap-token created\n")
     machine.on("kubectl", r"delete secret", "")
-    machine.on("machine-sh", STATE, state).on("machine-sh", MARK, "").on("machine-sh", RESET, "")
+    machine.on("machine-sh", STATE, *(states or ("",))).on("machine-sh", MARK, "").on("machine-sh", RESET, *resets)
     machine.on("machine-modprobe", "br_netfilter", "")
-    return machine.on("machine-sh", JOIN, "")
+    return machine.on("machine-sh", JOIN, *joins)
 
 
 def join(machine, **env):
-    return machine.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, LAB_ID=LAB_ID, TENANT=TENANT,
-                       **machine.transport(**env))
+    return machine.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, LAB_ID=LAB_ID,
+                       LAB_IDENTITY=IDENTITY, TENANT=TENANT, **machine.transport(**env))
 
 
 def scripts_run(machine) -> list[str]:
     return [call["argv"][1] for call in machine.calls("machine-sh")]
+
+
+def the_mark(tenant_ca: str) -> str:
+    return f"lab={LAB_ID}\nid={IDENTITY}\ntenant={TENANT}\nbinding={ENDPOINT} sha256:{spki_sha256(tenant_ca)}"
 
 
 def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_ca):
@@ -102,6 +118,45 @@ def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_c
     assert "ADMIN-CLIENT-KEY" not in joined["stdin"] + remote_argv, "admin credentials stay on the host"
     assert list(machine.runtime.iterdir()) == [], "the private key and kubeconfig are gone"
     assert machine.private_key not in machine.ssh_argv.read_text()
+
+
+def test_a_clean_machine_without_a_mark_is_joined_with_no_reset_at_all(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert machine.calls("machine-sh", RESET) == []
+    assert "holds no Kubernetes state and no mark; joining it without a reset" in result.stderr
+    (mark,) = machine.calls("machine-sh", MARK)
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", the_mark(tenant_ca)]
+
+
+def test_each_retry_checks_the_mark_again_right_before_it_resets(machine, tenant_ca):
+    # Clean at first; after the failed attempt it holds this join's mark and a half-written /etc/kubernetes.
+    joinable(machine, tenant_ca, "", holding("/etc/kubernetes/pki/ca.crt", lab=LAB_ID, tenant=TENANT,
+                                             bound=binding(ENDPOINT, tenant_ca)), joins=(reply(exit=1), reply()))
+    machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    scripts = scripts_run(machine)
+    kinds = ["state" if "found=$path" in s else "reset" if "kubeadm reset" in s else "join" if "kubeadm join" in s
+             else "mark" for s in scripts]
+    assert kinds == ["state", "mark", "join", "state", "reset", "mark", "join"]
+
+
+def test_a_reset_that_fails_keeps_the_mark_and_fails_the_join(machine, tenant_ca):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/bootstrap-kubelet.conf", lab=LAB_ID, tenant=TENANT),
+             resets=(reply(stderr="kubeadm: reset timed out\n", exit=1),))
+    machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 1 and result.stdout == ""
+    assert "resetting m1 failed (see above); it keeps the lab's mark" in result.stderr
+    assert machine.calls("machine-sh", JOIN) == [] and machine.calls("kubectl", "create") == []
 
 
 @pytest.mark.parametrize(("env", "extra_args"), [
@@ -130,9 +185,9 @@ def test_re_running_the_join_leaves_a_machine_of_this_tenant_alone(machine, tena
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"{NODE} already joined {ENDPOINT}\n"
     assert machine.calls("kubectl", "create") == []
-    # Nothing is reset; a machine joined before the lab marked its machines is marked now.
+    # Nothing is reset; a machine joined before the lab marked its machines (or with an older mark) is marked now.
     (mark,) = machine.calls("machine-sh")
-    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", f"lab={LAB_ID}\ntenant={TENANT}"]
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", the_mark(tenant_ca)]
 
 
 def test_a_joined_machine_whose_node_is_gone_restarts_its_kubelet_to_register_it(machine, tenant_ca):
@@ -158,8 +213,9 @@ def test_a_restarted_kubelet_that_registers_no_node_fails_the_join_saying_so(mac
 
 
 def test_a_machine_of_another_tenant_of_this_lab_is_reset_then_marked_then_joined(machine, tenant_ca, other_tenant_ca):
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID))
-    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID,
+                                         bound=binding(FOREIGN, other_tenant_ca)))
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
 
     result = join(machine)
 
@@ -168,7 +224,7 @@ def test_a_machine_of_another_tenant_of_this_lab_is_reset_then_marked_then_joine
     scripts = scripts_run(machine)
     assert ["found=$path" in scripts[0], "kubeadm reset" in scripts[1], "kubeadm join" in scripts[-1]] == [True] * 3
     (mark,) = machine.calls("machine-sh", MARK)
-    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", f"lab={LAB_ID}\ntenant={TENANT}"]
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", the_mark(tenant_ca)]
     assert scripts.index(mark["argv"][1]) == len(scripts) - 2, "marked right before kubeadm join"
 
 
@@ -183,33 +239,109 @@ def test_a_machine_half_joined_by_this_lab_is_reset_and_joined(machine, tenant_c
     assert len(machine.calls("machine-sh", RESET)) == 1 and machine.calls("machine-sh", JOIN)
 
 
-@pytest.mark.parametrize("lab", [None, OTHER_LAB], ids=["no-mark", "another-lab"])
-def test_a_machine_of_another_cluster_is_refused_naming_what_was_found(machine, tenant_ca, other_tenant_ca, lab):
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", "/var/lib/etcd/member", lab=lab))
-    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+@pytest.mark.parametrize(("lab", "identity"), [(None, None), (OTHER_LAB, OTHER_IDENTITY), (LAB_ID, OTHER_IDENTITY)],
+                         ids=["no-mark", "another-lab", "a-clone-with-the-same-names"])
+def test_a_machine_of_another_cluster_is_refused_naming_what_was_found(machine, tenant_ca, other_tenant_ca, lab,
+                                                                       identity):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", "/var/lib/etcd/member", lab=lab,
+                                         identity=identity, bound=binding(FOREIGN, other_tenant_ca)))
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
 
     result = join(machine)
 
     assert result.returncode == 1
     (refusal,) = [line for line in result.stderr.splitlines() if "ERROR" in line]
     assert "m1 holds Kubernetes state that is not this lab's" in refusal
-    assert "found /etc/kubernetes/kubelet.conf /var/lib/etcd/member" in refusal
-    assert f"bound to 10.0.0.9:6443 sha256:{spki_sha256(other_tenant_ca)}" in refusal
-    assert f"lab mark: {lab or 'none'} (this lab is {LAB_ID})" in refusal and "set adopt: true" in refusal
+    assert "found /etc/kubernetes/kubelet.conf, /var/lib/etcd/member" in refusal
+    assert f"bound to {FOREIGN} sha256:{spki_sha256(other_tenant_ca)}" in refusal
+    mark = f"{lab} {identity}" if lab else " "
+    assert f"lab mark: {mark} (this lab is {LAB_ID} {IDENTITY})" in refusal and "set adopt: true" in refusal
     assert machine.calls("machine-sh", RESET) == [] and machine.calls("machine-sh", JOIN) == []
     assert machine.calls("kubectl", "create") == [], "no token is made for a machine that is refused"
 
 
+def test_a_machine_this_lab_marked_but_someone_reset_and_joined_elsewhere_is_refused(machine, tenant_ca,
+                                                                                    other_tenant_ca):
+    # kubeadm reset by hand leaves the lab's mark; the kubelet is now another cluster's.
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID, tenant=TENANT,
+                                         bound=binding(ENDPOINT, tenant_ca) + "0"))
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
+
+    result = join(machine)
+
+    assert result.returncode == 1
+    assert (f"but its kubelet is now bound to {FOREIGN} sha256:{spki_sha256(other_tenant_ca)}, which this lab never "
+            "joined it to") in result.stderr
+    assert machine.calls("machine-sh", RESET) == [] and machine.calls("kubectl", "create") == []
+
+
+def test_a_machine_with_an_older_mark_is_refused_with_the_reason_and_adopted_once_with_adopt(machine, tenant_ca,
+                                                                                           other_tenant_ca):
+    # The mark this lab wrote before marks held an identity: lab= and tenant= only.
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID, identity=None))
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
+
+    refused = join(machine)
+    adopted = join(machine, ADOPT="true")
+
+    assert refused.returncode == 1
+    assert "carries the mark of an earlier kamaji-hami-lab (lab=kamaji-hami-lab/dev/kamaji)" in refused.stderr
+    assert "set adopt: true on it for one pulumi up" in refused.stderr
+    assert adopted.returncode == 0, adopted.stderr
+    assert len(machine.calls("machine-sh", RESET)) == 1
+    (mark,) = machine.calls("machine-sh", MARK)
+    assert mark["argv"][4] == the_mark(tenant_ca)
+
+
+@pytest.mark.parametrize("lab", [None, OTHER_LAB], ids=["no-mark", "another-lab"])
+def test_a_machine_with_no_kubernetes_state_is_never_reset_whoever_marked_it(machine, tenant_ca, lab):
+    joinable(machine, tenant_ca, holding(lab=lab, identity=OTHER_IDENTITY))
+    machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert machine.calls("machine-sh", RESET) == [] and len(machine.calls("machine-sh", JOIN)) == 1
+
+
 def test_an_adopted_machine_of_another_cluster_is_reset_with_a_warning(machine, tenant_ca, other_tenant_ca):
     joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf"))
-    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
 
     result = join(machine, ADOPT="true")
 
     assert result.returncode == 0, result.stderr
-    assert "WARNING: m1 holds Kubernetes state (/etc/kubernetes/kubelet.conf) that is not this lab's (mark: none); " \
-           "adopt: true" in result.stderr
+    assert "WARNING: m1 holds Kubernetes state (/etc/kubernetes/kubelet.conf) that is not provably this lab's" \
+           in result.stderr and "adopt: true, so resetting it" in result.stderr
     assert len(machine.calls("machine-sh", RESET)) == 1
+
+
+@pytest.fixture
+def looked_at(tmp_path):
+    """The join's look at the machine runs in its real shell; the node tools it asks are fakes."""
+    fakes = machine_fakes(tmp_path, ("kubectl", "systemctl", "crictl", "ip", "timeout"))
+    yield fakes
+    fakes.stop()
+
+
+def test_the_look_at_the_machine_sees_a_kubelet_that_kubeadm_did_not_set_up(looked_at, tenant_ca):
+    # No kubeadm file on this machine (the test host's filesystem), but a running kubelet, pods in the CRI
+    # (crictl pods -q prints one sandbox ID per line, kubernetes-sigs/cri-tools cmd/crictl/sandbox.go @v1.36.0)
+    # and flannel's bridge.
+    tenant_api(looked_at, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    looked_at.on("machine-systemctl", "is-active kubelet", "active\n")
+    looked_at.on("machine-timeout", "crictl", "5c3e0f2a91d4\n8b1d77e0c2a9\n")
+    looked_at.on("machine-ip", "link show cni0", "4: cni0: <BROADCAST,MULTICAST,UP> mtu 1450\n")
+    looked_at.on("machine-ip", "link show flannel.1", reply(stderr='Device "flannel.1" does not exist.\n', exit=1))
+
+    result = join(looked_at)
+
+    assert result.returncode == 1
+    assert ("found a running kubelet service, 2 pod sandbox(es) in the CRI, the cni0 link; bound to no API server; "
+            "lab mark:") in result.stderr
+    (crictl,) = looked_at.calls("machine-timeout", "crictl")
+    assert crictl["argv"][1:] == ["crictl", "--runtime-endpoint", "unix:///run/containerd/containerd.sock", "pods",
+                                  "-q"]
 
 
 def test_a_wrong_host_key_stops_the_join_before_anything_runs_on_the_machine(machine, tenant_ca):
@@ -239,7 +371,8 @@ def leave(machine, **env):
 
 
 def test_leaving_resets_a_machine_still_bound_to_this_tenant_as_a_join_does(machine, tenant_ca, other_tenant_ca):
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID))
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID,
+                                         bound=binding(FOREIGN, other_tenant_ca)))
     # Bound to another tenant when it joins, to this one when it leaves.
     machine.on("machine-kubectl", BINDING, f"https://10.0.0.9:6443 {b64(other_tenant_ca)}",
                f"https://{ENDPOINT} {b64(tenant_ca)}")
@@ -256,6 +389,18 @@ def test_leaving_resets_a_machine_still_bound_to_this_tenant_as_a_join_does(mach
 
 
 # What the reset removes, and keeps, is shown on real iptables in a namespace (test_reset_netns.py).
+
+
+def test_a_leave_whose_reset_fails_fails_loudly_and_the_machine_keeps_the_mark(machine, tenant_ca):
+    tenant_api(machine, tenant_ca)
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+    machine.on("machine-sh", RESET, reply(stderr="kubeadm reset: timed out\n", exit=1))
+
+    result = leave(machine)
+
+    assert result.returncode == 1
+    assert "resetting machine m1 failed (see above); it keeps the lab's mark" in result.stderr
+    assert "machine m1 reset" not in result.stderr
 
 
 def test_leaving_does_not_reset_a_machine_that_already_joined_another_tenant(machine, tenant_ca, other_tenant_ca):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components import config
-from tests.plan import dev_config, fake_kubeconfig, is_unknown, plan, resolve
+from tests.plan import LAB_IDENTITY, changed, dev_config, fake_kubeconfig, is_unknown, plan, resolve
 from tests.test_gpu_sharing import HAMI_VALUE_KEYS, leaf_paths
 from tests.test_state_safety import qualified
 
@@ -56,6 +56,40 @@ def test_a_machine_is_marked_with_the_lab_and_tenant_and_reset_only_when_adopted
     assert {env["TENANT"] for env in envs.values()} == {"research"}
     assert (envs["gpu-1"]["ADOPT"], envs["gpu-2"]["ADOPT"]) == ("false", "true")
     assert not any("LAB_ID" in resolve(c.inputs["environment"]) for c in lab.commands("check-machine.sh"))
+
+
+def test_every_machine_carries_one_random_identity_made_once_for_the_stack():
+    config = dev_config(tenants=[MOCK_GPU_TENANT, REAL_GPU_TENANT], **EXISTING)
+    first_up = plan(config, preview=False, secrets=SECRETS)
+
+    (made,) = first_up.commands("lab-identity.sh")
+    identities = {resolve(join.inputs["environment"])["LAB_IDENTITY"] for join in first_up.commands("join-worker.sh")}
+    assert identities == {LAB_IDENTITY} and len(first_up.commands("join-worker.sh")) == 3
+    # Made on create only: no trigger, no update step and no input that could ever change re-runs it.
+    assert not made.inputs.get("triggers") and not made.inputs.get("update") and not made.inputs.get("environment")
+    later = plan(config, preview=True, previous=first_up, secrets=SECRETS)
+    assert changed(later, first_up) == set(), "a later up keeps the identity and every join"
+    assert resolve(of_machine(later, "join-worker.sh", "dgx-1").inputs["environment"])["LAB_IDENTITY"] == LAB_IDENTITY
+
+
+def test_a_lab_without_machines_makes_no_identity(mock_gpus):
+    no_machines = plan(dev_config(), preview=True)
+    assert no_machines.commands("lab-identity.sh") == [] and len(mock_gpus.commands("lab-identity.sh")) == 1
+
+
+@pytest.mark.parametrize("key", ["nodeIp", "flannelInterface"])
+def test_changing_how_a_machine_is_addressed_joins_it_again_and_only_it(key):
+    config = dev_config(tenants=[MOCK_GPU_TENANT], **EXISTING)
+    first_up = plan(config, preview=False, secrets=SECRETS)
+    moved = [{**MACHINES[0], key: "10.0.0.21"}, MACHINES[1]]
+
+    later = plan(dev_config(tenants=[{**MOCK_GPU_TENANT, "machines": moved}], **EXISTING), preview=True,
+                 previous=first_up, secrets=SECRETS)
+
+    rejoined = {later.by_urn[urn].name for urn in changed(later, first_up)}
+    assert of_machine(later, "join-worker.sh", "gpu-1").name in rejoined
+    assert of_machine(later, "join-worker.sh", "gpu-2").name not in rejoined
+    assert f"{key}=10.0.0.21" in resolve(of_machine(later, "join-worker.sh", "gpu-1").inputs["triggers"])
 
 
 def test_each_machine_must_reach_the_konnectivity_port_its_control_plane_serves(mock_gpus):

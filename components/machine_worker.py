@@ -57,6 +57,7 @@ class MachineWorker(pulumi.ComponentResource):
             "SSH_USER": machine.user,
             "SSH_PRIVATE_KEY": pulumi.Output.secret(machine.private_key),
             "SSH_HOST_KEY": machine.host_key,
+            **({"SSH_PROXY_JUMP": machine.proxy_jump} if machine.proxy_jump else {}),
         }
         endpoint = pulumi.Output.from_input(args.endpoint).apply(lambda url: url.split("://", 1)[-1].split("/", 1)[0])
 

@@ -131,7 +131,8 @@ wait_for_systemd() {
 # default) or `ssh` to a machine, chosen by NODE_TRANSPORT. Over ssh:
 #   SSH_ADDRESS, SSH_PORT (22), SSH_USER (root; another user needs passwordless sudo),
 #   SSH_PRIVATE_KEY (key text, written only to a scratch file), SSH_HOST_KEY
-#   ("<type> <base64>" the machine must present; required: a join sends a bootstrap token).
+#   ("<type> <base64>" the machine must present; required: a join sends a bootstrap token),
+#   SSH_PROXY_JUMP (optional bastions, as ssh -J takes them; else a ProxyJump of the user's ssh_config applies).
 
 _ssh_options=()
 _ssh_setup() {
@@ -141,10 +142,18 @@ _ssh_setup() {
 	printf '%s\n' "$SSH_PRIVATE_KEY" >"$key"
 	scratch_file known_hosts
 	# Checked against the configured key under the node's name, whatever the address and port.
+	# ssh takes the first value it reads for an option and the command line comes first, so no
+	# ssh_config can loosen what is set here (OpenSSH ssh_config(5)): trust is the pinned known_hosts
+	# only (no global file, no KnownHostsCommand, no DNS, no learning new keys); no connection
+	# shared with another ssh (a ControlMaster would skip the host key check); nothing forwarded to
+	# a machine whose root could use it (an agent, ports).
 	_ssh_options=(-i "$key" -o IdentitiesOnly=yes -o BatchMode=yes -o ConnectTimeout=10
 		-o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR
 		-o UserKnownHostsFile="$known_hosts" -o GlobalKnownHostsFile=/dev/null -o HostKeyAlias="$NODE"
-		-o StrictHostKeyChecking=yes -p "${SSH_PORT:-22}" -l "${SSH_USER:-root}")
+		-o StrictHostKeyChecking=yes -o KnownHostsCommand=none -o VerifyHostKeyDNS=no -o UpdateHostKeys=no
+		-o ControlMaster=no -o ControlPath=none -o ForwardAgent=no -o ClearAllForwardings=yes
+		-p "${SSH_PORT:-22}" -l "${SSH_USER:-root}")
+	[[ -z ${SSH_PROXY_JUMP:-} ]] || _ssh_options+=(-J "$SSH_PROXY_JUMP")
 	printf '%s %s\n' "$NODE" "$SSH_HOST_KEY" >"$known_hosts"
 }
 

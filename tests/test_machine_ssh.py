@@ -10,7 +10,10 @@ with NODE_TRANSPORT=ssh. What the machine runs is recorded by fake tools there.
 
 from __future__ import annotations
 
+import getpass
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -353,6 +356,57 @@ def test_a_wrong_host_key_stops_the_join_before_anything_runs_on_the_machine(mac
     assert result.returncode != 0
     assert "did not answer over ssh" in result.stderr and "127.0.0.1" in result.stderr
     assert machine.calls("machine-sh") == [] and machine.calls("kubectl", "create") == []
+
+
+def needs_root():
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("plays the user's ~/.ssh/config in a mount namespace: needs root (as .ci/run runs)")
+
+
+def test_a_hostile_ssh_config_cannot_make_a_wrong_host_key_pass_or_share_a_connection(machine, tenant_ca, tmp_path):
+    needs_root()
+    # A user's config that would trust any key the machine shows (a KnownHostsCommand printing it for every
+    # host, ssh_config(5)), keep connections open to be reused without a new host key check, and forward the agent.
+    accept_all = tmp_path / "accept-all"
+    accept_all.write_text(f"* {machine.host_key}\n")
+    control = tmp_path / "cm"
+    machine.with_ssh_config(f"Host *\n  KnownHostsCommand /bin/cat {accept_all}\n  StrictHostKeyChecking no\n"
+                            f"  ControlMaster auto\n  ControlPath {control}-%C\n  ControlPersist 5\n"
+                            "  ForwardAgent yes\n  UpdateHostKeys yes\n")
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "node/m1\n")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+    wrong = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherHostKeyOtherHostKeyOtherHostKey0000"
+
+    refused = join(machine, SSH_HOST_KEY=wrong, BOOT_TIMEOUT="0")
+
+    assert refused.returncode != 0 and "did not answer over ssh" in refused.stderr
+    assert machine.calls("machine-sh") == [] and machine.connections() == 0
+    refused_runs = machine.ssh_runs()
+    joined = join(machine)
+    assert joined.returncode == 0, joined.stderr
+    assert list(tmp_path.glob("cm-*")) == [], "no connection was left for another ssh to reuse"
+    assert machine.connections() == machine.ssh_runs() - refused_runs > 0, "one connection of its own per ssh"
+
+
+@pytest.mark.parametrize("configured", ["per-machine", "ssh-config"])
+def test_a_machine_behind_a_bastion_is_reached_through_it(machine, tenant_ca, tmp_path, configured):
+    needs_root()
+    # The loopback sshd plays the bastion too; the user's config says how to reach and trust it.
+    bastion_known = tmp_path / "bastion_known_hosts"
+    bastion_known.write_text(f"[127.0.0.1]:{machine.port} {machine.host_key}\n")
+    user_config = (f"Host bastion\n  HostName 127.0.0.1\n  Port {machine.port}\n  User {getpass.getuser()}\n"
+                   f"  IdentityFile {tmp_path / 'client'}\n  UserKnownHostsFile {bastion_known}\n"
+                   "  StrictHostKeyChecking yes\n  BatchMode yes\n")
+    if configured == "ssh-config":
+        user_config = "Host 127.0.0.1\n  ProxyJump bastion\n" + user_config
+    machine.with_ssh_config(user_config)
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "node/m1\n")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+
+    result = join(machine, **({"SSH_PROXY_JUMP": "bastion"} if configured == "per-machine" else {}))
+
+    assert result.returncode == 0, result.stderr
+    assert machine.connections() == 2 * machine.ssh_runs() > 0, "each ssh went through the bastion"
 
 
 def test_without_a_host_key_nothing_reaches_the_machine_and_no_token_is_made(machine, tenant_ca):

@@ -21,7 +21,8 @@ MACHINES = [
      "hostKey": "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIHostKeyOfGpu2="},
 ]
 MOCK_GPU_TENANT = {"name": "research", "machines": MACHINES, "gpus": [{"model": "NVIDIA L4 24GB"}]}
-REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5", "hostKey": HOST_KEY}],
+REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5",
+                                                    "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfDgx1"}],
                    "gpuDevices": "real"}
 COMMAND = "command:local:Command"
 
@@ -292,3 +293,13 @@ def test_each_machine_component_records_the_node_it_became(mock_gpus):
 def test_every_machine_lab_resource_is_named_after_its_component(gpus, machine_plan):
     lab = machine_plan(gpus, False)
     assert lab.misnamed() == [] and lab.outside_components() == []
+
+
+def test_a_machine_behind_a_bastion_is_reached_through_it_by_every_script():
+    bastion = "ops@bastion.lab.example:2222"
+    behind = {**MOCK_GPU_TENANT, "machines": [{**MACHINES[0], "proxyJump": bastion}, MACHINES[1]]}
+    lab = plan(dev_config(tenants=[behind], **EXISTING), preview=True, secrets=SECRETS)
+
+    for script in ("check-machine.sh", "join-worker.sh", "register-gpus.sh"):
+        assert resolve(of_machine(lab, script, "gpu-1").inputs["environment"])["SSH_PROXY_JUMP"] == bastion
+        assert "SSH_PROXY_JUMP" not in resolve(of_machine(lab, script, "gpu-2").inputs["environment"])

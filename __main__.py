@@ -8,6 +8,7 @@ import pulumi
 from components.config import load_settings
 from components.existing_management_cluster import ExistingManagementCluster
 from components.kind_management_cluster import KindManagementCluster
+from components.lab_identity import LabIdentity
 from components.platform import Platform, PlatformArgs
 from components.tenant import Tenant, TenantArgs
 
@@ -36,6 +37,9 @@ platform = Platform(
     ),
 )
 
+# The lab's random identity, kept in state: the mark on every machine it joins names it.
+identity = LabIdentity("lab") if any(tenant.machines for tenant in lab.tenants) else None
+
 # 4. Tenants: each depends on the layers below and never on another tenant, so
 #    all of them come up in parallel.
 tenants = {
@@ -49,6 +53,7 @@ tenants = {
             tenants_namespace=platform.tenants_namespace,
             platform=platform,
             docker=management.docker,
+            lab_identity=identity.value if identity else None,
         ),
     )
     for tenant in lab.tenants

@@ -18,7 +18,9 @@ from components.tenant_control_plane import KONNECTIVITY_PORT
 class MachineWorkerArgs:
     machine: Machine
     lab_id: str
-    """"<project>/<stack>/<managementClusterName>": the mark the join leaves on the machine (join-worker.sh)."""
+    """"<project>/<stack>/<managementClusterName>": the lab's name in the mark the join leaves (join-worker.sh)."""
+    lab_identity: pulumi.Input[str]
+    """The stack's random identity (LabIdentity): what the mark proves; names alone could collide."""
     tenant: str
     kubernetes_version: str
     """The tenant's: the machine's kubeadm and kubelet must run its minor, never newer."""
@@ -55,6 +57,7 @@ class MachineWorker(pulumi.ComponentResource):
             "SSH_USER": machine.user,
             "SSH_PRIVATE_KEY": pulumi.Output.secret(machine.private_key),
             "SSH_HOST_KEY": machine.host_key,
+            **({"SSH_PROXY_JUMP": machine.proxy_jump} if machine.proxy_jump else {}),
         }
         endpoint = pulumi.Output.from_input(args.endpoint).apply(lambda url: url.split("://", 1)[-1].split("/", 1)[0])
 
@@ -86,8 +89,15 @@ class MachineWorker(pulumi.ComponentResource):
             args.tenant_kubeconfig,
             args.gpus,
             args.gpu_slots,
-            # Another machine behind the name is joined afresh.
-            node_identity=[machine.address, str(machine.port)],
+            # Another machine behind the name is joined afresh, and so is one whose kubelet
+            # must advertise another address or whose pod network takes another interface
+            # (named only when set: a machine without either keeps the triggers it had).
+            node_identity=[
+                machine.address,
+                str(machine.port),
+                *(f"{key}={value}" for key, value in (("nodeIp", machine.node_ip),
+                                                      ("flannelInterface", machine.flannel_interface)) if value),
+            ],
             parent=self,
             after=[checked],
             unregister_gpus=True,
@@ -98,9 +108,14 @@ class MachineWorker(pulumi.ComponentResource):
         self.register_outputs({"nodeName": machine.name})
 
     @staticmethod
-    def _join_env(args: MachineWorkerArgs) -> dict[str, str]:
+    def _join_env(args: MachineWorkerArgs) -> dict[str, pulumi.Input[str]]:
         # Which machines the join may reset: those this lab marked, or adopts (join-worker.sh).
-        env = {"LAB_ID": args.lab_id, "TENANT": args.tenant, "ADOPT": "true" if args.machine.adopt else "false"}
+        env: dict[str, pulumi.Input[str]] = {
+            "LAB_ID": args.lab_id,
+            "LAB_IDENTITY": args.lab_identity,
+            "TENANT": args.tenant,
+            "ADOPT": "true" if args.machine.adopt else "false",
+        }
         if args.machine.node_ip:
             env["NODE_IP"] = args.machine.node_ip
         if args.real_gpus:

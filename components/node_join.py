@@ -66,10 +66,10 @@ def join_node(
             depends_on=list(after),
             # The node keeps its name: the old node object must leave before the new one joins.
             delete_before_replace=True,
-            # Above the script's own bound: boot wait (90 s) plus the bootstrap token's
-            # lifetime, which covers the three bounded kubeadm attempts (15 min); the
-            # drain and reset are bounded by their own timeouts (leave-worker.sh).
-            custom_timeouts=pulumi.CustomTimeouts(create="20m", delete="8m"),
+            # Above the script's own bound (join-worker.sh): boot wait, the first reset and
+            # the three bounded kubeadm attempts, each with its reset; the drain and reset
+            # on delete are bounded by their own timeouts (leave-worker.sh).
+            custom_timeouts=pulumi.CustomTimeouts(create="25m", delete="8m"),
         ),
     )
     if not gpus:

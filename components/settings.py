@@ -41,6 +41,8 @@ class Machine:
     """The address its kubelet advertises; empty: the kubelet's choice (its default route's)."""
     flannel_interface: str = ""
     """Interface name or address flannel uses on it; empty: flannel's choice (its default route's)."""
+    proxy_jump: str = ""
+    """Bastions to reach it through (ssh -J); empty: none, or what the user's ssh_config says."""
 
 
 @dataclass(frozen=True)

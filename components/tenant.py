@@ -31,6 +31,8 @@ class TenantArgs:
     """Tenants are created only once Kamaji and MetalLB are ready (and destroyed before them)."""
     docker: DockerHost | None
     """Where container workers run; None when no tenant has any."""
+    lab_identity: pulumi.Input[str] | None = None
+    """The lab's random identity (LabIdentity), which machines are marked with; None when no tenant has any."""
 
 
 class Tenant(pulumi.ComponentResource):
@@ -180,6 +182,7 @@ class Tenant(pulumi.ComponentResource):
                 MachineWorkerArgs(
                     machine=machine,
                     lab_id=f"{pulumi.get_project()}/{pulumi.get_stack()}/{args.lab.management_cluster_name}",
+                    lab_identity=args.lab_identity,
                     tenant=tenant.name,
                     kubernetes_version=tenant.kubernetes_version,
                     endpoint=control_plane.endpoint,

@@ -12,24 +12,30 @@
 # clean-up happens at the start of every run, not in an exit trap: a killed run
 # never reaches its traps, and a killed `docker exec` (or ssh) does not stop
 # kubeadm in the node (moby/moby#9098).
-# A machine is reset only when it carries this lab's mark (lib.sh lab_marker),
-# which the join writes before kubeadm runs: bound to a tenant of this lab, or
-# half-joined by it. A machine with Kubernetes state and no such mark (another
-# cluster's node: a reset would delete its containers and certificates) is refused,
-# naming what was found, unless its config says adopt: true (ADOPT).
+# A machine is reset only when it carries this lab's mark (lib.sh lab_marker), which
+# the join writes before kubeadm runs: this stack's random identity (LAB_IDENTITY) and
+# the binding it joined (API endpoint and CA hash). Its kubelet must still be bound to
+# that binding, to this tenant, or to nothing: a machine reset by hand and joined to
+# another cluster keeps the mark but is no longer the lab's. A machine with no
+# Kubernetes state and no mark is joined with no reset at all. Kubernetes state
+# without this lab's mark (another cluster's node: a reset would delete its
+# containers and certificates) is refused, naming what was found, unless its config
+# says adopt: true (ADOPT). The mark is checked again right before every reset.
 #
 # env:    KUBECONFIG_DATA  tenant admin kubeconfig
 #         NODE             worker container or machine name = Kubernetes node name
 #         NODE_TRANSPORT   optional, docker (default) or ssh, with the SSH_* variables (scripts/lib.sh)
-#         LAB_ID           with ssh: "<project>/<stack>/<managementClusterName>", the lab's mark on the machine
+#         LAB_ID           with ssh: "<project>/<stack>/<managementClusterName>", the lab's name in its mark
+#         LAB_IDENTITY     with ssh: the stack's random identity (scripts/lab-identity.sh), what the mark proves
 #         TENANT           with ssh: the tenant's name, also in that mark
-#         ADOPT            optional, with ssh: true resets a machine with Kubernetes state that is not this lab's (default false)
+#         ADOPT            optional, with ssh: true resets a machine with Kubernetes state that is not this lab's,
+#                          and re-marks one with an older mark (default false)
 #         NODE_LABELS      optional, labels the kubelet registers its Node with, e.g. gpu=on (kubelet --node-labels)
 #         NODE_IP          optional, the address the kubelet advertises (kubelet --node-ip); default: the one of its default route
 #         BOOT_TIMEOUT     optional, seconds to wait for systemd in a container, or for a machine to answer (default 90)
 #         JOIN_ATTEMPTS    optional, kubeadm join attempts (default 3)
 #         NODE_TIMEOUT     optional, seconds a joined node's restarted kubelet has to register its missing Node (default 120)
-# bound:  1000 s (BOOT_TIMEOUT 90 + JOIN_ATTEMPTS 3 x kubeadm's 5 min discovery timeout, kubeadm v1beta4 defaults)
+# bound:  1300 s (BOOT_TIMEOUT 90 + a 70 s reset + JOIN_ATTEMPTS 3 x (a 250 s attempt + a 70 s reset) + ssh calls)
 # stdout: one summary line, e.g. "tenant-a-w1 joined 172.18.255.200:6443"
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -39,17 +45,17 @@ require_env KUBECONFIG_DATA NODE
 join_attempts=${JOIN_ATTEMPTS:-3}
 machine=false
 if [[ ${NODE_TRANSPORT:-docker} == ssh ]]; then
-	require_env LAB_ID TENANT
+	require_env LAB_ID LAB_IDENTITY TENANT
 	machine=true
 fi
 # Budget: every attempt is cut off inside the node after attempt_seconds (kubeadm's
-# own timeouts below end it sooner), plus up to 30 s for the reset (reset_seconds,
-# cut off inside the node) and the pause.
-# The token outlives all attempts; components/worker_node.py's create timeout
-# (20 min) covers the boot wait plus that token lifetime.
+# own timeouts below end it sooner), plus the reset after it (reset_seconds, cut off
+# inside the node; the same budget leave-worker.sh gives it) and the pause.
+# The token outlives all attempts; components/node_join.py's create timeout
+# covers the boot wait, the first reset plus that token lifetime.
 attempt_seconds=240
-reset_seconds=15
-token_ttl_minutes=$(((join_attempts * (attempt_seconds + 30) + 59) / 60 + 1))
+reset_seconds=60
+token_ttl_minutes=$(((join_attempts * (attempt_seconds + reset_seconds + 30) + 59) / 60 + 1))
 
 wait_for_node "${BOOT_TIMEOUT:-90}"
 
@@ -57,11 +63,12 @@ kubeconfig_file KUBECONFIG_DATA
 endpoint=$(kubeconfig_endpoint)
 ca_hash=$(tenant_ca_hash)
 
-# mark_machine: write the lab's mark (lib.sh lab_marker) on the machine.
+# mark_machine: write the lab's mark (lib.sh lab_marker) on the machine: this lab and stack,
+# the tenant, and the binding this join makes.
 # shellcheck disable=SC2016 # expanded by the machine's shell
 mark_machine() {
 	node_exec sh -c 'mkdir -p "$(dirname "$1")" && printf "%s\n" "$2" >"$1"' mark "$lab_marker" \
-		"$(printf 'lab=%s\ntenant=%s' "$LAB_ID" "$TENANT")" >&2
+		"$(printf 'lab=%s\nid=%s\ntenant=%s\nbinding=%s %s' "$LAB_ID" "$LAB_IDENTITY" "$TENANT" "$endpoint" "$ca_hash")" >&2
 }
 
 node_timeout=${NODE_TIMEOUT:-120}
@@ -70,13 +77,16 @@ node_registered() { [[ -n $(kube get node "$NODE" --ignore-not-found -o name) ]]
 node_binding=$(node_binding)
 if [[ -n $node_binding ]]; then
 	if [[ $node_binding == "$endpoint $ca_hash" ]]; then
-		# A machine joined before the lab marked its machines gets the mark now.
+		# Bound to this tenant's CA, which only this lab has: its mark is brought up to date.
 		if $machine; then
 			mark_machine || warn "could not mark $NODE as this lab's"
 		fi
 		# Its Node may be gone (deleted by hand, or by a leave that could not reach the
-		# node); the kubelet registers it again only when it starts.
-		if [[ -z $(kube get node "$NODE" --ignore-not-found -o name) ]]; then
+		# node); the kubelet registers it again only when it starts. Only an answer that
+		# it is gone counts: an unreachable API server says nothing about the Node.
+		node_found=$(kube get node "$NODE" --ignore-not-found -o name) ||
+			die "$NODE is joined to this tenant, but the tenant API at $endpoint did not say whether its Node exists; its kubelet is left as it is"
+		if [[ -z $node_found ]]; then
 			log "$NODE is joined to this tenant but has no Node; restarting its kubelet so it registers"
 			node_exec systemctl restart kubelet >&2
 			retry "$node_timeout" "$RETRY_INTERVAL" node_registered ||
@@ -89,40 +99,76 @@ if [[ -n $node_binding ]]; then
 	log "$NODE is bound to ${node_binding% *} (CA ${node_binding#* }), not to this tenant ($endpoint, CA $ca_hash)"
 fi
 
-# Runs on the machine: the lab that marked it ($1), and which Kubernetes state it holds.
+# Runs on the machine: the lab's mark ($1), if any, and every sign of Kubernetes on it, whoever put it
+# there ($2: the CRI socket). A kubelet service that is enabled but not running is no sign: installing
+# kubelet per kubeadm's guide enables it, and it restarts until kubeadm writes its config (kubernetes/website
+# content/en/docs/setup/production-environment/tools/kubeadm/install-kubeadm.md).
 # shellcheck disable=SC2016 # expanded by the machine's shell
 in_machine_state='
-[ -f "$1" ] && sed -n "s/^lab=/marker=/p; s/^tenant=/marker_tenant=/p" "$1"
+if [ -f "$1" ]; then
+	echo mark=present
+	sed -n "s/^lab=/mark_lab=/p; s/^id=/mark_id=/p; s/^tenant=/mark_tenant=/p; s/^binding=/mark_binding=/p" "$1"
+fi
 for path in /etc/kubernetes/kubelet.conf /etc/kubernetes/bootstrap-kubelet.conf /etc/kubernetes/admin.conf \
-	/etc/kubernetes/pki/ca.crt /etc/kubernetes/manifests/kube-apiserver.yaml /var/lib/kubelet/config.yaml /var/lib/etcd/member; do
+	/etc/kubernetes/pki/ca.crt /etc/kubernetes/manifests/kube-apiserver.yaml /var/lib/etcd/member; do
 	[ -e "$path" ] && echo "found=$path"
+done
+[ -n "$(ls -A /var/lib/kubelet 2>/dev/null)" ] && echo "found=/var/lib/kubelet (not empty)"
+[ "$(systemctl is-active kubelet 2>/dev/null)" = active ] && echo "found=a running kubelet service"
+pods=$(timeout 10 crictl --runtime-endpoint "$2" pods -q 2>/dev/null | grep -c .)
+[ "${pods:-0}" -gt 0 ] && echo "found=$pods pod sandbox(es) in the CRI"
+for link in cni0 flannel.1; do
+	ip link show "$link" >/dev/null 2>&1 && echo "found=the $link link"
 done
 exit 0'
 
-# A machine may be reset when it holds no Kubernetes state, carries this lab's mark, or is adopted.
-may_reset_machine() {
-	local state found marker
-	state=$(node_exec sh -c "$in_machine_state" state "$lab_marker") || die "$NODE: could not read its state over ssh"
-	found=$(sed -n 's/^found=//p' <<<"$state" | paste -sd' ' -)
-	marker=$(sed -n 's/^marker=//p' <<<"$state")
-	if [[ -z $found ]]; then
-		return 0
-	elif [[ $marker == "$LAB_ID" ]]; then
-		log "$NODE carries this lab's mark (tenant $(sed -n 's/^marker_tenant=//p' <<<"$state")); resetting it"
-	elif [[ ${ADOPT:-false} == true ]]; then
-		warn "$NODE holds Kubernetes state ($found) that is not this lab's (mark: ${marker:-none}); adopt: true, so resetting it"
-	else
-		die "$NODE holds Kubernetes state that is not this lab's, and a reset would delete it: found $found; bound to ${node_binding:-no API server}; lab mark: ${marker:-none} (this lab is $LAB_ID). Check the machine's address; if it may be wiped, set adopt: true on it"
-	fi
-}
-if $machine; then
-	may_reset_machine
-fi
+# mark_of FIELD: a field of the mark machine_is_ours last read (lab, id, tenant, binding).
+machine_state=
+mark_of() { sed -n "s/^mark_$1=//p" <<<"$machine_state" | head -n 1; }
 
-# Whatever a killed earlier run left behind: a kubeadm still running in the
-# node, its join config with a token, a half-written /etc/kubernetes, the CNI.
-reset_or_warn() { reset_node "$reset_seconds" || warn "resetting $NODE failed"; }
-reset_or_warn
+# machine_is_ours: whether this lab may reset the machine; refuses (exits) when the machine holds
+# Kubernetes state that is not provably this lab's. Reads the machine afresh on every call.
+machine_is_ours() {
+	local found binding_now
+	machine_state=$(node_exec sh -c "$in_machine_state" state "$lab_marker" "$cri_socket") ||
+		die "$NODE: could not read its state over ssh"
+	found=$(sed -n 's/^found=//p' <<<"$machine_state" | paste -sd',' - | sed 's/,/, /g')
+	binding_now=$(node_binding)
+	if ! grep -qx mark=present <<<"$machine_state"; then
+		if [[ -z $found ]]; then
+			log "$NODE holds no Kubernetes state and no mark; joining it without a reset"
+			return 1
+		fi
+	elif [[ $(mark_of id) == "$LAB_IDENTITY" ]]; then
+		if [[ -z $binding_now || $binding_now == "$(mark_of binding)" || $binding_now == "$endpoint $ca_hash" ]]; then
+			log "$NODE carries this lab's mark (tenant $(mark_of tenant)); resetting it"
+			return 0
+		fi
+		[[ ${ADOPT:-false} == true ]] ||
+			die "$NODE carries this lab's mark (tenant $(mark_of tenant), bound to $(mark_of binding)), but its kubelet is now bound to $binding_now, which this lab never joined it to (reset by hand and joined elsewhere?); a reset would take it from that cluster. If it may be wiped, set adopt: true on it"
+	elif [[ -z $(mark_of id) && ${ADOPT:-false} != true && -n $found ]]; then
+		die "$NODE carries the mark of an earlier kamaji-hami-lab (lab=$(mark_of lab)), which named a lab only by project, stack and cluster name: two clones with default names would take each other's machines. Marks now hold a random identity kept in this stack's state, which this mark lacks, so the lab cannot tell it is its own. Found: $found. If this machine is this lab's, set adopt: true on it for one pulumi up: the join then resets it and marks it as this stack's"
+	elif [[ -z $found ]]; then
+		log "$NODE holds no Kubernetes state (its mark names lab $(mark_of lab)); joining it without a reset"
+		return 1
+	fi
+	if [[ ${ADOPT:-false} == true ]]; then
+		warn "$NODE holds Kubernetes state (${found:-none}) that is not provably this lab's (mark: $(mark_of lab) $(mark_of id)); adopt: true, so resetting it"
+		return 0
+	fi
+	die "$NODE holds Kubernetes state that is not this lab's, and a reset would delete it: found $found; bound to ${binding_now:-no API server}; lab mark: $(mark_of lab) $(mark_of id) (this lab is $LAB_ID $LAB_IDENTITY). Check the machine's address; if it may be wiped, set adopt: true on it"
+}
+
+# reset_if_ours: reset the node, a machine only once it is proven this lab's (or adopted), checked
+# right before. A failed or killed reset keeps the mark; the join then fails, and the next run may
+# reset the machine again.
+reset_if_ours() {
+	if $machine && ! machine_is_ours; then
+		return 0
+	fi
+	reset_node "$reset_seconds" || die "resetting $NODE failed (see above); it keeps the lab's mark, so the next run can reset it again"
+}
+reset_if_ours
 
 # kube-proxy and the CNI need bridged traffic to pass iptables; the module
 # lives in the host kernel, so a failure here is only worth a warning.
@@ -227,7 +273,7 @@ join_attempt() {
 attempt=1
 until join_attempt; do
 	warn "kubeadm join of $NODE failed (attempt $attempt/$join_attempts); resetting the node"
-	reset_or_warn
+	reset_if_ours
 	((attempt < join_attempts)) ||
 		die "kubeadm join of $NODE to $endpoint failed $join_attempts times (see the kubeadm output above)"
 	sleep "$RETRY_INTERVAL"

@@ -10,7 +10,8 @@
 # reset_node, as before a join), but only while it is still bound to this tenant, so
 # a machine that has meanwhile joined another tenant is left alone.
 # Best effort: when the tenant API or the machine is unreachable (e.g. the control
-# plane is already gone) it warns and succeeds, so `pulumi destroy` never hangs.
+# plane is already gone) it warns and succeeds, so `pulumi destroy` never hangs. A reset
+# that runs and fails is an error: the machine keeps the lab's mark and its state.
 #
 # env:    KUBECONFIG_DATA  tenant admin kubeconfig
 #         NODE             Kubernetes node name (container or machine name)
@@ -66,11 +67,9 @@ reset_machine() {
 		log "machine $NODE is not bound to this tenant (${binding:-not joined}); leaving it as it is"
 		return 0
 	fi
-	if reset_node "$reset_timeout"; then
-		log "machine $NODE reset (kubeadm reset, CNI config, state and links, KUBE-*/FLANNEL-* chains, the lab's mark)"
-	else
-		warn "kubeadm reset on machine $NODE failed; run 'kubeadm reset' on it before it joins elsewhere"
-	fi
+	reset_node "$reset_timeout" ||
+		die "resetting machine $NODE failed (see above); it keeps the lab's mark, so the next pulumi destroy or up can reset it again"
+	log "machine $NODE reset (kubeadm reset, flannel's CNI config, state and links, KUBE-*/FLANNEL-* chains, the lab's mark)"
 }
 
 remove_node

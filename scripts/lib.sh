@@ -131,7 +131,8 @@ wait_for_systemd() {
 # default) or `ssh` to a machine, chosen by NODE_TRANSPORT. Over ssh:
 #   SSH_ADDRESS, SSH_PORT (22), SSH_USER (root; another user needs passwordless sudo),
 #   SSH_PRIVATE_KEY (key text, written only to a scratch file), SSH_HOST_KEY
-#   ("<type> <base64>" the machine must present; required: a join sends a bootstrap token).
+#   ("<type> <base64>" the machine must present; required: a join sends a bootstrap token),
+#   SSH_PROXY_JUMP (optional bastions, as ssh -J takes them; else a ProxyJump of the user's ssh_config applies).
 
 _ssh_options=()
 _ssh_setup() {
@@ -141,10 +142,18 @@ _ssh_setup() {
 	printf '%s\n' "$SSH_PRIVATE_KEY" >"$key"
 	scratch_file known_hosts
 	# Checked against the configured key under the node's name, whatever the address and port.
+	# ssh takes the first value it reads for an option and the command line comes first, so no
+	# ssh_config can loosen what is set here (OpenSSH ssh_config(5)): trust is the pinned known_hosts
+	# only (no global file, no KnownHostsCommand, no DNS, no learning new keys); no connection
+	# shared with another ssh (a ControlMaster would skip the host key check); nothing forwarded to
+	# a machine whose root could use it (an agent, ports).
 	_ssh_options=(-i "$key" -o IdentitiesOnly=yes -o BatchMode=yes -o ConnectTimeout=10
 		-o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR
 		-o UserKnownHostsFile="$known_hosts" -o GlobalKnownHostsFile=/dev/null -o HostKeyAlias="$NODE"
-		-o StrictHostKeyChecking=yes -p "${SSH_PORT:-22}" -l "${SSH_USER:-root}")
+		-o StrictHostKeyChecking=yes -o KnownHostsCommand=none -o VerifyHostKeyDNS=no -o UpdateHostKeys=no
+		-o ControlMaster=no -o ControlPath=none -o ForwardAgent=no -o ClearAllForwardings=yes
+		-p "${SSH_PORT:-22}" -l "${SSH_USER:-root}")
+	[[ -z ${SSH_PROXY_JUMP:-} ]] || _ssh_options+=(-J "$SSH_PROXY_JUMP")
 	printf '%s %s\n' "$NODE" "$SSH_HOST_KEY" >"$known_hosts"
 }
 
@@ -197,40 +206,106 @@ wait_for_node() {
 # The CRI socket every worker's kubelet uses: containerd's default address.
 cri_socket=unix:///run/containerd/containerd.sock
 
-# --- Resetting a worker: one helper for join-worker.sh (before every join attempt) and
-# leave-worker.sh (a machine that leaves). kubeadm reset stops the kubelet, removes the
-# Kubernetes containers, /var/lib/kubelet, /etc/kubernetes/{manifests,pki} and its kubeconfigs,
-# but leaves the CNI and iptables alone (kubernetes/kubernetes cmd/kubeadm/app/cmd/phases/reset/cleanupnode.go,
-# runCleanupNode and resetConfigDir, as indexed); a node that comes back with another pod /24 then fails
-# with "cni0 already has an IP address different from ..." (flannel-io/flannel#820).
+# --- Resetting a worker: one helper for join-worker.sh (before a join attempt) and
+# leave-worker.sh (a machine that leaves). It removes exactly what the lab's join and the pods
+# it brought made, and nothing else on the node:
+# - kubeadm reset: it stops the kubelet, removes the Kubernetes containers, /var/lib/kubelet,
+#   /etc/kubernetes/{manifests,pki} and its kubeconfigs, but leaves the CNI and iptables alone
+#   (kubernetes/kubernetes cmd/kubeadm/app/cmd/phases/reset/cleanupnode.go, runCleanupNode and
+#   resetConfigDir, as indexed);
+# - the pod network's own files: on a machine flannel's CNI config (10-flannel.conflist, chart
+#   flannel-io/flannel chart/kube-flannel/templates/daemonset.yaml@v0.28.9), its subnet file
+#   (/run/flannel), its CNI plugin's state (/var/lib/cni/flannel, flannel-io/cni-plugin flannel.go
+#   defaultDataDir, as indexed) and the IPAM leases of its network "cbr0" (host-local's
+#   /var/lib/cni/networks/<name>); in a container kindnet's config and IPAM state
+#   (kubernetes-sigs/kind images/kindnetd/cmd/kindnetd/cni.go@v0.32.0);
+# - flannel's links cni0 and flannel.1; a node that comes back with another pod /24 would
+#   otherwise fail with "cni0 already has an IP address different from ..." (flannel-io/flannel#820);
+# - in iptables and ip6tables (legacy and nft alike), exactly the KUBE-* and FLANNEL-* chains
+#   (kube-proxy, the kubelet, flannel) and, in a container, kindnet's KIND-MASQ-AGENT: kindnetd
+#   only appends to it (images/kindnetd/cmd/kindnetd/masq.go@v0.32.0), so a stale rule for an
+#   old pod CIDR would run first after a re-join. Each rule that jumps to one of them goes,
+#   deleted by its own spec: no table is saved and restored, so a rule other software adds
+#   meanwhile stays.
 
 # Where a join keeps its config (with the token) while kubeadm runs; tmpfs.
 join_config_path=/run/kamaji-hami-lab-join.yaml
-# The lab's mark on a machine, written before kubeadm join and removed by the last step of a reset:
-# "lab=<project>/<stack>/<managementClusterName>" and "tenant=<name>". A machine with Kubernetes state
-# and this lab's mark is bound to (or half-joined by) a tenant of this lab, so a join may reset it.
+# The lab's mark on a machine, written before kubeadm join and removed by the last step of a reset
+# (join-worker.sh mark_machine has its lines).
 lab_marker=/etc/kamaji-hami-lab/worker
 
-# Runs on the node: $1 seconds for kubeadm reset, $2 CRI socket, $3 join config, $4 lab marker.
+# Runs on the node: $1 seconds for kubeadm reset, $2 CRI socket, $3 join config, $4 lab marker,
+# $5 the pod network the lab put there: flannel (a machine) or kindnet (a container).
 # --cri-socket: with several runtimes on the host, kubeadm reset would otherwise refuse to pick one.
-# Every KUBE-*/FLANNEL-* chain goes with each rule that jumps to one: iptables-restore replaces each
-# table it is given with what iptables-save printed, less those lines.
+# A rule's jump target is read with its quoted strings (comments) taken out, so a comment that
+# mentions KUBE- is no jump. Each table's changes go to iptables-restore --noflush as -D (each rule
+# by its spec, as iptables -S printed it), -F and -X lines: the rest of the table is never rewritten.
 # shellcheck disable=SC2016 # expanded by the node's shell
 _in_node_reset='
 pkill -x kubeadm
 rm -f "$3"
 timeout --kill-after=10s "$1" kubeadm reset --force --cri-socket "$2" || exit 1
-rm -rf /etc/cni/net.d/* /var/lib/cni /run/flannel
-ip link delete cni0 2>/dev/null
-ip link delete flannel.1 2>/dev/null
-iptables-save | grep -v -e "KUBE-" -e "FLANNEL-" | iptables-restore || exit 1
+failed=0 network=$5
+is_lab_chain() {
+	case $1 in
+	KUBE-* | FLANNEL-*) return 0 ;;
+	KIND-MASQ-AGENT) [ "$network" = kindnet ] ;;
+	*) return 1 ;;
+	esac
+}
+if [ "$network" = kindnet ]; then
+	rm -rf /etc/cni/net.d/10-kindnet.conflist /run/cni-ipam-state || failed=1
+else
+	rm -rf /etc/cni/net.d/10-flannel.conflist /run/flannel /var/lib/cni/flannel /var/lib/cni/networks/cbr0 || failed=1
+	for link in cni0 flannel.1; do
+		if ip link show "$link" >/dev/null 2>&1; then ip link delete "$link" || failed=1; fi
+	done
+fi
+tools=""
+for tool in iptables-legacy iptables-nft ip6tables-legacy ip6tables-nft; do
+	command -v "$tool" >/dev/null 2>&1 && tools="$tools $tool"
+done
+[ -n "$tools" ] || tools="iptables ip6tables"
+for tool in $tools; do
+	for table in filter nat mangle raw security; do
+		rules=$("$tool" -w 5 -t "$table" -S 2>/dev/null) || continue
+		jumps="" chains=""
+		while IFS= read -r rule; do
+			case $rule in
+			"-N "*) is_lab_chain "${rule#-N }" && chains="$chains ${rule#-N }" ;;
+			"-A "*)
+				chain=${rule#-A }
+				is_lab_chain "${chain%% *}" && continue
+				target=$(printf "%s\n" "$rule" | sed -E "s/\"([^\"\\\\]|\\\\.)*\"//g" | sed -nE "s/.* -[jg] ([^ ]+)( .*)?$/\1/p")
+				is_lab_chain "$target" && jumps="$jumps-D $chain
+"
+				;;
+			esac
+		done <<RULES
+$rules
+RULES
+		[ -n "$jumps$chains" ] || continue
+		flushes="" deletes=""
+		for chain in $chains; do
+			flushes="$flushes-F $chain
+"
+			deletes="$deletes-X $chain
+"
+		done
+		printf "*%s\n%s%s%sCOMMIT\n" "$table" "$jumps" "$flushes" "$deletes" | "$tool-restore" -w 5 --noflush || failed=1
+	done
+done
+[ "$failed" = 0 ] || exit 1
 rm -f "$4"
 exit 0'
 
 # reset_node TIMEOUT: undo whatever a join (finished, killed or failed) left on the node; the
-# lab's mark goes last, so a reset cut short still leaves a machine this lab may reset again.
+# lab's mark goes last, so a reset cut short still leaves a machine this lab may reset again,
+# and a reset that could not remove everything fails.
 reset_node() {
-	node_exec sh -c "$_in_node_reset" reset "$1" "$cri_socket" "$join_config_path" "$lab_marker" >&2
+	local network=kindnet
+	[[ ${NODE_TRANSPORT:-docker} == docker ]] || network=flannel
+	node_exec sh -c "$_in_node_reset" reset "$1" "$cri_socket" "$join_config_path" "$lab_marker" "$network" >&2
 }
 
 # spki_sha256: the SHA-256 of a PEM certificate's public key (SPKI) on stdin,
@@ -239,12 +314,15 @@ spki_sha256() {
 	openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -r | cut -d' ' -f1
 }
 
-# tenant_ca_hash: "sha256:<hex>" of the CA in the current KUBECONFIG.
+# tenant_ca_hash: "sha256:<hex>" of the CA in the current KUBECONFIG; a CA openssl cannot read
+# is an error (the hash of no input would pin nothing a kubelet could ever be bound to).
 tenant_ca_hash() {
-	local ca_data
+	local ca_data hash
 	ca_data=$(kube config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')
 	[[ -n $ca_data ]] || die "the tenant kubeconfig has no certificate-authority-data"
-	printf 'sha256:%s\n' "$(base64 -d <<<"$ca_data" | spki_sha256)"
+	hash=$(base64 -d <<<"$ca_data" 2>/dev/null | spki_sha256 2>/dev/null) && [[ $hash =~ ^[0-9a-f]{64}$ ]] ||
+		die "the tenant kubeconfig's certificate-authority-data is not a PEM certificate openssl can read"
+	printf 'sha256:%s\n' "$hash"
 }
 
 # node_binding: "<host:port> sha256:<hex>" of the API server and CA the node's

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -83,7 +85,9 @@ class MachineFakes(Fakes):
                 "",
             ])
         )
-        self.sshd = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
+        # Its log ("Accepted publickey ..." per connection) goes to a file a test can read while it runs.
+        self.sshd_log = tmp_path / "sshd.log"
+        self.sshd = subprocess.Popen([str(SSHD), "-D", "-E", str(self.sshd_log), "-f", str(config)])
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -91,9 +95,38 @@ class MachineFakes(Fakes):
                 break
             except OSError as refused:
                 if self.sshd.poll() is not None or time.monotonic() > deadline:
-                    said = self.sshd.stderr.read() if self.sshd.stderr else ""
+                    said = self.sshd_log.read_text() if self.sshd_log.exists() else ""
                     raise RuntimeError(f"sshd did not start: {said}") from refused
                 time.sleep(0.05)
+
+    def connections(self) -> int:
+        """How many ssh connections the server accepted so far."""
+        return self.sshd_log.read_text().count("Accepted publickey") if self.sshd_log.exists() else 0
+
+    def ssh_runs(self) -> int:
+        """How many times the scripts ran ssh (each logged command line starts with its options)."""
+        if not self.ssh_argv.exists():
+            return 0
+        return sum(1 for line in self.ssh_argv.read_text().splitlines() if line.startswith(("-i ", "-n -i ")))
+
+    def with_ssh_config(self, config: str) -> Path:
+        """Every ssh the scripts run reads `config` as the user's own ~/.ssh/config.
+
+        ssh finds ~ through the password database, not $HOME, so the user's home directory is
+        replaced by a scratch one in a private mount namespace of each ssh (needs root).
+        Returns that home directory.
+        """
+        home = self.bin.parent / "ssh-user-home"
+        (home / ".ssh").mkdir(parents=True, exist_ok=True)
+        (home / ".ssh" / "config").write_text(config)
+        real_ssh = shutil.which("ssh", path="/usr/local/bin:/usr/bin:/bin")
+        user_home = pwd.getpwuid(os.getuid()).pw_dir
+        (self.bin / "ssh").write_text(
+            f'#!/bin/sh\nprintf "%s\\n" "$*" >>"{self.ssh_argv}"\n'
+            f'exec unshare --mount --propagation private sh -c \'mount --bind "$0" "$1" && shift && exec "$@"\' '
+            f'"{home}" "{user_home}" {real_ssh} "$@"\n'
+        )
+        return home
 
     def transport(self, **overrides: str) -> dict[str, str]:
         """What components/machine_worker.py hands every script."""

@@ -84,6 +84,17 @@ def test_real_gpus_are_a_tenant_choice():
          "'gpu-1' is also the name of tenants[0].machines[0]"),
         ([tenant(), tenant(name="other", machines=[{**GPU_1, "name": "gpu-9"}])], {},
          "tenants[1].machines[0].address", "'10.0.0.11:22' is also the address of tenants[0].machines[0]"),
+        # One machine under its address and under a host name: both entries would join and reset it.
+        ([tenant(), tenant(name="other", machines=[{**GPU_1, "name": "gpu-9", "address": "gpu-1.lab.example"}])], {},
+         "tenants[1].machines[0].hostKey",
+         f"{HOST_KEY!r} is also the hostKey of tenants[0].machines[0]: one machine, listed twice, would be joined and "
+         "reset by both"),
+        ([tenant(machines=[GPU_1, {**GPU_1, "name": "gpu-9", "address": "10.0.0.12"}])], {},
+         "tenants[0].machines[1].hostKey", f"{HOST_KEY!r} is also the hostKey of tenants[0].machines[0]"),
+        ([tenant(machines=[{**GPU_1, "proxyJump": "-oProxyCommand=sh"}])], {}, "tenants[0].machines[0].proxyJump",
+         "'-oProxyCommand=sh' is not bastions as ssh -J takes them"),
+        ([tenant(machines=[{**GPU_1, "proxyJump": "ops@bastion:2222 ,b2"}])], {}, "tenants[0].machines[0].proxyJump",
+         "'ops@bastion:2222 ,b2' is not bastions as ssh -J takes them"),
         ([{"name": "web"}], {}, "sshPrivateKeys", "only used by machine workers, and no tenant lists machines"),
         ([tenant()], {"sshPrivateKeys": "not json"}, "sshPrivateKeys", "not valid JSON"),
         ([tenant()], {"sshPrivateKeys": {"default": 1}}, "sshPrivateKeys", "expected an object of name"),
@@ -110,7 +121,7 @@ def test_an_existing_cluster_needs_docker_only_for_container_workers():
 
 
 def test_a_machine_tenants_pod_cidr_must_fit_its_machines():
-    machines = [{"name": f"m{i}", "address": f"10.0.0.{i}", "hostKey": HOST_KEY} for i in range(1, 4)]
+    machines = [{"name": f"m{i}", "address": f"10.0.0.{i}", "hostKey": f"{HOST_KEY}{i}"} for i in range(1, 4)]
     assert "cannot give each of 3 workers a /24" in error([tenant(machines=machines, podCidr="10.244.0.0/23")])
 
 
@@ -158,8 +169,9 @@ def test_a_machine_without_a_pinned_host_key_is_told_how_to_get_and_check_one(po
 def test_flannel_uses_the_kubelets_address_unless_given_its_own_interface():
     machines = [
         {**GPU_1, "nodeIp": "10.1.0.11"},
-        {**GPU_1, "name": "gpu-2", "address": "10.0.0.12", "nodeIp": "10.1.0.12", "flannelInterface": "bond0"},
-        {**GPU_1, "name": "gpu-3", "address": "h3"},
+        {**GPU_1, "name": "gpu-2", "address": "10.0.0.12", "nodeIp": "10.1.0.12", "flannelInterface": "bond0",
+         "hostKey": f"{HOST_KEY}2"},
+        {**GPU_1, "name": "gpu-3", "address": "h3", "hostKey": f"{HOST_KEY}3"},
     ]
     found = settings([tenant(machines=machines)]).tenants[0].machines
     assert [(m.node_ip, m.flannel_interface) for m in found] == [("10.1.0.11", "10.1.0.11"), ("10.1.0.12", "bond0"),

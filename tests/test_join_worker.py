@@ -132,3 +132,46 @@ def test_the_token_outlives_every_attempt(fakes, tenant_ca, attempts):
     seconds_per_attempt = int(fakes.calls("docker", "^exec -i w1 sh -c")[0]["argv"][8])
     worst_case = timedelta(seconds=attempts * seconds_per_attempt)
     assert expiration.replace(tzinfo=UTC) - datetime.now(UTC) > worst_case
+
+
+# kubectl's answer when the API server does not accept connections (k8s.io/client-go, as kubectl prints it).
+API_UNREACHABLE = reply(stderr="Unable to connect to the server: dial tcp 172.18.255.200:6443: connect: connection "
+                               "refused\n", exit=1)
+
+
+def test_a_joined_node_keeps_its_kubelet_when_the_tenant_api_cannot_say_whether_its_node_exists(fakes, tenant_ca):
+    tenant_api(node_booted(fakes), tenant_ca)
+    bound_to(fakes, f"https://{ENDPOINT}", tenant_ca).on("kubectl", "get node w1", API_UNREACHABLE)
+    fakes.on("docker", "systemctl restart kubelet", "")
+
+    result = run_join(fakes)
+
+    assert result.returncode == 1 and result.stdout == ""
+    assert "the tenant API at 172.18.255.200:6443 did not say whether its Node exists" in result.stderr
+    assert fakes.calls("docker", "systemctl restart") == [] and fakes.calls("docker", "kubeadm reset") == []
+
+
+@pytest.mark.parametrize("ca_data", ["not a certificate",
+                                     "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"],
+                         ids=["not-pem", "broken-pem"])
+def test_a_tenant_ca_openssl_cannot_read_stops_the_join_before_the_node_is_touched(fakes, ca_data):
+    tenant_api(node_booted(fakes), ca_data)
+
+    result = run_join(fakes)
+
+    assert result.returncode == 1
+    assert "certificate-authority-data is not a PEM certificate openssl can read" in result.stderr
+    assert "sha256:" not in result.stderr
+    assert fakes.calls("docker", "^exec") == [] and fakes.calls("kubectl", "create") == []
+
+
+def test_a_failed_container_reset_fails_the_join_instead_of_joining_a_half_reset_node(fakes, tenant_ca):
+    joinable_worker(fakes, tenant_ca)
+    fakes.rules.insert(0, {"tool": "docker", "match": "kubeadm reset --force",
+                           "replies": [reply(stderr="iptables-restore: line 2 failed\n", exit=1)]})
+
+    result = run_join(fakes)
+
+    assert result.returncode == 1
+    assert "resetting w1 failed" in result.stderr
+    assert fakes.calls("docker", "^exec -i w1 sh -c") == [] and fakes.calls("kubectl", "create") == []

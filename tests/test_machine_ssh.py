@@ -10,7 +10,10 @@ with NODE_TRANSPORT=ssh. What the machine runs is recorded by fake tools there.
 
 from __future__ import annotations
 
+import getpass
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -39,7 +42,10 @@ STATE = r'found=\$path'
 MARK = r"^-c mkdir -p"
 BINDING = r"^--kubeconfig=/etc/kubernetes/kubelet.conf config view"
 LAB_ID, OTHER_LAB = "kamaji-hami-lab/dev/kamaji", "kamaji-hami-lab/prod/gpu-lab"
+# Two stacks' random identities (scripts/lab-identity.sh); the same LAB_ID with another identity is a clone.
+IDENTITY, OTHER_IDENTITY = "5f0c3a9e7d21b4c86e93f1a0d7b2c458", "0b7e1d94c3a2f58e6d10c9b7a4e3f2d1"
 TENANT = "tenant-a"
+FOREIGN = "10.0.0.9:6443"
 
 
 @pytest.fixture
@@ -62,28 +68,41 @@ def bound_to(machine, server: str, ca_pem: str):
     return machine.on("machine-kubectl", BINDING, f"{server} {b64(ca_pem)}")
 
 
-def holding(*paths: str, lab: str | None = None, tenant: str = "tenant-b") -> str:
+def binding(server: str, ca_pem: str) -> str:
+    """A binding as the mark holds it: host:port and the CA's pin."""
+    return f"{server} sha256:{spki_sha256(ca_pem)}"
+
+
+def holding(*paths: str, lab: str | None = None, identity: str | None = IDENTITY, tenant: str = "tenant-b",
+            bound: str = "") -> str:
     """What the join's look at the machine prints: the lab's mark, if any, and the Kubernetes state found."""
-    mark = f"marker={lab}\nmarker_tenant={tenant}\n" if lab else ""
+    mark = ""
+    if lab:
+        mark = f"mark=present\nmark_lab={lab}\n" + (f"mark_id={identity}\n" if identity else "")
+        mark += f"mark_tenant={tenant}\n" + (f"mark_binding={bound}\n" if bound else "")
     return mark + "".join(f"found={path}\n" for path in paths)
 
 
-def joinable(machine, ca_pem: str, state: str = ""):
+def joinable(machine, ca_pem: str, *states: str, joins: tuple = ("",), resets: tuple = ("",)):
     tenant_api(machine, ca_pem)
     machine.on("kubectl", r"create -f -", "secret/bootstrap-token created\n")
     machine.on("kubectl", r"delete secret", "")
-    machine.on("machine-sh", STATE, state).on("machine-sh", MARK, "").on("machine-sh", RESET, "")
+    machine.on("machine-sh", STATE, *(states or ("",))).on("machine-sh", MARK, "").on("machine-sh", RESET, *resets)
     machine.on("machine-modprobe", "br_netfilter", "")
-    return machine.on("machine-sh", JOIN, "")
+    return machine.on("machine-sh", JOIN, *joins)
 
 
 def join(machine, **env):
-    return machine.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, LAB_ID=LAB_ID, TENANT=TENANT,
-                       **machine.transport(**env))
+    return machine.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE=NODE, LAB_ID=LAB_ID,
+                       LAB_IDENTITY=IDENTITY, TENANT=TENANT, **machine.transport(**env))
 
 
 def scripts_run(machine) -> list[str]:
     return [call["argv"][1] for call in machine.calls("machine-sh")]
+
+
+def the_mark(tenant_ca: str) -> str:
+    return f"lab={LAB_ID}\nid={IDENTITY}\ntenant={TENANT}\nbinding={ENDPOINT} sha256:{spki_sha256(tenant_ca)}"
 
 
 def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_ca):
@@ -102,6 +121,45 @@ def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_c
     assert "ADMIN-CLIENT-KEY" not in joined["stdin"] + remote_argv, "admin credentials stay on the host"
     assert list(machine.runtime.iterdir()) == [], "the private key and kubeconfig are gone"
     assert machine.private_key not in machine.ssh_argv.read_text()
+
+
+def test_a_clean_machine_without_a_mark_is_joined_with_no_reset_at_all(machine, tenant_ca):
+    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert machine.calls("machine-sh", RESET) == []
+    assert "holds no Kubernetes state and no mark; joining it without a reset" in result.stderr
+    (mark,) = machine.calls("machine-sh", MARK)
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", the_mark(tenant_ca)]
+
+
+def test_each_retry_checks_the_mark_again_right_before_it_resets(machine, tenant_ca):
+    # Clean at first; after the failed attempt it holds this join's mark and a half-written /etc/kubernetes.
+    joinable(machine, tenant_ca, "", holding("/etc/kubernetes/pki/ca.crt", lab=LAB_ID, tenant=TENANT,
+                                             bound=binding(ENDPOINT, tenant_ca)), joins=(reply(exit=1), reply()))
+    machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    scripts = scripts_run(machine)
+    kinds = ["state" if "found=$path" in s else "reset" if "kubeadm reset" in s else "join" if "kubeadm join" in s
+             else "mark" for s in scripts]
+    assert kinds == ["state", "mark", "join", "state", "reset", "mark", "join"]
+
+
+def test_a_reset_that_fails_keeps_the_mark_and_fails_the_join(machine, tenant_ca):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/bootstrap-kubelet.conf", lab=LAB_ID, tenant=TENANT),
+             resets=(reply(stderr="kubeadm: reset timed out\n", exit=1),))
+    machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 1 and result.stdout == ""
+    assert "resetting m1 failed (see above); it keeps the lab's mark" in result.stderr
+    assert machine.calls("machine-sh", JOIN) == [] and machine.calls("kubectl", "create") == []
 
 
 @pytest.mark.parametrize(("env", "extra_args"), [
@@ -130,9 +188,9 @@ def test_re_running_the_join_leaves_a_machine_of_this_tenant_alone(machine, tena
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"{NODE} already joined {ENDPOINT}\n"
     assert machine.calls("kubectl", "create") == []
-    # Nothing is reset; a machine joined before the lab marked its machines is marked now.
+    # Nothing is reset; a machine joined before the lab marked its machines (or with an older mark) is marked now.
     (mark,) = machine.calls("machine-sh")
-    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", f"lab={LAB_ID}\ntenant={TENANT}"]
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", the_mark(tenant_ca)]
 
 
 def test_a_joined_machine_whose_node_is_gone_restarts_its_kubelet_to_register_it(machine, tenant_ca):
@@ -158,8 +216,9 @@ def test_a_restarted_kubelet_that_registers_no_node_fails_the_join_saying_so(mac
 
 
 def test_a_machine_of_another_tenant_of_this_lab_is_reset_then_marked_then_joined(machine, tenant_ca, other_tenant_ca):
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID))
-    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID,
+                                         bound=binding(FOREIGN, other_tenant_ca)))
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
 
     result = join(machine)
 
@@ -168,7 +227,7 @@ def test_a_machine_of_another_tenant_of_this_lab_is_reset_then_marked_then_joine
     scripts = scripts_run(machine)
     assert ["found=$path" in scripts[0], "kubeadm reset" in scripts[1], "kubeadm join" in scripts[-1]] == [True] * 3
     (mark,) = machine.calls("machine-sh", MARK)
-    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", f"lab={LAB_ID}\ntenant={TENANT}"]
+    assert mark["argv"][3:] == ["/etc/kamaji-hami-lab/worker", the_mark(tenant_ca)]
     assert scripts.index(mark["argv"][1]) == len(scripts) - 2, "marked right before kubeadm join"
 
 
@@ -183,33 +242,109 @@ def test_a_machine_half_joined_by_this_lab_is_reset_and_joined(machine, tenant_c
     assert len(machine.calls("machine-sh", RESET)) == 1 and machine.calls("machine-sh", JOIN)
 
 
-@pytest.mark.parametrize("lab", [None, OTHER_LAB], ids=["no-mark", "another-lab"])
-def test_a_machine_of_another_cluster_is_refused_naming_what_was_found(machine, tenant_ca, other_tenant_ca, lab):
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", "/var/lib/etcd/member", lab=lab))
-    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+@pytest.mark.parametrize(("lab", "identity"), [(None, None), (OTHER_LAB, OTHER_IDENTITY), (LAB_ID, OTHER_IDENTITY)],
+                         ids=["no-mark", "another-lab", "a-clone-with-the-same-names"])
+def test_a_machine_of_another_cluster_is_refused_naming_what_was_found(machine, tenant_ca, other_tenant_ca, lab,
+                                                                       identity):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", "/var/lib/etcd/member", lab=lab,
+                                         identity=identity, bound=binding(FOREIGN, other_tenant_ca)))
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
 
     result = join(machine)
 
     assert result.returncode == 1
     (refusal,) = [line for line in result.stderr.splitlines() if "ERROR" in line]
     assert "m1 holds Kubernetes state that is not this lab's" in refusal
-    assert "found /etc/kubernetes/kubelet.conf /var/lib/etcd/member" in refusal
-    assert f"bound to 10.0.0.9:6443 sha256:{spki_sha256(other_tenant_ca)}" in refusal
-    assert f"lab mark: {lab or 'none'} (this lab is {LAB_ID})" in refusal and "set adopt: true" in refusal
+    assert "found /etc/kubernetes/kubelet.conf, /var/lib/etcd/member" in refusal
+    assert f"bound to {FOREIGN} sha256:{spki_sha256(other_tenant_ca)}" in refusal
+    mark = f"{lab} {identity}" if lab else " "
+    assert f"lab mark: {mark} (this lab is {LAB_ID} {IDENTITY})" in refusal and "set adopt: true" in refusal
     assert machine.calls("machine-sh", RESET) == [] and machine.calls("machine-sh", JOIN) == []
     assert machine.calls("kubectl", "create") == [], "no token is made for a machine that is refused"
 
 
+def test_a_machine_this_lab_marked_but_someone_reset_and_joined_elsewhere_is_refused(machine, tenant_ca,
+                                                                                    other_tenant_ca):
+    # kubeadm reset by hand leaves the lab's mark; the kubelet is now another cluster's.
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID, tenant=TENANT,
+                                         bound=binding(ENDPOINT, tenant_ca) + "0"))
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
+
+    result = join(machine)
+
+    assert result.returncode == 1
+    assert (f"but its kubelet is now bound to {FOREIGN} sha256:{spki_sha256(other_tenant_ca)}, which this lab never "
+            "joined it to") in result.stderr
+    assert machine.calls("machine-sh", RESET) == [] and machine.calls("kubectl", "create") == []
+
+
+def test_a_machine_with_an_older_mark_is_refused_with_the_reason_and_adopted_once_with_adopt(machine, tenant_ca,
+                                                                                           other_tenant_ca):
+    # The mark this lab wrote before marks held an identity: lab= and tenant= only.
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID, identity=None))
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
+
+    refused = join(machine)
+    adopted = join(machine, ADOPT="true")
+
+    assert refused.returncode == 1
+    assert "carries the mark of an earlier kamaji-hami-lab (lab=kamaji-hami-lab/dev/kamaji)" in refused.stderr
+    assert "set adopt: true on it for one pulumi up" in refused.stderr
+    assert adopted.returncode == 0, adopted.stderr
+    assert len(machine.calls("machine-sh", RESET)) == 1
+    (mark,) = machine.calls("machine-sh", MARK)
+    assert mark["argv"][4] == the_mark(tenant_ca)
+
+
+@pytest.mark.parametrize("lab", [None, OTHER_LAB], ids=["no-mark", "another-lab"])
+def test_a_machine_with_no_kubernetes_state_is_never_reset_whoever_marked_it(machine, tenant_ca, lab):
+    joinable(machine, tenant_ca, holding(lab=lab, identity=OTHER_IDENTITY))
+    machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 0, result.stderr
+    assert machine.calls("machine-sh", RESET) == [] and len(machine.calls("machine-sh", JOIN)) == 1
+
+
 def test_an_adopted_machine_of_another_cluster_is_reset_with_a_warning(machine, tenant_ca, other_tenant_ca):
     joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf"))
-    bound_to(machine, "https://10.0.0.9:6443", other_tenant_ca)
+    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
 
     result = join(machine, ADOPT="true")
 
     assert result.returncode == 0, result.stderr
-    assert "WARNING: m1 holds Kubernetes state (/etc/kubernetes/kubelet.conf) that is not this lab's (mark: none); " \
-           "adopt: true" in result.stderr
+    assert "WARNING: m1 holds Kubernetes state (/etc/kubernetes/kubelet.conf) that is not provably this lab's" \
+           in result.stderr and "adopt: true, so resetting it" in result.stderr
     assert len(machine.calls("machine-sh", RESET)) == 1
+
+
+@pytest.fixture
+def looked_at(tmp_path):
+    """The join's look at the machine runs in its real shell; the node tools it asks are fakes."""
+    fakes = machine_fakes(tmp_path, ("kubectl", "systemctl", "crictl", "ip", "timeout"))
+    yield fakes
+    fakes.stop()
+
+
+def test_the_look_at_the_machine_sees_a_kubelet_that_kubeadm_did_not_set_up(looked_at, tenant_ca):
+    # No kubeadm file on this machine (the test host's filesystem), but a running kubelet, pods in the CRI
+    # (crictl pods -q prints one sandbox ID per line, kubernetes-sigs/cri-tools cmd/crictl/sandbox.go @v1.36.0)
+    # and flannel's bridge.
+    tenant_api(looked_at, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    looked_at.on("machine-systemctl", "is-active kubelet", "active\n")
+    looked_at.on("machine-timeout", "crictl", "5c3e0f2a91d4\n8b1d77e0c2a9\n")
+    looked_at.on("machine-ip", "link show cni0", "4: cni0: <BROADCAST,MULTICAST,UP> mtu 1450\n")
+    looked_at.on("machine-ip", "link show flannel.1", reply(stderr='Device "flannel.1" does not exist.\n', exit=1))
+
+    result = join(looked_at)
+
+    assert result.returncode == 1
+    assert ("found a running kubelet service, 2 pod sandbox(es) in the CRI, the cni0 link; bound to no API server; "
+            "lab mark:") in result.stderr
+    (crictl,) = looked_at.calls("machine-timeout", "crictl")
+    assert crictl["argv"][1:] == ["crictl", "--runtime-endpoint", "unix:///run/containerd/containerd.sock", "pods",
+                                  "-q"]
 
 
 def test_a_wrong_host_key_stops_the_join_before_anything_runs_on_the_machine(machine, tenant_ca):
@@ -221,6 +356,57 @@ def test_a_wrong_host_key_stops_the_join_before_anything_runs_on_the_machine(mac
     assert result.returncode != 0
     assert "did not answer over ssh" in result.stderr and "127.0.0.1" in result.stderr
     assert machine.calls("machine-sh") == [] and machine.calls("kubectl", "create") == []
+
+
+def needs_root():
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("plays the user's ~/.ssh/config in a mount namespace: needs root (as .ci/run runs)")
+
+
+def test_a_hostile_ssh_config_cannot_make_a_wrong_host_key_pass_or_share_a_connection(machine, tenant_ca, tmp_path):
+    needs_root()
+    # A user's config that would trust any key the machine shows (a KnownHostsCommand printing it for every
+    # host, ssh_config(5)), keep connections open to be reused without a new host key check, and forward the agent.
+    accept_all = tmp_path / "accept-all"
+    accept_all.write_text(f"* {machine.host_key}\n")
+    control = tmp_path / "cm"
+    machine.with_ssh_config(f"Host *\n  KnownHostsCommand /bin/cat {accept_all}\n  StrictHostKeyChecking no\n"
+                            f"  ControlMaster auto\n  ControlPath {control}-%C\n  ControlPersist 5\n"
+                            "  ForwardAgent yes\n  UpdateHostKeys yes\n")
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "node/m1\n")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+    wrong = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherHostKeyOtherHostKeyOtherHostKey0000"
+
+    refused = join(machine, SSH_HOST_KEY=wrong, BOOT_TIMEOUT="0")
+
+    assert refused.returncode != 0 and "did not answer over ssh" in refused.stderr
+    assert machine.calls("machine-sh") == [] and machine.connections() == 0
+    refused_runs = machine.ssh_runs()
+    joined = join(machine)
+    assert joined.returncode == 0, joined.stderr
+    assert list(tmp_path.glob("cm-*")) == [], "no connection was left for another ssh to reuse"
+    assert machine.connections() == machine.ssh_runs() - refused_runs > 0, "one connection of its own per ssh"
+
+
+@pytest.mark.parametrize("configured", ["per-machine", "ssh-config"])
+def test_a_machine_behind_a_bastion_is_reached_through_it(machine, tenant_ca, tmp_path, configured):
+    needs_root()
+    # The loopback sshd plays the bastion too; the user's config says how to reach and trust it.
+    bastion_known = tmp_path / "bastion_known_hosts"
+    bastion_known.write_text(f"[127.0.0.1]:{machine.port} {machine.host_key}\n")
+    user_config = (f"Host bastion\n  HostName 127.0.0.1\n  Port {machine.port}\n  User {getpass.getuser()}\n"
+                   f"  IdentityFile {tmp_path / 'client'}\n  UserKnownHostsFile {bastion_known}\n"
+                   "  StrictHostKeyChecking yes\n  BatchMode yes\n")
+    if configured == "ssh-config":
+        user_config = "Host 127.0.0.1\n  ProxyJump bastion\n" + user_config
+    machine.with_ssh_config(user_config)
+    joinable(machine, tenant_ca).on("kubectl", "get node m1", "node/m1\n")
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+
+    result = join(machine, **({"SSH_PROXY_JUMP": "bastion"} if configured == "per-machine" else {}))
+
+    assert result.returncode == 0, result.stderr
+    assert machine.connections() == 2 * machine.ssh_runs() > 0, "each ssh went through the bastion"
 
 
 def test_without_a_host_key_nothing_reaches_the_machine_and_no_token_is_made(machine, tenant_ca):
@@ -239,7 +425,8 @@ def leave(machine, **env):
 
 
 def test_leaving_resets_a_machine_still_bound_to_this_tenant_as_a_join_does(machine, tenant_ca, other_tenant_ca):
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID))
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID,
+                                         bound=binding(FOREIGN, other_tenant_ca)))
     # Bound to another tenant when it joins, to this one when it leaves.
     machine.on("machine-kubectl", BINDING, f"https://10.0.0.9:6443 {b64(other_tenant_ca)}",
                f"https://{ENDPOINT} {b64(tenant_ca)}")
@@ -251,70 +438,23 @@ def test_leaving_resets_a_machine_still_bound_to_this_tenant_as_a_join_does(mach
     assert machine.calls("kubectl", "delete node m1")
     before_join, left = machine.calls("machine-sh", RESET)
     assert left["argv"][3:] == ["60", "unix:///run/containerd/containerd.sock", "/run/kamaji-hami-lab-join.yaml",
-                                "/etc/kamaji-hami-lab/worker"]
+                                "/etc/kamaji-hami-lab/worker", "flannel"]
     assert before_join["argv"][1] == left["argv"][1], "one reset helper for join and leave"
 
 
-@pytest.fixture
-def resettable(tmp_path):
-    """The reset runs in the machine's real shell; only the tools it calls are fakes (rm too: it runs here)."""
-    fakes = machine_fakes(tmp_path, ("kubectl", "kubeadm", "pkill", "rm", "ip", "iptables-save", "iptables-restore"))
-    yield fakes
-    fakes.stop()
+# What the reset removes, and keeps, is shown on real iptables in a namespace (test_reset_netns.py).
 
 
-# iptables-save's format (one *table block per table, ":CHAIN POLICY [packets:bytes]", "-A" rules, COMMIT), with
-# the chains kube-proxy's iptables mode (kubernetes/kubernetes pkg/proxy/iptables/proxier.go) and flannel
-# (flannel-io/flannel pkg/trafficmngr/iptables/iptables.go@v0.28.9) create, beside a firewall's own.
-IPTABLES_SAVE = """# Generated by iptables-save v1.8.10 (nf_tables) on Fri Dec  4 10:00:00 2026
-*filter
-:INPUT ACCEPT [0:0]
-:FORWARD ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:FLANNEL-FWD - [0:0]
-:KUBE-FORWARD - [0:0]
-:ufw-user-input - [0:0]
--A INPUT -j ufw-user-input
--A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
--A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD
--A FLANNEL-FWD -s 10.244.0.0/16 -m comment --comment "flanneld forward" -j ACCEPT
--A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
--A ufw-user-input -p tcp -m tcp --dport 22 -j ACCEPT
-COMMIT
-# Completed on Fri Dec  4 10:00:00 2026
-*nat
-:PREROUTING ACCEPT [0:0]
-:POSTROUTING ACCEPT [0:0]
-:FLANNEL-POSTRTG - [0:0]
-:KUBE-SERVICES - [0:0]
--A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
--A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG
--A POSTROUTING -s 192.168.122.0/24 -j MASQUERADE
-COMMIT
-"""
+def test_a_leave_whose_reset_fails_fails_loudly_and_the_machine_keeps_the_mark(machine, tenant_ca):
+    tenant_api(machine, tenant_ca)
+    bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
+    machine.on("machine-sh", RESET, reply(stderr="kubeadm reset: timed out\n", exit=1))
 
+    result = leave(machine)
 
-def test_the_reset_removes_the_cni_and_the_kube_and_flannel_chains_and_the_mark_last(resettable, tenant_ca):
-    tenant_api(resettable, tenant_ca)
-    bound_to(resettable, f"https://{ENDPOINT}", tenant_ca)
-    resettable.on("machine-kubeadm", "reset", "").on("machine-pkill", "", reply(exit=1)).on("machine-rm", "", "")
-    resettable.on("machine-ip", "link delete", "").on("machine-iptables-save", "", IPTABLES_SAVE)
-    resettable.on("machine-iptables-restore", "", "")
-
-    result = leave(resettable)
-
-    assert result.returncode == 0, result.stderr
-    (reset,) = resettable.calls("machine-kubeadm")
-    assert reset["argv"] == ["reset", "--force", "--cri-socket", "unix:///run/containerd/containerd.sock"]
-    removed = [call["argv"] for call in resettable.calls("machine-rm")]
-    assert removed[1][0] == "-rf" and removed[1][1].startswith("/etc/cni/net.d/")
-    assert removed[1][2:] == ["/var/lib/cni", "/run/flannel"]
-    assert removed[-1] == ["-f", "/etc/kamaji-hami-lab/worker"]
-    assert [call["argv"][2] for call in resettable.calls("machine-ip")] == ["cni0", "flannel.1"]
-    (restored,) = resettable.calls("machine-iptables-restore")
-    kept = [line for line in IPTABLES_SAVE.splitlines() if "KUBE-" not in line and "FLANNEL-" not in line]
-    assert restored["stdin"].splitlines() == kept
-    assert "-A ufw-user-input -p tcp -m tcp --dport 22 -j ACCEPT" in kept and "*nat" in kept
+    assert result.returncode == 1
+    assert "resetting machine m1 failed (see above); it keeps the lab's mark" in result.stderr
+    assert "machine m1 reset" not in result.stderr
 
 
 def test_leaving_does_not_reset_a_machine_that_already_joined_another_tenant(machine, tenant_ca, other_tenant_ca):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components import config
-from tests.plan import dev_config, fake_kubeconfig, is_unknown, plan, resolve
+from tests.plan import LAB_IDENTITY, changed, dev_config, fake_kubeconfig, is_unknown, plan, resolve
 from tests.test_gpu_sharing import HAMI_VALUE_KEYS, leaf_paths
 from tests.test_state_safety import qualified
 
@@ -21,7 +21,8 @@ MACHINES = [
      "hostKey": "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIHostKeyOfGpu2="},
 ]
 MOCK_GPU_TENANT = {"name": "research", "machines": MACHINES, "gpus": [{"model": "NVIDIA L4 24GB"}]}
-REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5", "hostKey": HOST_KEY}],
+REAL_GPU_TENANT = {"name": "training", "machines": [{"name": "dgx-1", "address": "10.0.1.5",
+                                                    "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfDgx1"}],
                    "gpuDevices": "real"}
 COMMAND = "command:local:Command"
 
@@ -56,6 +57,40 @@ def test_a_machine_is_marked_with_the_lab_and_tenant_and_reset_only_when_adopted
     assert {env["TENANT"] for env in envs.values()} == {"research"}
     assert (envs["gpu-1"]["ADOPT"], envs["gpu-2"]["ADOPT"]) == ("false", "true")
     assert not any("LAB_ID" in resolve(c.inputs["environment"]) for c in lab.commands("check-machine.sh"))
+
+
+def test_every_machine_carries_one_random_identity_made_once_for_the_stack():
+    config = dev_config(tenants=[MOCK_GPU_TENANT, REAL_GPU_TENANT], **EXISTING)
+    first_up = plan(config, preview=False, secrets=SECRETS)
+
+    (made,) = first_up.commands("lab-identity.sh")
+    identities = {resolve(join.inputs["environment"])["LAB_IDENTITY"] for join in first_up.commands("join-worker.sh")}
+    assert identities == {LAB_IDENTITY} and len(first_up.commands("join-worker.sh")) == 3
+    # Made on create only: no trigger, no update step and no input that could ever change re-runs it.
+    assert not made.inputs.get("triggers") and not made.inputs.get("update") and not made.inputs.get("environment")
+    later = plan(config, preview=True, previous=first_up, secrets=SECRETS)
+    assert changed(later, first_up) == set(), "a later up keeps the identity and every join"
+    assert resolve(of_machine(later, "join-worker.sh", "dgx-1").inputs["environment"])["LAB_IDENTITY"] == LAB_IDENTITY
+
+
+def test_a_lab_without_machines_makes_no_identity(mock_gpus):
+    no_machines = plan(dev_config(), preview=True)
+    assert no_machines.commands("lab-identity.sh") == [] and len(mock_gpus.commands("lab-identity.sh")) == 1
+
+
+@pytest.mark.parametrize("key", ["nodeIp", "flannelInterface"])
+def test_changing_how_a_machine_is_addressed_joins_it_again_and_only_it(key):
+    config = dev_config(tenants=[MOCK_GPU_TENANT], **EXISTING)
+    first_up = plan(config, preview=False, secrets=SECRETS)
+    moved = [{**MACHINES[0], key: "10.0.0.21"}, MACHINES[1]]
+
+    later = plan(dev_config(tenants=[{**MOCK_GPU_TENANT, "machines": moved}], **EXISTING), preview=True,
+                 previous=first_up, secrets=SECRETS)
+
+    rejoined = {later.by_urn[urn].name for urn in changed(later, first_up)}
+    assert of_machine(later, "join-worker.sh", "gpu-1").name in rejoined
+    assert of_machine(later, "join-worker.sh", "gpu-2").name not in rejoined
+    assert f"{key}=10.0.0.21" in resolve(of_machine(later, "join-worker.sh", "gpu-1").inputs["triggers"])
 
 
 def test_each_machine_must_reach_the_konnectivity_port_its_control_plane_serves(mock_gpus):
@@ -258,3 +293,13 @@ def test_each_machine_component_records_the_node_it_became(mock_gpus):
 def test_every_machine_lab_resource_is_named_after_its_component(gpus, machine_plan):
     lab = machine_plan(gpus, False)
     assert lab.misnamed() == [] and lab.outside_components() == []
+
+
+def test_a_machine_behind_a_bastion_is_reached_through_it_by_every_script():
+    bastion = "ops@bastion.lab.example:2222"
+    behind = {**MOCK_GPU_TENANT, "machines": [{**MACHINES[0], "proxyJump": bastion}, MACHINES[1]]}
+    lab = plan(dev_config(tenants=[behind], **EXISTING), preview=True, secrets=SECRETS)
+
+    for script in ("check-machine.sh", "join-worker.sh", "register-gpus.sh"):
+        assert resolve(of_machine(lab, script, "gpu-1").inputs["environment"])["SSH_PROXY_JUMP"] == bastion
+        assert "SSH_PROXY_JUMP" not in resolve(of_machine(lab, script, "gpu-2").inputs["environment"])

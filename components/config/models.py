@@ -58,6 +58,7 @@ from components.config.values import (
     PieceMode,
     Port,
     PositiveInt,
+    ProxyJump,
     SecretMap,
     SecretText,
     SshHostKey,
@@ -229,6 +230,9 @@ class MachineWorker(ConfigModel):
     adopt: StrictBool = Field(
         False, description="true: a join may reset the machine although it holds Kubernetes state this lab did not "
         "leave (another cluster's node); false refuses such a machine, naming what it found")
+    proxy_jump: ProxyJump = Field(
+        "", description="bastions to reach it through, [user@]host[:port][,...] as ssh -J takes them; default: "
+        "none, or a ProxyJump your ssh_config sets for its address")
 
     @classmethod
     def missing_hint(cls, key: str, written: Any) -> str | None:
@@ -413,13 +417,16 @@ def _machine_keys(tenants: Indexed, keys: dict[str, str] | None) -> Iterator[Pro
 
 
 def _machines_shared(tenants: Indexed) -> Iterator[Problem]:
-    """A machine joins one tenant, and names its worker resources: each name and address once in the lab."""
+    """A machine joins one tenant, and names its worker resources: each name, address and host key once in the lab."""
     first: dict[tuple[str, str], str] = {}
     for index, tenant in tenants:
         for number, machine in enumerate(tenant.machines):
-            for key, value in (("name", machine.name), ("address", f"{machine.address}:{machine.port}")):
+            for key, value in (("name", machine.name), ("address", f"{machine.address}:{machine.port}"),
+                               ("hostKey", machine.host_key)):
                 if (key, value) in first:
-                    yield (index, "machines", number, key), f"{value!r} is also the {key} of {first[key, value]}"
+                    # The same host key is one machine under two entries (an IP address and a host name?).
+                    twice = ": one machine, listed twice, would be joined and reset by both" if key == "hostKey" else ""
+                    yield (index, "machines", number, key), f"{value!r} is also the {key} of {first[key, value]}{twice}"
                 first.setdefault((key, value), f"tenants[{index}].machines[{number}]")
 
 
@@ -715,7 +722,7 @@ class StackConfig(ConfigModel):
                     node_image=self.node_image_of(tenant),
                     machines=tuple(
                         Machine(m.name, m.address, m.port, m.user, self.ssh_private_keys[m.ssh_key], m.host_key,
-                                m.adopt, m.node_ip or "", m.flannel_interface or m.node_ip or "")
+                                m.adopt, m.node_ip or "", m.flannel_interface or m.node_ip or "", m.proxy_jump)
                         for m in tenant.machines
                     ),
                     real_gpus=tenant.gpu_devices == "real",

@@ -273,3 +273,9 @@ def _chart_not_edge_release(version: str) -> str:
 KamajiChartVersion = Annotated[
     _matching(_SEMVER, "a chart version, e.g. 0.0.0+latest"), AfterValidator(_chart_not_edge_release)
 ]
+
+# A bastion list as ssh -J takes it: [user@]host[:port], comma-separated; no leading '-', so never an option.
+ProxyJump = _matching(
+    r"([a-z_][a-z0-9_-]{0,31}@)?[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?"
+    r"(,([a-z_][a-z0-9_-]{0,31}@)?[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?)*",
+    "bastions as ssh -J takes them, [user@]host[:port][,...]", strip=False)

@@ -21,6 +21,15 @@ from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import DEFAULT_STACK, OutputsError, parse_outputs, read_outputs_document
 
 SNAPSHOTS = Path("snapshots")
+# After a restore into a re-created tenant: what the snapshot's CA makes stale (docs/operations.md).
+CA_REPLACED = (
+    "The tenant's CA is the snapshot's again, not the one it was re-created with: kubeconfigs and service-account "
+    "tokens from the snapshot's time work again, and what the re-created lab issued does not. Kamaji re-issues "
+    "the tenant's certificates and kubeconfigs from the restored CA; read the new admin kubeconfig into the stack "
+    "with `pulumi up --replace <urn of {tenant}-admin-kubeconfig>` (`pulumi stack --show-urns` lists it), then "
+    "`make kubeconfigs`; workers joined with the replaced CA must join again (docs/operations.md, "
+    '"Snapshot and restore a tenant").'
+)
 
 
 def etcdctl_binary() -> str:
@@ -91,6 +100,8 @@ def main(
                     "back, API servers restarted",
                     file=out,
                 )
+                if live.ca_replaced:
+                    print(CA_REPLACED.format(tenant=args.tenant), file=out)
             else:
                 target, secrets = live.target(), live.identity_secrets()
                 with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:

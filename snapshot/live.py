@@ -52,6 +52,7 @@ FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) -> \d+")
 class LiveTenant:
     lab: Lab
     tenant: Tenant
+    ca_replaced: bool = False  # the restore put back a CA other than the one the tenant had
 
     def tcp(self) -> dict[str, Any]:
         return self.lab.management.get(TCP_RESOURCE, self.tenant.name, "-n", self.tenant.namespace)
@@ -87,9 +88,11 @@ class LiveTenant:
             found = management.run("get", "secret", name, "-n", namespace, "-o", "json", "--ignore-not-found")
             current = json.loads(management.checked(found).stdout or "null")
             if current:
+                self.ca_replaced |= role == "ca" and current.get("data") != secrets[role]["data"]
                 current["data"] = secrets[role]["data"]
                 management.checked(management.run("replace", "-f", "-", stdin=json.dumps(current)))
             else:
+                self.ca_replaced |= role == "ca"
                 fresh = {
                     "apiVersion": "v1",
                     "kind": "Secret",

@@ -197,6 +197,7 @@ def test_a_snapshot_restored_into_a_re_created_tenant_brings_back_its_keys_and_i
     ]  # fmt: skip
     assert etcd_at_wake == [saved]
     assert HOLD_ANNOTATION not in second.tcp["metadata"]["annotations"]
+    assert "tenant-a-admin-kubeconfig" in said and "must join again" in said
 
 
 def test_a_refused_snapshot_changes_neither_the_tenant_nor_etcd(real_etcd, port_forward, tmp_path, monkeypatch):
@@ -240,6 +241,7 @@ def test_a_restore_that_failed_while_the_tenant_slept_is_run_again_and_wakes_it_
     monkeypatch.setattr(PrefixWriter, "commit", real_commit)
     code, said = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
     assert code == 0, said
+    assert "admin-kubeconfig" not in said  # the same lab: its CA never changed
     assert cluster.replicas() == 1 and HOLD_ANNOTATION not in cluster.tcp["metadata"]["annotations"]
     assert prefix(real_etcd) == saved
 

@@ -134,18 +134,19 @@ def _decode(text: str) -> bytes:
     return base64.b64decode(text)
 
 
+def _escape(byte: int) -> str:
+    if byte in (0x22, 0x5C):
+        return "\\" + chr(byte)
+    return chr(byte) if 0x20 <= byte < 0x7F else f"\\x{byte:02x}"
+
+
+ESCAPES = {byte: _escape(byte) for byte in range(256)}
+
+
 def quote(data: bytes) -> str:
     """A Go double-quoted string for etcdctl txn, which unquotes each argument with fmt.Sscanf("%q")
     (etcd-io/etcd etcdctl/ctlv3/command/util.go@v3.5.1: argify): printable ASCII as is, every other byte \\xNN."""
-    out = []
-    for byte in data:
-        if byte in (0x22, 0x5C):
-            out.append("\\" + chr(byte))
-        elif 0x20 <= byte < 0x7F:
-            out.append(chr(byte))
-        else:
-            out.append(f"\\x{byte:02x}")
-    return '"' + "".join(out) + '"'
+    return '"' + data.decode("latin-1").translate(ESCAPES) + '"'
 
 
 @dataclass

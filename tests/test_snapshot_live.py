@@ -262,3 +262,34 @@ def test_an_unknown_tenant_is_a_usage_error(tmp_path, capsys):
 )
 def test_the_forwarded_port_is_read_from_kubectls_first_line(line, port):
     assert forwarded_port(line) == port
+
+
+def test_a_port_forward_that_fails_stops_the_restore_before_the_tenant_is_held(
+    real_etcd, port_forward, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    seed(real_etcd, "first-lab")
+    cluster = ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+    assert run(lab, tmp_path, "take", "tenant-a")[0] == 0
+    (snapshot,) = (tmp_path / "snapshots").iterdir()
+    kubectl = port_forward.parent / "bin" / "kubectl"
+    kubectl.write_text('#!/bin/sh\necho "error: unable to forward port because pod is not running" >&2\nexit 1\n')
+    before = prefix(real_etcd)
+    code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 1
+    assert "kubectl port-forward to kamaji-system/kamaji-etcd failed: error: unable to forward port" in (
+        capsys.readouterr().err
+    )
+    assert cluster.events == [] and prefix(real_etcd) == before
+
+
+def test_a_root_secret_without_its_key_is_named(real_etcd, port_forward, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+    lab.on("management", r"^get secret kamaji-etcd-client-certs -n kamaji-system -o json", ok({"data": {}}))
+    code, _ = run(lab, tmp_path, "take", "tenant-a")
+    assert code == 1
+    assert "secret kamaji-system/kamaji-etcd-client-certs has no tls.crt (the DataStore's client.crt)" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "snapshots").exists() or not any((tmp_path / "snapshots").iterdir())

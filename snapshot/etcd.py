@@ -102,9 +102,10 @@ class PrefixReader:
     def read(self, progress: Progress | None = None) -> Iterator[Key]:
         progress = progress or Progress()
         start, end, first = self.prefix, range_end(self.prefix), True
+        page = max(self.page, 2)  # each later page repeats one key, so a page of one would never move on
         while True:
             pinned = [f"--rev={self.revision}"] if self.revision else []
-            answer = self.etcdctl.json("get", start, end, f"--limit={self.page}", *pinned, what=f"get {self.prefix!r}")
+            answer = self.etcdctl.json("get", start, end, f"--limit={page}", *pinned, what=f"get {self.prefix!r}")
             if not self.revision:
                 self.revision = int(answer["header"]["revision"])
             kvs = answer.get("kvs") or []

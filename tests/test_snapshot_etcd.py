@@ -113,6 +113,13 @@ def test_the_snapshot_reads_one_revision_even_while_the_tenant_writes(etcd, tmp_
     assert len(keys) == 7 and b"/tenants_tenant-a/configmaps/default/zz-during" not in keys
 
 
+@pytest.mark.parametrize("page", [1, 2, 3, 7, 8])
+def test_every_page_size_reads_every_key_once(etcd, page):
+    reader = PrefixReader(etcd, TENANT.prefix, page=page)
+    read = [(key.key, key.value) for key in reader.read()]
+    assert read == sorted(contents(etcd, f"/{TENANT.schema}/").items())
+
+
 def test_events_come_back_with_a_fresh_lease_and_master_leases_are_left_out(etcd, tmp_path):
     lease = f"{int(etcd.json('lease', 'grant', '600')['ID']):x}"
     put(etcd, f"/{TENANT.schema}/events/default/pod.1".encode(), b"an event", f"--lease={lease}")

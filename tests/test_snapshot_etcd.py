@@ -201,13 +201,21 @@ REFUSALS = {
         lambda path: mutate_manifest(path, lambda m: replace_field(m, schema="tenants_tenant-b")),
         "keys.jsonl holds a key outside /tenants_tenant-b/",
     ),
-    "older minor than two back": (
+    "two minors older": (
         lambda path: mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="v1.34.2")),
         "a restore needs the same minor or the next one",
     ),
     "newer minor": (
         lambda path: mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="v1.37.0")),
         "a restore needs the same minor or the next one",
+    ),
+    "another major": (
+        lambda path: mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="v2.36.4")),
+        "a restore needs the same minor or the next one",
+    ),
+    "no version": (
+        lambda path: mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="latest")),
+        "cannot compare Kubernetes versions 'latest' and 'v1.36.4'",
     ),
     "edited manifest": (lambda path: edit_manifest_only(path), "does not match its own checksum"),
 }

@@ -113,6 +113,19 @@ def test_the_snapshot_reads_one_revision_even_while_the_tenant_writes(etcd, tmp_
     assert len(keys) == 7 and b"/tenants_tenant-a/configmaps/default/zz-during" not in keys
 
 
+def test_every_byte_and_every_escape_lookalike_is_written_back_as_it_was(etcd):
+    """etcdctl txn reads Go-quoted strings: what the writer quotes must come back byte for byte."""
+    tricky = [bytes(range(256)), b"\\'", b"\\\\'", b"'\\", b'"', b'\\"', b"\\x41", b"\\n", b"", b"-", b"--"]
+    keys = [archive.Key(f"/{TENANT.schema}/values/{index:02}".encode(), value) for index, value in enumerate(tricky)]
+    keys.append(archive.Key(f"/{TENANT.schema}/keys/\xff \"'\\".encode("latin-1"), b"a key with odd bytes"))
+    writer = PrefixWriter(etcd, TENANT.prefix)
+    for key in keys:
+        writer.put(key)
+    writer.flush()
+    stored = contents(etcd, f"/{TENANT.schema}/")
+    assert {key.key: stored.get(key.key) for key in keys} == {key.key: key.value for key in keys}
+
+
 @pytest.mark.parametrize("page", [1, 2, 3, 7, 8])
 def test_every_page_size_reads_every_key_once(etcd, page):
     reader = PrefixReader(etcd, TENANT.prefix, page=page)

@@ -4,15 +4,15 @@
 # the same snapshot restored into the tenant after the lab was rebuilt, where the kubeconfig from before the
 # rebuild must read the objects again.
 #
-# args:   TENANT (default tenant-a)
-# env:    SCRATCH  a private directory for the old kubeconfig (default: a fresh mktemp -d)
+# env:    TENANT   the tenant to save and restore
+#         SCRATCH  a private directory for the kubeconfig from before the rebuild
+# stdout: what make and kubectl print
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-tenant=${1:-tenant-a}
-kubeconfig=kubeconfigs/$tenant.kubeconfig
-scratch=${SCRATCH:-$(mktemp -d)}
+require_env TENANT SCRATCH
+kubeconfig=kubeconfigs/$TENANT.kubeconfig
 
 tenant_kubectl() { kubectl --kubeconfig "$1" -n default "${@:2}"; }
 absent() {
@@ -22,22 +22,22 @@ absent() {
 }
 
 tenant_kubectl "$kubeconfig" create configmap before-snapshot --from-literal=made=before
-make snapshot TENANT="$tenant"
-taken=(snapshots/"$tenant"-*.tar.gz) # named by UTC time, so the newest sorts last
+make snapshot TENANT="$TENANT"
+taken=(snapshots/"$TENANT"-*.tar.gz) # named by UTC time, so the newest sorts last
 snapshot=${taken[-1]}
 tenant_kubectl "$kubeconfig" create configmap after-snapshot --from-literal=made=after
 
 log "restoring $snapshot into the same lab"
-make restore TENANT="$tenant" SNAPSHOT="$snapshot"
+make restore TENANT="$TENANT" SNAPSHOT="$snapshot"
 tenant_kubectl "$kubeconfig" get configmap before-snapshot
 absent "$kubeconfig" after-snapshot
 make validate
 
 log "rebuilding the lab, then restoring $snapshot into the re-created tenant"
-cp "$kubeconfig" "$scratch/before-rebuild.kubeconfig"
+cp "$kubeconfig" "$SCRATCH/before-rebuild.kubeconfig"
 make down
 make up
-make restore TENANT="$tenant" SNAPSHOT="$snapshot"
+make restore TENANT="$TENANT" SNAPSHOT="$snapshot"
 # The snapshot's CA is back, so the kubeconfig issued before the rebuild works again.
-tenant_kubectl "$scratch/before-rebuild.kubeconfig" get configmap before-snapshot
-absent "$scratch/before-rebuild.kubeconfig" after-snapshot
+tenant_kubectl "$SCRATCH/before-rebuild.kubeconfig" get configmap before-snapshot
+absent "$SCRATCH/before-rebuild.kubeconfig" after-snapshot

@@ -24,7 +24,7 @@ WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR) 
 VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT) --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
-.PHONY: help venv test lint mutants preflight up validate status kubeconfigs preview down clean stack existing-stack passphrase
+.PHONY: help venv test lint mutants preflight up validate status kubeconfigs preview down clean stack existing-stack passphrase snapshot restore snapshot-arguments
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -123,6 +123,25 @@ validate: venv existing-stack ## check the running lab; the JSON report goes to 
 status: venv existing-stack ## show each tenant's control plane, nodes, GPU slices and quotas (read-only)
 	@$(PREFLIGHT) --tools kubectl
 	$(PY) -m validation.status --stack $(STACK) $(STATUS_ARGS)
+
+# Snapshot and restore of one tenant (docs/operations.md, "Snapshot and restore a tenant"): its etcd prefix and
+# identity Secrets in snapshots/<tenant>-<UTC time>.tar.gz, mode 0600; it holds private keys, like a kubeconfig.
+TENANT ?=
+SNAPSHOT ?=
+
+# Checked first, before any stack is selected; 64 is EX_USAGE, as python -m snapshot exits on wrong arguments.
+snapshot-arguments:
+	@[ -n "$(TENANT)" ] || { echo "error: name the tenant: make $(MAKECMDGOALS) TENANT=<name>" >&2; exit 64; }
+	@[ "$(MAKECMDGOALS)" != restore ] || [ -n "$(SNAPSHOT)" ] || \
+	  { echo "error: name the file: make restore TENANT=<name> SNAPSHOT=snapshots/<file>.tar.gz" >&2; exit 64; }
+
+snapshot: snapshot-arguments venv existing-stack ## save tenant TENANT to snapshots/<tenant>-<UTC time>.tar.gz (keys at one etcd revision, its CA and signing keys)
+	@$(PREFLIGHT) --tools kubectl
+	$(PY) -m snapshot --stack $(STACK) take $(TENANT)
+
+restore: snapshot-arguments venv existing-stack ## verify SNAPSHOT, then put tenant TENANT back as it was then (holds it asleep meanwhile)
+	@$(PREFLIGHT) --tools kubectl
+	$(PY) -m snapshot --stack $(STACK) restore $(TENANT) "$(SNAPSHOT)"
 
 kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<name>.kubeconfig, mode 0600
 	$(WRITE_KUBECONFIGS)

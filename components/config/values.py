@@ -186,3 +186,17 @@ def _chart_not_edge_release(version: str) -> str:
 KamajiChartVersion = Annotated[
     _matching(_SEMVER, "a chart version, e.g. 0.0.0+latest"), AfterValidator(_chart_not_edge_release)
 ]
+
+
+def _switch(value: Any) -> bool:
+    # The CLI hands scalar keys over as text; YAML booleans arrive as bools.
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise invalid(f"expected true or false, got {show(value)}")
+
+
+# An on/off key (observability): true or false, as a YAML boolean or as the CLI's text.
+CliSwitch = Annotated[bool, PlainValidator(_switch, json_schema_input_type=bool),
+                      WithJsonSchema({"type": ["boolean", "string"], "pattern": "^(true|false)$"})]

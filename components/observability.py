@@ -21,20 +21,24 @@ from components.commands import script_command
 from components.dashboard import dashboard
 from components.platform import KAMAJI_NAMESPACE, KAMAJI_RELEASE, TENANTS_NAMESPACE
 
-MONITORING_NAMESPACE = "monitoring"
+# Names of the lab's own, so a management cluster that already runs a Prometheus or Grafana (a provided
+# one often does, in `monitoring`) keeps its namespace and its charts' cluster-wide RBAC objects.
+MONITORING_NAMESPACE = "lab-monitoring"
 HELM_TIMEOUT_SECONDS = 600
 PROMETHEUS_REPO = "https://prometheus-community.github.io/helm-charts"
 PROMETHEUS_CHART_VERSION = "29.27.0"
-PROMETHEUS_RELEASE = "prometheus"
+PROMETHEUS_CHART = "prometheus"
+PROMETHEUS_RELEASE = "lab-prometheus"
 # grafana/helm-charts deprecated its grafana chart (commit "deprecate chart Grafana", Jan 2026);
 # it lives on in grafana-community/helm-charts.
 GRAFANA_REPO = "https://grafana-community.github.io/helm-charts"
 GRAFANA_CHART_VERSION = "12.11.1"
-GRAFANA_RELEASE = "grafana"
+GRAFANA_CHART = "grafana"
+GRAFANA_RELEASE = "lab-grafana"
 GRAFANA_PORT = 80
 GRAFANA_ADMIN_SECRET = "grafana-admin"
-# The chart's server Service: <release>-server on port 80
-# (prometheus-community/helm-charts charts/prometheus/values.yaml@prometheus-29.27.0: server.service.servicePort).
+# The chart's server Service: <release>-server (the release name contains the chart's) on port 80
+# (prometheus-community/helm-charts charts/prometheus/templates/_helpers.tpl, values.yaml@prometheus-29.27.0).
 PROMETHEUS_URL = f"http://{PROMETHEUS_RELEASE}-server.{MONITORING_NAMESPACE}.svc:80"
 
 # Bounded: a week of data, at most 1 GB of blocks on a 2 GiB volume, and a memory limit.
@@ -253,7 +257,7 @@ class Observability(pulumi.ComponentResource):
         prometheus = k8s.helm.v3.Release(
             f"{name}-prometheus",
             name=PROMETHEUS_RELEASE,
-            chart="prometheus",
+            chart=PROMETHEUS_CHART,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=PROMETHEUS_REPO),
             version=PROMETHEUS_CHART_VERSION,
             namespace=MONITORING_NAMESPACE,
@@ -277,7 +281,7 @@ class Observability(pulumi.ComponentResource):
         grafana = k8s.helm.v3.Release(
             f"{name}-grafana",
             name=GRAFANA_RELEASE,
-            chart="grafana",
+            chart=GRAFANA_CHART,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=GRAFANA_REPO),
             version=GRAFANA_CHART_VERSION,
             namespace=MONITORING_NAMESPACE,
@@ -287,7 +291,7 @@ class Observability(pulumi.ComponentResource):
         )
         service = k8s.core.v1.Service(
             f"{name}-grafana-address",
-            metadata={"name": f"{GRAFANA_RELEASE}-lab", "namespace": MONITORING_NAMESPACE},
+            metadata={"name": f"{GRAFANA_RELEASE}-address", "namespace": MONITORING_NAMESPACE},
             spec={
                 "type": "LoadBalancer",
                 # The chart's pod selector labels (charts/grafana/templates/_helpers.tpl@grafana-12.11.1).

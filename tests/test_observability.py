@@ -118,7 +118,7 @@ def test_on_installs_prometheus_and_grafana_pinned_from_their_official_repositor
     for chart, (repo, version) in expected.items():
         [release] = releases(dev_plan, chart)
         assert (release.inputs["repositoryOpts"]["repo"], release.inputs["version"]) == (repo, version)
-        assert release.inputs["namespace"] == "monitoring" and release.provider_urn == management
+        assert release.inputs["namespace"] == "lab-monitoring" and release.provider_urn == management
 
 
 def test_prometheus_and_grafana_values_use_only_keys_the_charts_read(up_plan):
@@ -187,7 +187,7 @@ def test_each_tenants_token_is_mounted_where_its_job_reads_it(up_plan):
     mounts = {m["mountPath"]: m["secretName"] for m in prometheus.inputs["values"]["server"]["extraSecretMounts"]}
     secrets = {
         r.inputs["metadata"]["name"]: r for r in up_plan.of_type("kubernetes:core/v1:Secret")
-        if r.inputs["metadata"]["namespace"] == "monitoring"
+        if r.inputs["metadata"]["namespace"] == "lab-monitoring"
     }
     for tenant, job in hami_jobs(up_plan).items():
         directory = job["authorization"]["credentials_file"].rsplit("/", 1)[0]
@@ -296,7 +296,7 @@ def test_grafana_is_reached_at_its_load_balancer_address(up_plan):
     assert service.inputs["spec"]["type"] == "LoadBalancer"
     # The chart's pod selector labels and port name (charts/grafana/templates/_helpers.tpl, _pod.tpl@grafana-12.11.1).
     assert service.inputs["spec"]["selector"] == {"app.kubernetes.io/name": "grafana",
-                                                   "app.kubernetes.io/instance": "grafana"}
+                                                   "app.kubernetes.io/instance": "lab-grafana"}
     assert service.inputs["spec"]["ports"][0]["targetPort"] == "grafana"
 
 
@@ -323,7 +323,7 @@ def test_the_url_is_the_first_ingress_or_empty_until_there_is_one(status, url):
 def test_grafana_reads_prometheus_at_the_charts_server_service(up_plan):
     [grafana] = releases(up_plan, "grafana")
     [source] = grafana.inputs["values"]["datasources"]["datasources.yaml"]["datasources"]
-    assert source["url"] == "http://prometheus-server.monitoring.svc:80"
+    assert source["url"] == "http://lab-prometheus-server.lab-monitoring.svc:80"
     provisioned = grafana.inputs["values"]["dashboards"]["lab"]["tenants"]["json"]
     [provider] = grafana.inputs["values"]["dashboardProviders"]["dashboardproviders.yaml"]["providers"]
     # The chart mounts dashboards.<provider> at /var/lib/grafana/dashboards/<provider> (_pod.tpl@grafana-12.11.1).
@@ -424,3 +424,21 @@ def test_the_preflight_reads_observability_from_the_stack(tmp_path, capsys, writ
     _, out = run_preflight(host, capsys, "--stack", "dev")
     assert ("+ Prometheus and Grafana 0.75 GiB)" in out) is counted
     assert ("+ Prometheus' volume 2 GiB)" in out) is counted
+
+
+def test_ci_renders_prometheus_and_grafana_with_the_values_the_releases_get(up_plan):
+    import yaml
+
+    from tests.render_charts_module import render_charts
+
+    def monitoring_charts(observed: bool) -> dict:
+        lab = render_charts.parse_settings(dev_config(observability=observed))
+        return {chart.name: chart for chart in render_charts.charts(lab) if chart.namespace == "lab-monitoring"}
+
+    assert monitoring_charts(False) == {}
+    rendered = monitoring_charts(True)
+    assert set(rendered) == {"prometheus", "grafana"}
+    for name, chart in rendered.items():
+        [release] = releases(up_plan, name)
+        [values] = [yaml.safe_load(text) for text in chart.values_files]
+        assert values == reveal(release.inputs["values"]) and chart.version == release.inputs["version"]

@@ -394,3 +394,14 @@ def test_the_tenant_selector_lists_exactly_the_tenants(prometheus):
     label = re.fullmatch(r"label_values\((\w+), (\w+)\)", variable["definition"])
     values = api(prometheus, f"/api/v1/label/{label[2]}/values", **{"match[]": label[1]})
     assert sorted(values) == sorted(TENANTS)
+
+
+def test_make_validates_reading_of_this_prometheus_finds_every_tenant_healthy_with_its_gpus(prometheus):
+    from validation.checks.observability import gpu_query, scalar, target_problems
+
+    targets = api(prometheus, "/api/v1/targets", state="active")
+    for tenant in LAB.tenants:
+        healthy, problems = target_problems(targets, tenant.name)
+        assert problems == [] and len(healthy) == 2, tenant.name
+        seen = scalar(api(prometheus, "/api/v1/query", query=gpu_query(tenant.name)))
+        assert seen == tenant.workers * node_gpu_count(tenant.gpus)

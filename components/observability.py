@@ -187,8 +187,9 @@ def grafana_values() -> dict:
         "testFramework": {"enabled": False},
         "resources": {"requests": {"memory": GRAFANA_MEMORY}, "limits": {"memory": GRAFANA_MEMORY}},
         "datasources": {"datasources.yaml": {"apiVersion": 1, "datasources": [
+            # timeInterval: the scrape interval, from which Grafana picks $__rate_interval.
             {"name": "Prometheus", "uid": "prometheus", "type": "prometheus", "access": "proxy",
-             "url": PROMETHEUS_URL, "isDefault": True},
+             "url": PROMETHEUS_URL, "isDefault": True, "jsonData": {"timeInterval": SCRAPE_INTERVAL}},
         ]}},
         "dashboardProviders": {"dashboardproviders.yaml": {"apiVersion": 1, "providers": [
             {"name": "lab", "orgId": 1, "folder": "", "type": "file", "disableDeletion": True, "editable": False,

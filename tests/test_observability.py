@@ -324,6 +324,9 @@ def test_grafana_reads_prometheus_at_the_charts_server_service(up_plan):
     [grafana] = releases(up_plan, "grafana")
     [source] = grafana.inputs["values"]["datasources"]["datasources.yaml"]["datasources"]
     assert source["url"] == "http://lab-prometheus-server.lab-monitoring.svc:80"
+    # Grafana's rate window follows the scrape interval Prometheus really uses.
+    [prometheus] = releases(up_plan, "prometheus")
+    assert source["jsonData"]["timeInterval"] == prometheus.inputs["values"]["server"]["global"]["scrape_interval"]
     provisioned = grafana.inputs["values"]["dashboards"]["lab"]["tenants"]["json"]
     [provider] = grafana.inputs["values"]["dashboardProviders"]["dashboardproviders.yaml"]["providers"]
     # The chart mounts dashboards.<provider> at /var/lib/grafana/dashboards/<provider> (_pod.tpl@grafana-12.11.1).
@@ -442,3 +445,46 @@ def test_ci_renders_prometheus_and_grafana_with_the_values_the_releases_get(up_p
         [release] = releases(up_plan, name)
         [values] = [yaml.safe_load(text) for text in chart.values_files]
         assert values == reveal(release.inputs["values"]) and chart.version == release.inputs["version"]
+
+
+# --- make dashboard ---------------------------------------------------------------------------------------------
+
+
+def run_dashboard(tmp_path, answer: str | None):
+    import os
+    import subprocess
+
+    fake = tmp_path / "bin" / "pulumi"
+    fake.parent.mkdir()
+    # `pulumi stack output grafanaUrl --stack S` prints the value; a missing output is an error.
+    missing = "echo 'error: current stack does not have output property' >&2\nexit 255\n"
+    body = f'echo "$*" >> {tmp_path}/argv\n' + (f"echo {answer}\n" if answer is not None else missing)
+    fake.write_text("#!/usr/bin/env bash\n" + body)
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}", "STACK": "staging"}
+    root = Path(__file__).parent.parent
+    done = subprocess.run(["bash", str(root / "scripts" / "dashboard.sh")], capture_output=True, text=True, env=env,
+                          timeout=30)
+    return done, (tmp_path / "argv").read_text()
+
+
+def test_make_dashboard_prints_the_url_and_how_to_get_the_password_never_the_password(tmp_path):
+    done, argv = run_dashboard(tmp_path, "http://172.18.255.230")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "Grafana:  http://172.18.255.230/d/kamaji-hami-lab-tenants (user admin)\n"
+        "Password: pulumi stack output --show-secrets grafanaAdminPassword --stack staging\n"
+    )
+    assert argv == "stack output grafanaUrl --stack staging\n", "it reads only the URL, never a secret"
+
+
+def test_make_dashboard_without_observability_says_how_to_turn_it_on(tmp_path):
+    done, _ = run_dashboard(tmp_path, None)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "pulumi config set observability true --stack staging" in done.stderr
+
+
+def test_the_dashboard_url_names_the_provisioned_dashboards_uid():
+    from components.dashboard import DASHBOARD_UID
+
+    assert f"/d/{DASHBOARD_UID} " in (Path(__file__).parent.parent / "scripts" / "dashboard.sh").read_text()

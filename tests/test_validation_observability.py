@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.test_validation import FakeClock
 from validation.checks import CHECKS
 from validation.checks.observability import gpu_query, observability, scalar, target_problems
 from validation.results import CheckFailed, Status
@@ -49,6 +50,7 @@ class Outputs:
 class FakeLab:
     outputs: Outputs
     management: Management
+    clock: Any = field(default_factory=lambda: FakeClock())
 
 
 def lab_answering(targets: dict, gpus: dict[str, dict], on: bool = True) -> FakeLab:
@@ -111,9 +113,12 @@ def test_a_down_target_fails_with_prometheus_own_error(job):
     for target in targets["data"]["activeTargets"]:
         if target["labels"] == {**target["labels"], "job": job, "tenant": "tenant-a"}:
             target["health"], target["lastError"] = "down", "server returned HTTP status 403 Forbidden"
-    result = observability.for_tenant(lab_answering(targets, {}), tenant("tenant-a", 1))
+    lab = lab_answering(targets, {})
+    result = observability.for_tenant(lab, tenant("tenant-a", 1))
     assert result.status is Status.FAIL
-    assert "is down: server returned HTTP status 403 Forbidden" in result.reason
+    assert "after 90s:" in result.reason and "is down: server returned HTTP status 403 Forbidden" in result.reason
+    # Asked again until the bound, in case Prometheus had not scraped it yet.
+    assert len(lab.management.asked) > 1 and lab.clock.now() >= 90
     # The other tenant is untouched by it.
     _, problems = target_problems(targets["data"], "tenant-b")
     assert problems == []
@@ -141,3 +146,18 @@ def test_an_error_answer_from_prometheus_fails_the_check():
     lab = lab_answering({"status": "error", "errorType": "bad_data", "error": "parse error"}, {})
     result = observability.for_tenant(lab, tenant("tenant-a", 1))
     assert result.status is Status.FAIL and "parse error" in result.reason
+
+
+def test_a_target_not_yet_scraped_is_waited_for():
+    fresh = copy.deepcopy(recorded("prometheus-targets.json"))
+    for target in fresh["data"]["activeTargets"]:
+        target["health"] = "unknown"
+    lab = recorded_lab()
+    path = f"{PROXY}/api/v1/targets?state=active"
+    answers = iter([fresh, fresh, recorded("prometheus-targets.json")])
+    lab.management.answers = {**lab.management.answers, path: None}
+    real_get = lab.management.get_raw
+    lab.management.get_raw = lambda asked: next(answers) if asked == path else real_get(asked)
+    result = observability.for_tenant(lab, tenant("tenant-a", 1))
+    assert result.status is Status.PASS, result.reason
+    assert lab.clock.now() == 10  # two waits of 5 s

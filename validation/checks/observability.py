@@ -12,6 +12,7 @@ import urllib.parse
 from typing import Any
 
 from validation.checks.base import per_tenant
+from validation.host import poll
 from validation.lab import Lab
 from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import Tenant
@@ -22,6 +23,10 @@ PROMETHEUS_PROXY = "/api/v1/namespaces/lab-monitoring/services/lab-prometheus-se
 # The scrape jobs components/observability.py writes.
 HAMI_JOB_PREFIX = "hami-"
 KONNECTIVITY_JOB = "konnectivity"
+# `make up` validates right after Prometheus starts: its first scrapes come within one interval (30 s), and a
+# target not yet scraped reads as `unknown`.
+TARGETS_TIMEOUT = 90
+TARGETS_INTERVAL = 5
 
 
 def target_problems(answer: dict[str, Any], tenant: str) -> tuple[list[str], list[str]]:
@@ -71,9 +76,14 @@ def prometheus_api(lab: Lab, path: str, **params: str) -> dict[str, Any]:
 def observability(lab: Lab, tenant: Tenant) -> str:
     if not lab.outputs.observability:
         raise CheckSkipped("observability is off (no grafanaUrl output)")
-    healthy, problems = target_problems(prometheus_api(lab, "/api/v1/targets", state="active"), tenant.name)
+
+    def targets() -> tuple[bool, tuple[list[str], list[str]]]:
+        healthy, problems = target_problems(prometheus_api(lab, "/api/v1/targets", state="active"), tenant.name)
+        return not problems, (healthy, problems)
+
+    _, (healthy, problems) = poll(lab.clock, TARGETS_TIMEOUT, targets, interval=TARGETS_INTERVAL)
     if problems:
-        raise CheckFailed("; ".join(problems))
+        raise CheckFailed(f"after {TARGETS_TIMEOUT}s: " + "; ".join(problems))
     seen = scalar(prometheus_api(lab, "/api/v1/query", query=gpu_query(tenant.name))) or 0
     if tenant.real_gpus:
         if not seen:

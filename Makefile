@@ -154,6 +154,11 @@ down: venv existing-stack ## destroy the lab (pulumi destroy --yes; needs kubect
 	pulumi destroy --yes --stack $(STACK)
 	rm -rf $(KUBECONFIG_DIR)
 
+# Observability (issue 39): Grafana's address and where its password is, from the stack outputs.
+.PHONY: dashboard
+dashboard: existing-stack ## print the Grafana dashboard's URL (with observability on) and how to get its password
+	STACK=$(STACK) bash scripts/dashboard.sh
+
 clean: ## remove the venv, written kubeconfigs, the validation report and caches (not the lab)
 	rm -rf $(VENV) $(KUBECONFIG_DIR) $(VALIDATION_REPORT) .pytest_cache .ruff_cache mutants
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

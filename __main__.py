@@ -1,6 +1,6 @@
 """kamaji-hami-lab: many isolated, GPU-sharing Kubernetes clusters on one Docker host.
 
-config -> management cluster -> platform -> tenants -> outputs
+config -> management cluster -> platform -> tenants -> observability (opt-in) -> outputs
 """
 
 import pulumi
@@ -9,6 +9,7 @@ from components.config import load_settings
 from components.existing_management_cluster import ExistingManagementCluster
 from components.kind_management_cluster import KindManagementCluster
 from components.lab_identity import LabIdentity
+from components.observability import Observability, ObservabilityArgs, TenantAccess
 from components.platform import Platform, PlatformArgs
 from components.tenant import Tenant, TenantArgs
 
@@ -59,7 +60,25 @@ tenants = {
     for tenant in lab.tenants
 }
 
-# 5. Outputs: credentials stay secret; the rest describes each tenant.
+# 5. Observability, opt-in: Prometheus and Grafana on the management cluster, one dashboard of
+#    every tenant; each tenant gets a metrics reader through its own provider.
+if lab.observability:
+    observability = Observability(
+        "observability",
+        ObservabilityArgs(
+            provider=management.provider,
+            platform=platform,
+            tenants=[
+                TenantAccess(name=name, provider=tenant.provider, kubeconfig=tenant.kubeconfig, ready=tenant)
+                for name, tenant in tenants.items()
+            ],
+            kamaji_installed=not lab.provided.kamaji,
+        ),
+    )
+    pulumi.export("grafanaUrl", observability.grafana_url)
+    pulumi.export("grafanaAdminPassword", observability.admin_password)
+
+# 6. Outputs: credentials stay secret; the rest describes each tenant.
 pulumi.export("managementKubeconfig", management.kubeconfig)
 pulumi.export("metallbAddressRange", platform.address_range)
 pulumi.export("platform", platform.facts)

@@ -45,6 +45,9 @@ STEP_SECONDS = {
     "release:metallb": 45,
     "release:kamaji": 120,
     "release:hami": 90,
+    # With observability on: pulling Prometheus' and Grafana's images (a guess, like the others).
+    "release:prometheus": 60,
+    "release:grafana": 45,
 }
 DEFAULT_STEP_SECONDS = 1
 NO_TIME = ("pulumi:providers:", "kamaji-hami-lab:index:")

@@ -119,6 +119,8 @@ class LabSettings:
     """None: the program creates a kind cluster."""
     provided: Provided
     kamaji_data_store: str
+    observability: bool = False
+    """Prometheus and Grafana in the management cluster, scraping every tenant."""
 
     def worker_name(self, tenant: TenantSettings, index: int) -> str:
         """Container name, hostname and Kubernetes node name of a tenant's worker (1-based)."""

@@ -65,6 +65,8 @@ class Tenant(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.kubeconfig = control_plane.kubeconfig
+        # Its own provider, for the layers above that put objects into this tenant (observability).
+        self.provider = control_plane.provider
 
         kube_proxy = KubeProxy(
             f"{name}",

@@ -83,6 +83,10 @@ SIZING_GIB = {
     # Per container worker, its own /var volume: a copy of the node image's image store, then HAMi's,
     # kube-scheduler's and Konnectivity's images pulled again.
     "worker_var_disk": 2.0,
+    # With observability on, in the kind node: Prometheus' and Grafana's memory limits (512 + 256 MiB,
+    # components/observability.py) and Prometheus' volume (2 GiB, on the node's disk).
+    "observability_memory": 0.75,
+    "observability_disk": 2.0,
 }
 GIB = 1 << 30
 
@@ -391,6 +395,7 @@ class Mode:
     container_workers: int = 0  # kindest/node containers on this host's Docker
     kind_subnet: str = ""  # kindSubnet and metallbAddressRange as configured, checked against the kind network
     address_range: str = ""
+    observability: bool = False  # Prometheus and Grafana on the management cluster
 
     def tools(self, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list[str]:
         unused = (
@@ -437,8 +442,10 @@ def stack_mode(host: Host, stack: str) -> tuple[Mode, list[Finding]]:
     workers = sum(_count(tenant.get("workers") or value("workersPerTenant")) for tenant in tenants
                   if not tenant.get("machines"))
     if value("managementCluster") != "existing":
+        observed = value("observability").strip().lower() == "true"
         return Mode(machines=machines, control_planes=replicas, container_workers=workers,
-                    kind_subnet=value("kindSubnet"), address_range=value("metallbAddressRange")), []
+                    kind_subnet=value("kindSubnet"), address_range=value("metallbAddressRange"),
+                    observability=observed), []
     docker = bool(value("dockerNetwork"))
     return Mode(kind=False, docker=docker, machines=machines, container_workers=workers), []
 
@@ -455,10 +462,12 @@ def estimate(mode: Mode) -> tuple[float, list[str], float, list[str]]:
     gib, once = SIZING_GIB, int(mode.kind)
     memory = [("the management cluster", None, once, gib["management_memory"]),
               ("", "control-plane replica", mode.control_planes, gib["control_plane_memory"]),
-              ("", "worker", mode.container_workers, gib["worker_memory"])]
+              ("", "worker", mode.container_workers, gib["worker_memory"]),
+              ("Prometheus and Grafana", None, once * mode.observability, gib["observability_memory"])]
     disk = [("the node image", None, 1, gib["node_image_disk"]),
             ("the management cluster's /var", None, once, gib["management_var_disk"]),
-            ("", "worker's /var", mode.container_workers, gib["worker_var_disk"])]
+            ("", "worker's /var", mode.container_workers, gib["worker_var_disk"]),
+            ("Prometheus' volume", None, once * mode.observability, gib["observability_disk"])]
 
     def total(parts: list[tuple[str, str | None, int, float]]) -> tuple[float, list[str]]:
         counted = [part for part in parts if part[2]]

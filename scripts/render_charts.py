@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Run as a file: make the program's components importable.
 sys.path.insert(0, str(ROOT))
 
-from components import platform  # noqa: E402
+from components import observability, platform  # noqa: E402
 from components.config import parse_settings  # noqa: E402
 from components.config.messages import PROJECT  # noqa: E402
 from components.flannel import FLANNEL_CHART_VERSION, FLANNEL_NAMESPACE, FLANNEL_REPO, flannel_values  # noqa: E402
@@ -101,6 +101,7 @@ def charts(lab: LabSettings) -> list[Chart]:
         )
     return [
         *installed,
+        *observability_charts(lab),
         # HAMi's values depend on the tenant (its GPU slots).
         *(
             Chart(
@@ -130,6 +131,20 @@ def charts(lab: LabSettings) -> list[Chart]:
             for tenant in lab.tenants
             if tenant.machines
         ),
+    ]
+
+
+def observability_charts(lab: LabSettings) -> list[Chart]:
+    """Prometheus and Grafana, with observability on (as components/observability.py installs them)."""
+    if not lab.observability:
+        return []
+    tenants = [tenant.name for tenant in lab.tenants]
+    return [
+        Chart(observability.PROMETHEUS_CHART, observability.PROMETHEUS_REPO, observability.PROMETHEUS_CHART_VERSION,
+              observability.MONITORING_NAMESPACE,
+              (yaml.safe_dump(observability.prometheus_values(tenants, not lab.provided.kamaji)),)),
+        Chart(observability.GRAFANA_CHART, observability.GRAFANA_REPO, observability.GRAFANA_CHART_VERSION,
+              observability.MONITORING_NAMESPACE, (yaml.safe_dump(observability.grafana_values()),)),
     ]
 
 

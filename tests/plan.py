@@ -14,6 +14,7 @@ behaviour, custom timeouts) because the mock engine itself applies none of them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import runpy
@@ -51,6 +52,11 @@ KIND_SUBNET = "172.18.0.0/16"
 LAB_IDENTITY = "5f0c3a9e7d21b4c86e93f1a0d7b2c458"
 # Pulumi.yaml's default node image: the one kind v0.33.0's release notes list for v1.36.4.
 NODE_IMAGE = "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
+
+
+# What the host-side password command prints in an `up`, and the address MetalLB gives Grafana.
+GRAFANA_PASSWORD = "grafana-password-from-openssl"
+GRAFANA_ADDRESS = "172.18.255.230"
 
 
 def tenant_server(tenant: str) -> str:
@@ -345,6 +351,8 @@ class _LabMocks(mocks.Mocks):
             outputs["imageId"] = f"sha256:{args.name}"
         elif args.typ.startswith("kubernetes:") and "metadata" in outputs:
             outputs["metadata"] = {**outputs["metadata"], "uid": f"uid-{args.name}"}
+            if args.typ == "kubernetes:core/v1:Service" and (outputs.get("spec") or {}).get("type") == "LoadBalancer":
+                outputs["status"] = {"loadBalancer": {"ingress": [{"ip": GRAFANA_ADDRESS}]}}
         return f"{args.name}-id", outputs
 
     def call(self, args: mocks.MockCallArgs):
@@ -362,7 +370,17 @@ def _command_stdout(inputs: dict[str, Any]) -> str:
         return LAB_IDENTITY + "\n"
     if script == "tenant-kubeconfig.sh":
         return fake_kubeconfig(tenant_server(env["TENANT"]), f"{env['TENANT']}-admin")
+    if script == "tenant-metrics-token.sh":
+        # The token of the tenant whose admin kubeconfig the script was given, so a mix-up shows.
+        user = yaml.safe_load(env["KUBECONFIG_DATA"])["users"][0]["name"]
+        return json.dumps({"token": _b64(f"token-read-with-{user}"), "ca.crt": _b64(f"ca-read-with-{user}")}) + "\n"
+    if script == "grafana-password.sh":
+        return GRAFANA_PASSWORD + "\n"
     return ""
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 def dev_config(**overrides: Any) -> dict[str, Any]:

@@ -9,7 +9,9 @@ would hide values a user reads in `pulumi stack output` and in diffs.
 
 # Steps that print a kubeconfig (kind-kubeconfig.sh, tenant-kubeconfig.sh) or
 # handle a join token (join-worker.sh): see each script's header.
-CREDENTIAL_STEPS = {"kind-kubeconfig.sh", "tenant-kubeconfig.sh", "join-worker.sh"}
+# The last two with observability on (the dev stack): a tenant's metrics token, Grafana's admin password.
+CREDENTIAL_STEPS = {"kind-kubeconfig.sh", "tenant-kubeconfig.sh", "join-worker.sh", "tenant-metrics-token.sh",
+                    "grafana-password.sh"}
 
 
 def script_of(command) -> str:

@@ -119,7 +119,8 @@ def test_docker_is_used_only_for_the_container_workers_on_the_configured_network
 
 
 def test_installed_pieces_on_an_existing_cluster_use_the_configured_pool(installed):
-    assert charts(installed) == ["cert-manager", "hami", "hami", "kamaji", "metallb"]
+    # Prometheus and Grafana: the dev stack's observability, the lab's own on any cluster.
+    assert charts(installed) == ["cert-manager", "grafana", "hami", "hami", "kamaji", "metallb", "prometheus"]
     (pool,) = installed.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
     assert pool.inputs["spec"]["addresses"] == [POOL], "known at the first preview: no kind network to read"
     (check,) = installed.commands("check-address-pool.sh")
@@ -141,7 +142,7 @@ def test_installed_pieces_come_up_in_order_before_the_tenants(installed):
 
 
 def test_provided_pieces_are_checked_not_installed(provided):
-    assert charts(provided) == ["hami", "hami"], "only the tenants' HAMi"
+    assert charts(provided) == ["grafana", "hami", "hami", "prometheus"], "the tenants' HAMi and the lab's own"
     assert not [r for r in provided.registrations if r.type.startswith("kubernetes:metallb.io")]
     assert not provided.commands("wait-kamaji.sh") and not provided.commands("check-address-pool.sh")
     (cert_manager,) = provided.commands("check-cert-manager.sh")

@@ -15,7 +15,8 @@ def release(plan_, chart):
 
 def test_dev_stack_plans_in_first_preview_and_up(dev_plan):
     charts = sorted(r.inputs["chart"] for r in dev_plan.of_type(RELEASE))
-    assert charts == ["cert-manager", "hami", "hami", "kamaji", "metallb"]
+    # The dev stack turns observability on: Prometheus and Grafana (tests/test_observability.py).
+    assert charts == ["cert-manager", "grafana", "hami", "hami", "kamaji", "metallb", "prometheus"]
 
 
 def test_releases_pin_their_versions_and_namespaces(dev_plan):
@@ -28,6 +29,8 @@ def test_releases_pin_their_versions_and_namespaces(dev_plan):
         "cert-manager": ("https://charts.jetstack.io", "v1.21.2", "cert-manager"),
         "metallb": ("https://metallb.github.io/metallb", "0.16.1", "metallb-system"),
         "kamaji": ("https://clastix.github.io/charts", "0.0.0+latest", "kamaji-system"),
+        "prometheus": ("https://prometheus-community.github.io/helm-charts", "29.27.0", "lab-monitoring"),
+        "grafana": ("https://grafana-community.github.io/helm-charts", "12.11.1", "lab-monitoring"),
     }
 
 
@@ -35,7 +38,8 @@ def test_every_release_waits_ten_minutes_for_its_pods(dev_plan):
     # On a cold host the images of cert-manager, Kamaji and HAMi (scheduler, kube-scheduler, device
     # plugin) take longer to pull than the 300 s Helm waits by default.
     timeouts = {(r.inputs["chart"], r.inputs["timeout"]) for r in dev_plan.of_type(RELEASE)}
-    assert timeouts == {("cert-manager", 600), ("metallb", 600), ("kamaji", 600), ("hami", 600)}
+    assert timeouts == {("cert-manager", 600), ("metallb", 600), ("kamaji", 600), ("hami", 600), ("prometheus", 600),
+                        ("grafana", 600)}
 
 
 def test_every_release_has_a_fixed_name_and_creates_a_namespace_the_cluster_lacks(dev_plan):
@@ -49,6 +53,9 @@ def test_every_release_has_a_fixed_name_and_creates_a_namespace_the_cluster_lack
         ("metallb", "metallb", True),
         ("kamaji", "kamaji", True),
         ("hami", "hami", False),  # kube-system
+        # The observability layer creates its namespace itself, before the releases.
+        ("prometheus", "lab-prometheus", False),
+        ("grafana", "lab-grafana", False),
     }
 
 

@@ -30,6 +30,9 @@ def test_every_chart_the_dev_stack_installs_is_rendered_with_its_pinned_version(
         "cert-manager": ("https://charts.jetstack.io", "v1.21.2"),
         "metallb": ("https://metallb.github.io/metallb", "0.16.1"),
         "kamaji": ("https://clastix.github.io/charts", "0.0.0+latest"),
+        # The dev stack turns observability on.
+        "prometheus": ("https://prometheus-community.github.io/helm-charts", "29.27.0"),
+        "grafana": ("https://grafana-community.github.io/helm-charts", "12.11.1"),
         # One HAMi release per tenant of the dev stack.
         "hami-tenant-a": ("https://project-hami.github.io/HAMi/", "2.10.0"),
         "hami-tenant-b": ("https://project-hami.github.io/HAMi/", "2.10.0"),
@@ -102,7 +105,8 @@ def test_provided_pieces_are_not_rendered(tmp_path):
     charts = written(
         tmp_path, managementCluster="existing", managementKubeconfig=kubeconfig, dockerNetwork="n", **modes
     )
-    assert set(charts) == {"hami-tenant-a", "hami-tenant-b"}
+    # Prometheus and Grafana are the lab's own, installed whatever the platform provides.
+    assert set(charts) == {"hami-tenant-a", "hami-tenant-b", "prometheus", "grafana"}
 
 
 def test_each_tenant_s_hami_runs_the_kube_scheduler_of_its_own_version(tmp_path):

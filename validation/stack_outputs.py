@@ -113,6 +113,8 @@ class StackOutputs:
     tenants: dict[str, Tenant]
     kubeconfigs: dict[str, str]  # MANAGEMENT and each tenant name -> kubeconfig YAML
     platform: Platform = Platform()
+    observability: bool = False
+    """Prometheus and Grafana run (the stack exports grafanaUrl)."""
 
 
 def pulumi_environment() -> dict[str, str]:
@@ -200,7 +202,8 @@ def parse_outputs(document: Mapping[str, Any]) -> StackOutputs:
     missing = [name for name in (MANAGEMENT, *tenants) if name not in kubeconfigs]
     if missing:
         raise OutputsError(f"no kubeconfig in the outputs for: {', '.join(missing)}")
-    return StackOutputs(tenants=tenants, kubeconfigs=kubeconfigs, platform=_parse_platform(document))
+    return StackOutputs(tenants=tenants, kubeconfigs=kubeconfigs, platform=_parse_platform(document),
+                        observability="grafanaUrl" in document)
 
 
 def _parse_platform(document: Mapping[str, Any]) -> Platform:

@@ -37,6 +37,7 @@ from components.config.values import (
     CertManagerVersion,
     Cidr,
     CliPositiveInt,
+    CliSwitch,
     CliText,
     ClusterName,
     DnsLabel,
@@ -527,6 +528,10 @@ class StackConfig(ConfigModel):
     workers_per_tenant: CliPositiveInt = Field(1, description="Worker nodes per tenant (tenants may override).")
     gpu_slots: CliPositiveInt = Field(
         10, description="HAMi vGPU slots per mock GPU, i.e. how many pods may share one card (tenants may override).")
+    # Observability (issue 39): its own key, kept apart from the others.
+    observability: CliSwitch = Field(
+        False, description="true: Prometheus and Grafana in the management cluster, with one dashboard of every "
+        "tenant's GPU allocation and Konnectivity tunnel (docs/operations.md#the-dashboard).")
     tenants: Annotated[
         tuple[Tenant, ...], WrapValidator(_tenants_beside_errors), BeforeValidator(_tenant_list)
     ] = Field(
@@ -707,6 +712,7 @@ class StackConfig(ConfigModel):
                 kamaji=self.kamaji == "provided",
             ),
             kamaji_data_store=self.kamaji_data_store,
+            observability=self.observability,
             tenants=tuple(
                 TenantSettings(
                     name=tenant.name,

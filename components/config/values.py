@@ -279,3 +279,16 @@ ProxyJump = _matching(
     r"([a-z_][a-z0-9_-]{0,31}@)?[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?"
     r"(,([a-z_][a-z0-9_-]{0,31}@)?[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?)*",
     "bastions as ssh -J takes them, [user@]host[:port][,...]", strip=False)
+
+def _switch(value: Any) -> bool:
+    # The CLI hands scalar keys over as text; YAML booleans arrive as bools.
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise invalid(f"expected true or false, got {show(value)}")
+
+
+# An on/off key (observability): true or false, as a YAML boolean or as the CLI's text.
+CliSwitch = Annotated[bool, PlainValidator(_switch, json_schema_input_type=bool),
+                      WithJsonSchema({"type": ["boolean", "string"], "pattern": "^(true|false)$"})]

@@ -5,6 +5,7 @@ from validation.checks.datastore import datastore
 from validation.checks.gpu_scheduling import fractional, quota, sharing
 from validation.checks.hami import gpu_capacity, webhook
 from validation.checks.konnectivity import konnectivity
+from validation.checks.observability import observability
 from validation.checks.platform import load_balancer, platform
 from validation.checks.tenancy import control_plane, isolation, nodes
 
@@ -21,5 +22,6 @@ CHECKS: tuple[Check, ...] = (
     fractional,
     sharing,
     quota,
+    observability,
 )
 CHECKS_BY_NAME = {check.name: check for check in CHECKS}

@@ -1,0 +1,116 @@
+"""The one Grafana dashboard the observability layer provisions: every tenant's GPU allocation and tunnel.
+
+Metric names and labels: HAMi's scheduler (Project-HAMi/HAMi cmd/scheduler/metrics.go@v2.10.0),
+konnectivity-server (kubernetes-sigs/apiserver-network-proxy pkg/server/metrics/metrics.go@v0.36.0)
+and Kamaji (clastix/kamaji internal/metrics/metrics.go@ddbabd8). Each series carries the `tenant`
+label the scrape jobs add (components/observability.py).
+"""
+
+from __future__ import annotations
+
+DASHBOARD_UID = "kamaji-hami-lab-tenants"
+DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
+TENANT = 'tenant="$tenant"'
+
+MOCK_NOTE = (
+    "**Mock GPUs report allocation only.** With `gpuDevices: mock` (the default) HAMi's mock device plugin "
+    "advertises GPUs that do not exist: these panels show what HAMi's scheduler has *allocated* to pods "
+    "(memory, cores, sharing, quotas), never what a GPU is doing. Utilisation and real memory use need "
+    "real GPUs with NVIDIA's driver, HAMi's NVIDIA device plugin and NVML, which the mock has not."
+)
+
+
+def _target(expr: str, legend: str, ref: str) -> dict:
+    return {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": ref}
+
+
+def _panel(panel_id: int, title: str, kind: str, grid: tuple[int, int, int, int], targets: list[dict],
+           description: str, **extra: object) -> dict:
+    x, y, w, h = grid
+    return {
+        "id": panel_id, "title": title, "type": kind, "description": description, "datasource": DATASOURCE,
+        "gridPos": {"x": x, "y": y, "w": w, "h": h}, "targets": targets, **extra,
+    }
+
+
+def _no_agents_stat(panel_id: int, grid: tuple[int, int, int, int]) -> dict:
+    """Agents connected to the tenant's konnectivity-server; 0 shows red as NO AGENTS."""
+    return _panel(
+        panel_id, "Konnectivity agents connected", "stat", grid,
+        [_target(f"sum(konnectivity_network_proxy_server_ready_backend_connections{{{TENANT}}})", "agents", "A")],
+        "Agents connected to the tenant's konnectivity-server, summed over its control-plane pods. With none, "
+        "the API server cannot reach the tenant's nodes (logs, exec, HAMi's webhook).",
+        fieldConfig={"defaults": {
+            "mappings": [{"type": "value", "options": {"0": {"text": "NO AGENTS", "color": "red"}}}],
+            "thresholds": {"mode": "absolute", "steps": [{"color": "red", "value": None},
+                                                         {"color": "green", "value": 1}]},
+        }, "overrides": []},
+        options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"]}},
+    )
+
+
+def panels() -> list[dict]:
+    bytes_unit = {"defaults": {"unit": "bytes"}, "overrides": []}
+    return [
+        _panel(1, "About these numbers", "text", (0, 0, 24, 3), [], "Mock GPUs yield allocation metrics only.",
+               options={"mode": "markdown", "content": MOCK_NOTE}),
+        _no_agents_stat(2, (0, 3, 6, 5)),
+        _panel(3, "Konnectivity dial failures", "timeseries", (6, 3, 9, 5),
+               [_target(f"sum by (reason) (increase(konnectivity_network_proxy_server_dial_failure_count"
+                        f"{{{TENANT}}}[$__rate_interval]))", "{{reason}}", "A")],
+               "Dials from the API server to the tenant's nodes that failed, by reason."),
+        _panel(4, "Control plane (Kamaji)", "stat", (15, 3, 9, 5),
+               [_target(f"max by (status, ready) (kamaji_tenant_control_plane_status{{{TENANT}}})",
+                        "{{status}} (ready: {{ready}})", "A")],
+               "The TenantControlPlane's status as Kamaji reports it.",
+               options={"textMode": "name", "reduceOptions": {"calcs": ["lastNotNull"]}}),
+        _panel(5, "GPU memory allocated vs limit", "timeseries", (0, 8, 12, 8), [
+            _target(f"max by (node, device_index) (hami_gpu_memory_allocated_bytes{{{TENANT}}})",
+                    "{{node}} GPU {{device_index}} allocated", "A"),
+            _target(f"max by (node, device_index) (hami_gpu_memory_limit_bytes{{{TENANT}}})",
+                    "{{node}} GPU {{device_index}} limit", "B"),
+        ], "Per GPU: memory HAMi has given to pods, against the GPU's memory.", fieldConfig=bytes_unit),
+        _panel(6, "GPU cores allocated", "timeseries", (12, 8, 12, 8), [
+            _target(f"max by (node, device_index) (hami_gpu_core_allocated_ratio{{{TENANT}}})",
+                    "{{node}} GPU {{device_index}} allocated", "A"),
+            _target(f"max by (node, device_index) (hami_gpu_core_limit_ratio{{{TENANT}}})",
+                    "{{node}} GPU {{device_index}} limit", "B"),
+        ], "Per GPU: compute share (percent of a GPU) HAMi has given to pods, against 100."),
+        _panel(7, "Pods sharing each GPU", "timeseries", (0, 16, 12, 8), [
+            _target(f"max by (node, device_index) (hami_gpu_shared_count{{{TENANT}}})",
+                    "{{node}} GPU {{device_index}}", "A"),
+        ], "Per GPU: containers HAMi has placed on it, out of its vGPU slots (gpuSlots)."),
+        _panel(8, "GPU quota used vs limit", "timeseries", (12, 16, 12, 8), [
+            _target(f"max by (namespace, quota_name) (hami_resource_quota_used{{{TENANT}}})",
+                    "{{namespace}} {{quota_name}} used", "A"),
+            _target(f"max by (namespace, quota_name) (hami_resource_quota_limit{{{TENANT}}})",
+                    "{{namespace}} {{quota_name}} limit", "B"),
+        ], "Per quota namespace and resource: what HAMi counts as used, against the ResourceQuota's limit."),
+        _panel(9, "Scrape health", "stat", (0, 24, 24, 4),
+               [_target(f"up{{{TENANT}}}", "{{job}}", "A")],
+               "1: Prometheus reached the source (HAMi through the tenant's API server, konnectivity-server, "
+               "Kamaji); 0: it did not (a sleeping or broken tenant).",
+               options={"textMode": "value_and_name", "reduceOptions": {"calcs": ["lastNotNull"]}}),
+    ]
+
+
+def dashboard() -> dict:
+    """The dashboard model Grafana provisions (schemaVersion 39), with a tenant selector."""
+    return {
+        "uid": DASHBOARD_UID,
+        "title": "kamaji-hami-lab: tenants",
+        "description": "GPU allocation (HAMi) and Konnectivity tunnel health per tenant. " + MOCK_NOTE,
+        "tags": ["kamaji-hami-lab", "hami", "konnectivity"],
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": False,
+        "time": {"from": "now-6h", "to": "now"},
+        "refresh": "30s",
+        "templating": {"list": [{
+            "name": "tenant", "label": "tenant", "type": "query", "datasource": DATASOURCE,
+            "query": {"query": "label_values(up, tenant)", "refId": "tenant"},
+            "definition": "label_values(up, tenant)", "refresh": 2, "sort": 1,
+            "multi": False, "includeAll": False,
+        }]},
+        "panels": panels(),
+    }

@@ -1,0 +1,365 @@
+"""Opt-in observability: Prometheus and Grafana in the management cluster, one dashboard across tenants.
+
+Prometheus scrapes, for every tenant, HAMi's scheduler metrics through the tenant API server's
+service proxy (a per-tenant ServiceAccount allowed only that proxy), the konnectivity-server
+sidecar of its control-plane pods, and Kamaji's own series about it; every series carries a
+`tenant` label. The path through the API server works for container and machine workers alike:
+the API server reaches the tenant's Services over its Konnectivity tunnel.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.commands import script_command
+from components.dashboard import dashboard
+from components.platform import KAMAJI_NAMESPACE, KAMAJI_RELEASE, TENANTS_NAMESPACE
+
+# Names of the lab's own, so a management cluster that already runs a Prometheus or Grafana (a provided
+# one often does, in `monitoring`) keeps its namespace and its charts' cluster-wide RBAC objects.
+MONITORING_NAMESPACE = "lab-monitoring"
+HELM_TIMEOUT_SECONDS = 600
+PROMETHEUS_REPO = "https://prometheus-community.github.io/helm-charts"
+PROMETHEUS_CHART_VERSION = "29.27.0"
+PROMETHEUS_CHART = "prometheus"
+PROMETHEUS_RELEASE = "lab-prometheus"
+# grafana/helm-charts deprecated its grafana chart (commit "deprecate chart Grafana", Jan 2026);
+# it lives on in grafana-community/helm-charts.
+GRAFANA_REPO = "https://grafana-community.github.io/helm-charts"
+GRAFANA_CHART_VERSION = "12.11.1"
+GRAFANA_CHART = "grafana"
+GRAFANA_RELEASE = "lab-grafana"
+GRAFANA_PORT = 80
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+# The chart's server Service: <release>-server (the release name contains the chart's) on port 80
+# (prometheus-community/helm-charts charts/prometheus/templates/_helpers.tpl, values.yaml@prometheus-29.27.0).
+PROMETHEUS_URL = f"http://{PROMETHEUS_RELEASE}-server.{MONITORING_NAMESPACE}.svc:80"
+
+# Bounded: a week of data, at most 1 GB of blocks on a 2 GiB volume, and a memory limit.
+RETENTION = "7d"
+RETENTION_SIZE = "1GB"
+STORAGE_SIZE = "2Gi"
+SCRAPE_INTERVAL = "30s"
+PROMETHEUS_MEMORY = "512Mi"
+GRAFANA_MEMORY = "256Mi"
+
+# In each tenant: a ServiceAccount whose only right is GET on HAMi's monitor port through the
+# service proxy. The proxied Service is named <service>:<port name> in the request, which is the
+# name RBAC checks (services/proxy); the chart names the Service <release>-scheduler with port
+# `monitor` (Project-HAMi/HAMi charts/hami/templates/scheduler/service.yaml@v2.10.0).
+METRICS_ACCOUNT = "lab-metrics-reader"
+METRICS_ACCOUNT_NAMESPACE = "kube-system"
+HAMI_MONITOR = "hami-scheduler:monitor"
+HAMI_METRICS_PATH = f"/api/v1/namespaces/kube-system/services/{HAMI_MONITOR}/proxy/metrics"
+TENANT_API_PORT = 6443
+# Where Prometheus finds each tenant's token and CA (one Secret mounted per tenant).
+TENANT_SECRETS_DIR = "/etc/tenant-metrics"
+# konnectivity-server serves /metrics on its health port, on every interface, from v0.34.0 on; its
+# admin port 8133 binds 127.0.0.1 (kubernetes-sigs/apiserver-network-proxy cmd/server/app/server.go
+# and options.go@v0.36.0). Kamaji names the sidecar and the port (clastix/kamaji
+# internal/builders/controlplane/konnectivity_server.go@ddbabd8: konnectivity-server, healthport 8134)
+# and labels control-plane pods kamaji.clastix.io/name=<tenant> (deployment.go@ddbabd8).
+KONNECTIVITY_CONTAINER = "konnectivity-server"
+KONNECTIVITY_PORT_NAME = "healthport"
+# Kamaji's controller-runtime metrics Service, plain HTTP (charts/kamaji/templates/service_metrics.yaml@ddbabd8).
+KAMAJI_METRICS_TARGET = f"{KAMAJI_RELEASE}-metrics-service.{KAMAJI_NAMESPACE}.svc:8080"
+# Kamaji's per-TenantControlPlane series (internal/metrics/metrics.go@ddbabd8); its other series
+# describe no tenant and are dropped.
+KAMAJI_TENANT_SERIES = "kamaji_tenant_control_plane_.*"
+
+JOB_HAMI = "hami"
+JOB_KONNECTIVITY = "konnectivity"
+JOB_KAMAJI = "kamaji"
+
+
+def tenant_api_server(tenant: str) -> str:
+    # In the management cluster, a tenant's API server Service; Kamaji puts <tcp>.<namespace>.svc in
+    # the serving certificate's SANs (clastix/kamaji internal/kubeadm/configuration.go@ddbabd8).
+    return f"{tenant}.{TENANTS_NAMESPACE}.svc:{TENANT_API_PORT}"
+
+
+def tenant_secret_name(tenant: str) -> str:
+    return f"tenant-metrics-{tenant}"
+
+
+def scrape_configs(
+    tenants: Sequence[str],
+    kamaji_installed: bool,
+    secrets_dir: str = TENANT_SECRETS_DIR,
+    api_server: Callable[[str], str] = tenant_api_server,
+    kamaji_target: str = KAMAJI_METRICS_TARGET,
+) -> list[dict]:
+    """Prometheus scrape_configs: one HAMi job per tenant, Konnectivity by pod discovery, Kamaji once.
+
+    Tests point `api_server`, `kamaji_target` and `secrets_dir` at loopback fakes; nothing else differs.
+    """
+    hami = [
+        {
+            "job_name": f"{JOB_HAMI}-{tenant}",
+            "scheme": "https",
+            "metrics_path": HAMI_METRICS_PATH,
+            "authorization": {"credentials_file": f"{secrets_dir}/{tenant}/token"},
+            "tls_config": {"ca_file": f"{secrets_dir}/{tenant}/ca.crt"},
+            "static_configs": [{"targets": [api_server(tenant)], "labels": {"tenant": tenant}}],
+        }
+        for tenant in tenants
+    ]
+    konnectivity = {
+        "job_name": JOB_KONNECTIVITY,
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [TENANTS_NAMESPACE]}}],
+        "relabel_configs": [
+            {"source_labels": ["__meta_kubernetes_pod_container_name", "__meta_kubernetes_pod_container_port_name"],
+             "regex": f"{KONNECTIVITY_CONTAINER};{KONNECTIVITY_PORT_NAME}", "action": "keep"},
+            # Only this lab's tenants: a control plane of someone else in the namespace is not ours to watch.
+            {"source_labels": ["__meta_kubernetes_pod_label_kamaji_clastix_io_name"],
+             "regex": "|".join(tenants), "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_pod_label_kamaji_clastix_io_name"], "target_label": "tenant"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        ],
+    }
+    kamaji = {
+        "job_name": JOB_KAMAJI,
+        "static_configs": [{"targets": [kamaji_target]}],
+        "metric_relabel_configs": [
+            {"source_labels": ["__name__", "tcp_namespace", "tcp_name"],
+             "regex": f"{KAMAJI_TENANT_SERIES};{TENANTS_NAMESPACE};({'|'.join(tenants)})", "action": "keep"},
+            {"source_labels": ["tcp_name"], "target_label": "tenant"},
+        ],
+    }
+    return [*hami, konnectivity, *([kamaji] if kamaji_installed else [])]
+
+
+def prometheus_config(tenants: Sequence[str], kamaji_installed: bool, **where: object) -> dict:
+    """The prometheus.yml the chart renders from prometheus_values (global and scrape jobs)."""
+    return {
+        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "scrape_configs": scrape_configs(tenants, kamaji_installed, **where),  # type: ignore[arg-type]
+    }
+
+
+# The chart's default scrape jobs (charts/prometheus/values.yaml@prometheus-29.27.0: scrapeConfigs); Helm
+# merges maps, so each is switched off by name and the lab's jobs stand alone.
+CHART_SCRAPE_JOBS = (
+    "prometheus", "kubernetes-api-servers", "kubernetes-nodes", "kubernetes-nodes-cadvisor",
+    "kubernetes-service-endpoints", "kubernetes-service-endpoints-slow", "prometheus-pushgateway",
+    "kubernetes-services", "kubernetes-pods", "kubernetes-pods-slow",
+)
+
+
+def prometheus_values(tenants: Sequence[str], kamaji_installed: bool) -> dict:
+    """Helm values of the prometheus chart; every key is one its values.yaml@prometheus-29.27.0 has."""
+    config = prometheus_config(tenants, kamaji_installed)
+    return {
+        "alertmanager": {"enabled": False},
+        "kube-state-metrics": {"enabled": False},
+        "prometheus-node-exporter": {"enabled": False},
+        "prometheus-pushgateway": {"enabled": False},
+        "scrapeConfigs": {job: {"enabled": False} for job in CHART_SCRAPE_JOBS},
+        "serverFiles": {"prometheus.yml": {"scrape_configs": config["scrape_configs"]}},
+        "server": {
+            "global": config["global"],
+            "retention": RETENTION,
+            "retentionSize": RETENTION_SIZE,
+            "persistentVolume": {"size": STORAGE_SIZE},
+            "resources": {"requests": {"memory": PROMETHEUS_MEMORY}, "limits": {"memory": PROMETHEUS_MEMORY}},
+            "extraSecretMounts": [
+                {"name": tenant_secret_name(tenant), "mountPath": f"{TENANT_SECRETS_DIR}/{tenant}",
+                 "secretName": tenant_secret_name(tenant), "readOnly": True}
+                for tenant in tenants
+            ],
+        },
+    }
+
+
+def grafana_values() -> dict:
+    """Helm values of the grafana chart (grafana-community/helm-charts charts/grafana/values.yaml@grafana-12.11.1)."""
+    return {
+        # The lab's own LoadBalancer Service gives Grafana its MetalLB address (and a stack output).
+        "service": {"type": "ClusterIP", "port": GRAFANA_PORT},
+        "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
+        "persistence": {"enabled": False},
+        "testFramework": {"enabled": False},
+        "resources": {"requests": {"memory": GRAFANA_MEMORY}, "limits": {"memory": GRAFANA_MEMORY}},
+        "datasources": {"datasources.yaml": {"apiVersion": 1, "datasources": [
+            # timeInterval: the scrape interval, from which Grafana picks $__rate_interval.
+            {"name": "Prometheus", "uid": "prometheus", "type": "prometheus", "access": "proxy",
+             "url": PROMETHEUS_URL, "isDefault": True, "jsonData": {"timeInterval": SCRAPE_INTERVAL}},
+        ]}},
+        "dashboardProviders": {"dashboardproviders.yaml": {"apiVersion": 1, "providers": [
+            {"name": "lab", "orgId": 1, "folder": "", "type": "file", "disableDeletion": True, "editable": False,
+             "options": {"path": "/var/lib/grafana/dashboards/lab"}},
+        ]}},
+        "dashboards": {"lab": {"tenants": {"json": json.dumps(dashboard())}}},
+    }
+
+
+def metrics_reader_rules() -> list[dict]:
+    """The tenant ServiceAccount's only right: GET HAMi's monitor port through the service proxy."""
+    return [{"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": [HAMI_MONITOR], "verbs": ["get"]}]
+
+
+def token_secret_data(answer: str) -> dict[str, str]:
+    """The management-cluster Secret's data from tenant-metrics-token.sh's answer (JSON of base64 values)."""
+    read = json.loads(answer)
+    data = {key: read.get(key, "") for key in ("token", "ca.crt")}
+    for key, value in data.items():
+        if not value:
+            raise ValueError(f"the tenant's token Secret has no {key}")
+        base64.b64decode(value, validate=True)
+    return data
+
+
+@dataclass(frozen=True)
+class TenantAccess:
+    """What the observability layer takes from one tenant: its name, provider and admin kubeconfig."""
+
+    name: str
+    provider: k8s.Provider
+    kubeconfig: pulumi.Input[str]
+    """Secret; read on the host only, to fetch the reader's token."""
+    ready: pulumi.Resource
+    """The tenant, done: HAMi runs."""
+
+
+@dataclass(frozen=True)
+class ObservabilityArgs:
+    provider: k8s.Provider
+    """Provider of the management cluster."""
+    platform: pulumi.Resource
+    tenants: Sequence[TenantAccess]
+    kamaji_installed: bool
+
+
+class Observability(pulumi.ComponentResource):
+    """Prometheus and Grafana in the management cluster, and each tenant's metrics reader.
+
+    Outputs: `grafana_url` (http URL on a LoadBalancer address) and `admin_password` (secret).
+    """
+
+    grafana_url: pulumi.Output[str]
+    admin_password: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:Observability", name, None, opts)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.platform])
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata={"name": MONITORING_NAMESPACE}, opts=on_cluster
+        )
+        in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[namespace]))
+
+        tokens = [self._tenant_reader(name, tenant, in_namespace) for tenant in args.tenants]
+        names = [tenant.name for tenant in args.tenants]
+        prometheus = k8s.helm.v3.Release(
+            f"{name}-prometheus",
+            name=PROMETHEUS_RELEASE,
+            chart=PROMETHEUS_CHART,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=PROMETHEUS_REPO),
+            version=PROMETHEUS_CHART_VERSION,
+            namespace=MONITORING_NAMESPACE,
+            values=prometheus_values(names, args.kamaji_installed),
+            timeout=HELM_TIMEOUT_SECONDS,
+            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=tokens)),
+        )
+
+        # Made once on the host and kept in state as a secret; never in the chart's values.
+        password = script_command(
+            f"{name}-grafana-password", "grafana-password.sh", {}, secret_output=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.admin_password = pulumi.Output.secret(password.stdout.apply(str.strip))
+        admin = k8s.core.v1.Secret(
+            f"{name}-grafana-admin",
+            metadata={"name": GRAFANA_ADMIN_SECRET, "namespace": MONITORING_NAMESPACE},
+            string_data={"admin-user": "admin", "admin-password": self.admin_password},
+            opts=in_namespace,
+        )
+        grafana = k8s.helm.v3.Release(
+            f"{name}-grafana",
+            name=GRAFANA_RELEASE,
+            chart=GRAFANA_CHART,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=GRAFANA_REPO),
+            version=GRAFANA_CHART_VERSION,
+            namespace=MONITORING_NAMESPACE,
+            values=grafana_values(),
+            timeout=HELM_TIMEOUT_SECONDS,
+            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[admin, prometheus])),
+        )
+        service = k8s.core.v1.Service(
+            f"{name}-grafana-address",
+            metadata={"name": f"{GRAFANA_RELEASE}-address", "namespace": MONITORING_NAMESPACE},
+            spec={
+                "type": "LoadBalancer",
+                # The chart's pod selector labels (charts/grafana/templates/_helpers.tpl@grafana-12.11.1).
+                "selector": {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": GRAFANA_RELEASE},
+                "ports": [{"name": "http", "port": GRAFANA_PORT, "targetPort": "grafana"}],
+            },
+            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[grafana])),
+        )
+        self.grafana_url = service.status.apply(grafana_url)
+        self.register_outputs({"grafanaUrl": self.grafana_url, "adminPassword": self.admin_password})
+
+    def _tenant_reader(
+        self, name: str, tenant: TenantAccess, in_namespace: pulumi.ResourceOptions
+    ) -> pulumi.Resource:
+        """The tenant's metrics reader (in the tenant, with its own provider) and its token in a Secret here."""
+        in_tenant = pulumi.ResourceOptions(parent=self, provider=tenant.provider, depends_on=[tenant.ready])
+        prefix = f"{name}-{tenant.name}"
+        account = k8s.core.v1.ServiceAccount(
+            f"{prefix}-reader",
+            metadata={"name": METRICS_ACCOUNT, "namespace": METRICS_ACCOUNT_NAMESPACE},
+            opts=in_tenant,
+        )
+        role = k8s.rbac.v1.Role(
+            f"{prefix}-reader-role",
+            metadata={"name": METRICS_ACCOUNT, "namespace": METRICS_ACCOUNT_NAMESPACE},
+            rules=metrics_reader_rules(),
+            opts=in_tenant,
+        )
+        binding = k8s.rbac.v1.RoleBinding(
+            f"{prefix}-reader-binding",
+            metadata={"name": METRICS_ACCOUNT, "namespace": METRICS_ACCOUNT_NAMESPACE},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": METRICS_ACCOUNT},
+            subjects=[{"kind": "ServiceAccount", "name": METRICS_ACCOUNT, "namespace": METRICS_ACCOUNT_NAMESPACE}],
+            opts=in_tenant,
+        )
+        token_secret = k8s.core.v1.Secret(
+            f"{prefix}-reader-token",
+            metadata={
+                "name": METRICS_ACCOUNT,
+                "namespace": METRICS_ACCOUNT_NAMESPACE,
+                "annotations": {"kubernetes.io/service-account.name": METRICS_ACCOUNT},
+            },
+            type="kubernetes.io/service-account-token",
+            opts=pulumi.ResourceOptions.merge(in_tenant, pulumi.ResourceOptions(depends_on=[account])),
+        )
+        # The token controller fills the Secret after it is created: read on the host, kept secret.
+        token = script_command(
+            f"{prefix}-reader-token-read",
+            "tenant-metrics-token.sh",
+            {"KUBECONFIG_DATA": tenant.kubeconfig, "NAMESPACE": METRICS_ACCOUNT_NAMESPACE, "SECRET": METRICS_ACCOUNT},
+            secret_output=True,
+            triggers=[token_secret.metadata.apply(lambda metadata: metadata.get("uid"))],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[token_secret, role, binding]),
+        )
+        return k8s.core.v1.Secret(
+            f"{prefix}-token",
+            metadata={"name": tenant_secret_name(tenant.name), "namespace": MONITORING_NAMESPACE},
+            data=pulumi.Output.secret(token.stdout.apply(token_secret_data)),
+            opts=in_namespace,
+        )
+
+
+def grafana_url(status: Mapping | None) -> str:
+    """http://<address> of the LoadBalancer Service's first ingress (empty until it has one)."""
+    status = status or {}
+    # Output types read as dicts; their keys are the SDK's snake_case, the API's camelCase in raw maps.
+    balancer = status.get("load_balancer") or status.get("loadBalancer") or {}
+    ingress = balancer.get("ingress") or [{}]
+    host = ingress[0].get("ip") or ingress[0].get("hostname") or ""
+    return f"http://{host}" if host else ""

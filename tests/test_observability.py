@@ -1,0 +1,492 @@
+"""Opt-in observability: the plan on and off, each tenant's scrape job and metrics reader, chart values."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from components import observability
+from components.config import ConfigError, parse_settings
+from tests.plan import GRAFANA_ADDRESS, GRAFANA_PASSWORD, dev_config, is_secret, plan, resolve, reveal
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+FIXTURES = Path(__file__).parent / "fixtures"
+TENANT_KINDS = (
+    "kubernetes:core/v1:ServiceAccount",
+    "kubernetes:rbac.authorization.k8s.io/v1:Role",
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+)
+
+
+def value_keys(fixture: str) -> dict[tuple[str, ...], str]:
+    """Key path -> kind of its default, from a chart's values.yaml (see tests/fixtures/README.md)."""
+    lines = (FIXTURES / fixture).read_text().splitlines()[1:]
+    return {tuple(path): kind for path, kind in map(json.loads, lines)}
+
+
+PROMETHEUS_KEYS = value_keys("prometheus-29.27.0-value-keys.jsonl")
+GRAFANA_KEYS = value_keys("grafana-12.11.1-value-keys.jsonl")
+# Read by the chart's template although its values.yaml does not list it: the ConfigMap renders
+# serverFiles."prometheus.yml".scrape_configs (charts/prometheus/templates/cm.yaml@prometheus-29.27.0).
+PROMETHEUS_TEMPLATE_KEYS = {("serverFiles", "prometheus.yml", "scrape_configs")}
+
+
+def leaves(values: dict, prefix: tuple[str, ...] = ()):
+    for key, value in values.items():
+        path = (*prefix, key)
+        if isinstance(value, dict) and value:
+            yield from leaves(value, path)
+        else:
+            yield path
+
+
+def unread_keys(values: dict, keys: dict[tuple[str, ...], str], template_keys=frozenset()) -> list:
+    """Leaf paths of `values` the chart never reads: neither its own key, nor below a free-form default ({} or [])
+    or a key its templates read."""
+
+    def read(path):
+        if path in keys or path in template_keys:
+            return True
+        return any(
+            keys.get(path[:n], "").endswith("-empty") or path[:n] in template_keys for n in range(1, len(path))
+        )
+
+    return [path for path in leaves(values) if not read(path)]
+
+
+def releases(plan_, chart):
+    return [r for r in plan_.of_type(RELEASE) if r.inputs["chart"] == chart]
+
+
+def provider_of(plan_, name):
+    return plan_.named(name).provider_urn
+
+
+@pytest.fixture
+def off_plan(shared):
+    return shared("observability-off", lambda: plan(dev_config(observability=False), preview=False))
+
+
+# --- config ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("written", "expected"), [("true", True), ("false", False), (True, True), (False, False)])
+def test_observability_reads_the_clis_text_and_yaml_booleans(written, expected):
+    assert parse_settings({**dev_config(), "observability": written}).observability is expected
+
+
+def test_observability_is_off_unless_set():
+    config = {key: value for key, value in dev_config().items() if key != "observability"}
+    assert parse_settings(config).observability is False
+
+
+@pytest.mark.parametrize("written", ["yes", "1", 1, ""])
+def test_observability_refuses_anything_but_true_or_false_naming_the_key(written):
+    with pytest.raises(ConfigError) as refused:
+        parse_settings({**dev_config(), "observability": written})
+    assert "observability" in str(refused.value) and "expected true or false" in str(refused.value)
+
+
+def test_both_example_stacks_show_observability_on():
+    import yaml
+
+    root = Path(__file__).parent.parent
+    for stack in (root / "Pulumi.dev.yaml", root / "examples" / "Pulumi.beyond-one-host.yaml"):
+        assert yaml.safe_load(stack.read_text())["config"]["kamaji-hami-lab:observability"] is True, stack
+
+
+# --- the plan, on and off --------------------------------------------------------------------------------------
+
+
+def test_off_installs_nothing_of_it_and_exports_no_dashboard(off_plan):
+    assert releases(off_plan, "prometheus") == releases(off_plan, "grafana") == []
+    assert [r.name for r in off_plan.registrations if "observability" in r.name] == []
+    assert [r.name for r in off_plan.registrations if r.type in TENANT_KINDS and "lab-metrics-reader" in str(
+        r.inputs.get("metadata"))] == []
+    # (The mock runtime's root stack keeps keys an earlier plan in the session exported, so the outputs are
+    # judged by their source: with no Observability component, __main__ exports neither.)
+    assert off_plan.of_type("kamaji-hami-lab:index:Observability") == []
+
+
+def test_on_installs_prometheus_and_grafana_pinned_from_their_official_repositories(dev_plan):
+    expected = {
+        "prometheus": ("https://prometheus-community.github.io/helm-charts", "29.27.0"),
+        "grafana": ("https://grafana-community.github.io/helm-charts", "12.11.1"),
+    }
+    management = provider_of(dev_plan, "platform-kamaji")
+    for chart, (repo, version) in expected.items():
+        [release] = releases(dev_plan, chart)
+        assert (release.inputs["repositoryOpts"]["repo"], release.inputs["version"]) == (repo, version)
+        assert release.inputs["namespace"] == "lab-monitoring" and release.provider_urn == management
+
+
+def test_prometheus_and_grafana_values_use_only_keys_the_charts_read(up_plan):
+    [prometheus] = releases(up_plan, "prometheus")
+    [grafana] = releases(up_plan, "grafana")
+    assert unread_keys(prometheus.inputs["values"], PROMETHEUS_KEYS, PROMETHEUS_TEMPLATE_KEYS) == []
+    assert unread_keys(grafana.inputs["values"], GRAFANA_KEYS) == []
+
+
+def test_the_key_check_catches_a_misspelt_key():
+    assert unread_keys({"server": {"retension": "7d"}}, PROMETHEUS_KEYS) == [("server", "retension")]
+    assert unread_keys({"adminPasword": "x"}, GRAFANA_KEYS) == [("adminPasword",)]
+
+
+def test_every_default_scrape_job_of_the_chart_is_switched_off():
+    chart_jobs = {path[1] for path in PROMETHEUS_KEYS if len(path) == 2 and path[0] == "scrapeConfigs"}
+    values = observability.prometheus_values(["tenant-a"], True)
+    assert set(values["scrapeConfigs"]) == chart_jobs
+    assert all(job == {"enabled": False} for job in values["scrapeConfigs"].values())
+
+
+def test_retention_storage_and_memory_are_bounded(up_plan):
+    [prometheus] = releases(up_plan, "prometheus")
+    server = prometheus.inputs["values"]["server"]
+    assert server["retention"] == "7d" and server["retentionSize"] == "1GB"
+    assert server["persistentVolume"]["size"] == "2Gi"
+    # The size bound must fit on the volume, or the volume fills first.
+    assert int(server["retentionSize"].removesuffix("GB")) * 10**9 < 2 * 2**30
+    for release in (prometheus, *releases(up_plan, "grafana")):
+        resources = release.inputs["values"]["resources" if release.inputs["chart"] == "grafana" else "server"]
+        resources = resources.get("resources", resources)
+        assert resources["limits"]["memory"] == resources["requests"]["memory"]
+
+
+def test_the_preflight_sizing_counts_prometheus_and_grafanas_memory_limits():
+    from tests.test_preflight import preflight
+
+    limits_mib = sum(int(m.removesuffix("Mi")) for m in (observability.PROMETHEUS_MEMORY, observability.GRAFANA_MEMORY))
+    assert preflight.SIZING_GIB["observability_memory"] * 1024 >= limits_mib
+
+
+# --- per tenant -------------------------------------------------------------------------------------------------
+
+
+def hami_jobs(plan_):
+    [prometheus] = releases(plan_, "prometheus")
+    jobs = prometheus.inputs["values"]["serverFiles"]["prometheus.yml"]["scrape_configs"]
+    return {job["job_name"]: job for job in jobs if job["job_name"].startswith("hami-")}
+
+
+def test_each_tenant_has_its_own_hami_job_through_its_api_servers_service_proxy(up_plan):
+    jobs = hami_jobs(up_plan)
+    assert set(jobs) == {"hami-tenant-a", "hami-tenant-b"}
+    for tenant in ("tenant-a", "tenant-b"):
+        job = jobs[f"hami-{tenant}"]
+        [static] = job["static_configs"]
+        assert static == {"targets": [f"{tenant}.tenants.svc:6443"], "labels": {"tenant": tenant}}
+        assert job["scheme"] == "https"
+        assert job["metrics_path"] == "/api/v1/namespaces/kube-system/services/hami-scheduler:monitor/proxy/metrics"
+        assert job["authorization"]["credentials_file"] == f"/etc/tenant-metrics/{tenant}/token"
+        assert job["tls_config"]["ca_file"] == f"/etc/tenant-metrics/{tenant}/ca.crt"
+
+
+def test_each_tenants_token_is_mounted_where_its_job_reads_it(up_plan):
+    [prometheus] = releases(up_plan, "prometheus")
+    mounts = {m["mountPath"]: m["secretName"] for m in prometheus.inputs["values"]["server"]["extraSecretMounts"]}
+    secrets = {
+        r.inputs["metadata"]["name"]: r for r in up_plan.of_type("kubernetes:core/v1:Secret")
+        if r.inputs["metadata"]["namespace"] == "lab-monitoring"
+    }
+    for tenant, job in hami_jobs(up_plan).items():
+        directory = job["authorization"]["credentials_file"].rsplit("/", 1)[0]
+        assert mounts[directory] in secrets, tenant
+        assert set(reveal(secrets[mounts[directory]].inputs["data"])) == {"token", "ca.crt"}
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_adding_or_removing_a_tenant_adds_or_removes_its_job(count):
+    from tests.plan import tenants
+
+    lab = plan(dev_config(tenants=tenants(count)), preview=True)
+    assert set(hami_jobs(lab)) == {f"hami-t{index}" for index in range(count)}
+    readers = [r.name for r in lab.of_type("kubernetes:core/v1:ServiceAccount") if "observability" in r.name]
+    assert sorted(readers) == [f"observability-t{index}-reader" for index in range(count)]
+
+
+def test_konnectivity_and_kamaji_jobs_keep_only_this_labs_tenants_and_label_them():
+    jobs = {job["job_name"]: job for job in observability.scrape_configs(["tenant-a", "tenant-b"], True)}
+    keep, tenants, label, _ = jobs["konnectivity"]["relabel_configs"]
+    assert jobs["konnectivity"]["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": ["tenants"]}}]
+    assert keep["regex"] == "konnectivity-server;healthport" and keep["action"] == "keep"
+    assert tenants["regex"] == "tenant-a|tenant-b" and tenants["action"] == "keep"
+    assert label == {"source_labels": ["__meta_kubernetes_pod_label_kamaji_clastix_io_name"], "target_label": "tenant"}
+    assert jobs["kamaji"]["static_configs"] == [{"targets": ["kamaji-metrics-service.kamaji-system.svc:8080"]}]
+
+
+def test_a_provided_kamaji_is_not_scraped_at_an_address_the_lab_did_not_choose():
+    jobs = [job["job_name"] for job in observability.scrape_configs(["tenant-a"], False)]
+    assert jobs == ["hami-tenant-a", "konnectivity"]
+
+
+def test_each_tenants_metrics_reader_lives_in_that_tenant_on_its_own_provider(dev_plan):
+    hami = {r.parent: r.provider_urn for r in releases(dev_plan, "hami")}
+    tenant_providers = set(hami.values())
+    management = provider_of(dev_plan, "platform-kamaji")
+    for tenant in ("tenant-a", "tenant-b"):
+        objects = [r for r in dev_plan.registrations if r.type in TENANT_KINDS and r.name.startswith(
+            f"observability-{tenant}-")]
+        token = dev_plan.named(f"observability-{tenant}-reader-token")
+        assert len(objects) == 3
+        providers = {r.provider_urn for r in [*objects, token]}
+        assert len(providers) == 1 and providers <= tenant_providers and management not in providers
+        [own] = [p for p in tenant_providers if f"{tenant}-kubernetes" in p]
+        assert providers == {own}
+
+
+def test_the_reader_may_only_get_hamis_monitor_port_through_the_proxy(up_plan):
+    roles = [r for r in up_plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role") if "observability" in r.name]
+    assert len(roles) == 2
+    for role in roles:
+        assert role.inputs["rules"] == [{
+            "apiGroups": [""], "resources": ["services/proxy"], "resourceNames": ["hami-scheduler:monitor"],
+            "verbs": ["get"],
+        }]
+    # Nothing cluster-wide for it: no ClusterRole or ClusterRoleBinding names the reader.
+    assert [r.name for r in up_plan.registrations if r.type.endswith(("ClusterRole", "ClusterRoleBinding"))
+            and "lab-metrics-reader" in json.dumps(r.inputs)] == []
+    for binding in [r for r in up_plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+                    if "observability" in r.name]:
+        assert binding.inputs["roleRef"]["kind"] == "Role"
+        assert binding.inputs["subjects"] == [
+            {"kind": "ServiceAccount", "name": "lab-metrics-reader", "namespace": "kube-system"}]
+
+
+def test_each_tenants_token_is_read_with_its_own_kubeconfig_and_stays_secret(up_plan):
+    for tenant in ("tenant-a", "tenant-b"):
+        read = up_plan.named(f"observability-{tenant}-reader-token-read")
+        assert {"stdout", "stderr"} <= set(read.secret_outputs) and "environment" in read.secret_inputs
+        secret = up_plan.named(f"observability-{tenant}-token")
+        assert "data" in secret.secret_inputs
+        token = base64.b64decode(reveal(secret.inputs["data"])["token"]).decode()
+        assert token == f"token-read-with-{tenant}-admin"
+
+
+def test_no_tenant_admin_credential_reaches_the_management_cluster(up_plan):
+    management = provider_of(up_plan, "platform-kamaji")
+    on_management = [r for r in up_plan.registrations if r.provider_urn == management]
+    for resource in on_management:
+        # The fake tenant kubeconfigs' client keys (tests/plan.py fake_kubeconfig).
+        assert "secret-key-of-tenant" not in json.dumps(reveal(resource.inputs), default=str), resource.name
+
+
+@pytest.mark.parametrize("answer", [
+    "{}", '{"token": "", "ca.crt": "Q0E="}', '{"token": "dG9rZW4=", "ca.crt": ""}',
+    '{"token": "not base64!", "ca.crt": "Q0E="}',
+])
+def test_a_token_answer_without_a_token_or_ca_is_refused(answer):
+    with pytest.raises(ValueError):
+        observability.token_secret_data(answer)
+
+
+def test_machine_workers_get_the_same_reader_and_job(machine_plan):
+    lab = machine_plan("mock", False)
+    assert [r.name for r in lab.registrations if r.type == "kubernetes:rbac.authorization.k8s.io/v1:Role"
+            and "observability" in r.name]
+    assert len(hami_jobs(lab)) == 1
+
+
+# --- Grafana ----------------------------------------------------------------------------------------------------
+
+
+def test_grafana_is_reached_at_its_load_balancer_address(up_plan):
+    assert resolve(up_plan.outputs["grafanaUrl"]) == f"http://{GRAFANA_ADDRESS}"
+    service = up_plan.named("observability-grafana-address")
+    assert service.inputs["spec"]["type"] == "LoadBalancer"
+    # The chart's pod selector labels and port name (charts/grafana/templates/_helpers.tpl, _pod.tpl@grafana-12.11.1).
+    assert service.inputs["spec"]["selector"] == {"app.kubernetes.io/name": "grafana",
+                                                   "app.kubernetes.io/instance": "lab-grafana"}
+    assert service.inputs["spec"]["ports"][0]["targetPort"] == "grafana"
+
+
+def test_the_admin_password_is_a_secret_output_and_never_in_the_charts_values(up_plan):
+    assert is_secret(up_plan.outputs["grafanaAdminPassword"])
+    assert resolve(up_plan.outputs["grafanaAdminPassword"]) == GRAFANA_PASSWORD
+    [grafana] = releases(up_plan, "grafana")
+    assert GRAFANA_PASSWORD not in json.dumps(grafana.inputs["values"])
+    admin = up_plan.named("observability-grafana-admin")
+    assert "stringData" in admin.secret_inputs
+    assert grafana.inputs["values"]["admin"]["existingSecret"] == admin.inputs["metadata"]["name"]
+
+
+@pytest.mark.parametrize("status, url", [
+    ({"loadBalancer": {"ingress": [{"ip": "172.18.255.230"}]}}, "http://172.18.255.230"),
+    ({"load_balancer": {"ingress": [{"hostname": "grafana.example"}]}}, "http://grafana.example"),
+    ({"loadBalancer": {}}, ""),
+    (None, ""),
+])
+def test_the_url_is_the_first_ingress_or_empty_until_there_is_one(status, url):
+    assert observability.grafana_url(status) == url
+
+
+def test_grafana_reads_prometheus_at_the_charts_server_service(up_plan):
+    [grafana] = releases(up_plan, "grafana")
+    [source] = grafana.inputs["values"]["datasources"]["datasources.yaml"]["datasources"]
+    assert source["url"] == "http://lab-prometheus-server.lab-monitoring.svc:80"
+    # Grafana's rate window follows the scrape interval Prometheus really uses.
+    [prometheus] = releases(up_plan, "prometheus")
+    assert source["jsonData"]["timeInterval"] == prometheus.inputs["values"]["server"]["global"]["scrape_interval"]
+    provisioned = grafana.inputs["values"]["dashboards"]["lab"]["tenants"]["json"]
+    [provider] = grafana.inputs["values"]["dashboardProviders"]["dashboardproviders.yaml"]["providers"]
+    # The chart mounts dashboards.<provider> at /var/lib/grafana/dashboards/<provider> (_pod.tpl@grafana-12.11.1).
+    assert provider["name"] == "lab" and provider["options"]["path"] == "/var/lib/grafana/dashboards/lab"
+    assert json.loads(provisioned)["templating"]["list"][0]["name"] == "tenant"
+
+
+# --- the dashboard, linted (Grafana's schema is not available offline: these are the rules it would enforce
+# that matter here, from Grafana's dashboard JSON model docs: unique panel ids, a 24-column grid, refIds
+# unique per panel, a uid of at most 40 characters) ------------------------------------------------------------
+
+PANEL_TYPES = {"text", "stat", "timeseries"}
+
+
+def provisioned_dashboard(plan_):
+    [grafana] = releases(plan_, "grafana")
+    return json.loads(grafana.inputs["values"]["dashboards"]["lab"]["tenants"]["json"])
+
+
+def test_the_provisioned_dashboard_is_well_formed(up_plan):
+    board = provisioned_dashboard(up_plan)
+    assert isinstance(board["schemaVersion"], int) and 0 < len(board["uid"]) <= 40
+    panels = board["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    cells = set()
+    for panel in panels:
+        assert panel["type"] in PANEL_TYPES, panel["title"]
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["w"] > 0 and grid["h"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        columns, lines = range(grid["x"], grid["x"] + grid["w"]), range(grid["y"], grid["y"] + grid["h"])
+        mine = {(x, y) for x in columns for y in lines}
+        assert not cells & mine, f"{panel['title']} overlaps another panel"
+        cells |= mine
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(set(refs)) == len(refs), panel["title"]
+
+
+def test_every_query_is_of_the_selected_tenant_on_the_provisioned_datasource(up_plan):
+    board = provisioned_dashboard(up_plan)
+    [grafana] = releases(up_plan, "grafana")
+    [source] = grafana.inputs["values"]["datasources"]["datasources.yaml"]["datasources"]
+    [variable] = board["templating"]["list"]
+    assert variable["name"] == "tenant" and variable["datasource"]["uid"] == source["uid"]
+    queries = [t for p in board["panels"] for t in p["targets"]]
+    assert len(queries) >= 9
+    for target in queries:
+        assert 'tenant="$tenant"' in target["expr"] and target["datasource"]["uid"] == source["uid"], target
+
+
+def test_the_dashboard_has_the_panels_the_issue_asks_for_and_says_the_gpus_are_mocks(up_plan):
+    board = provisioned_dashboard(up_plan)
+    metrics = " ".join(t["expr"] for p in board["panels"] for t in p["targets"])
+    for metric in ("hami_gpu_memory_allocated_bytes", "hami_gpu_memory_limit_bytes", "hami_gpu_core_allocated_ratio",
+                   "hami_gpu_shared_count", "hami_resource_quota_used", "hami_resource_quota_limit",
+                   "konnectivity_network_proxy_server_ready_backend_connections",
+                   "konnectivity_network_proxy_server_dial_failure_count"):
+        assert metric in metrics
+    [note] = [p for p in board["panels"] if p["type"] == "text"]
+    assert "allocation only" in note["options"]["content"] and "NVML" in note["options"]["content"]
+    assert "allocation only" in board["description"]
+
+
+# --- sizing -----------------------------------------------------------------------------------------------------
+
+
+def test_the_sizing_table_lists_observability_as_the_preflight_counts_it():
+    from tests.test_docs import ROOT, rows, section
+    from tests.test_preflight import preflight
+
+    text = section(ROOT / "docs" / "architecture.md", "Sizing: what a tenant costs").split("For tenants of one")[0]
+    figures = {row[0]: (row[1], row[2]) for row in rows(text)}
+    gib = preflight.SIZING_GIB
+    assert figures["Prometheus and Grafana, with `observability: true`"] == (
+        f"{gib['observability_memory']:g} GiB", f"{gib['observability_disk']:g} GiB (Prometheus' volume)")
+
+
+@pytest.mark.parametrize("kind", [True, False])
+def test_the_estimate_adds_observability_only_when_on_and_only_on_a_kind_cluster(kind):
+    from tests.test_preflight import preflight
+
+    off = preflight.estimate(preflight.Mode(kind=kind, control_planes=2, container_workers=2))
+    on = preflight.estimate(preflight.Mode(kind=kind, control_planes=2, container_workers=2, observability=True))
+    gib = preflight.SIZING_GIB
+    added = (on[0] - off[0], on[2] - off[2])
+    assert added == ((gib["observability_memory"], gib["observability_disk"]) if kind else (0, 0))
+    if kind:
+        assert "Prometheus and Grafana 0.75 GiB" in on[1]
+
+
+@pytest.mark.parametrize(("written", "counted"), [("true", True), ("false", False), (None, False)])
+def test_the_preflight_reads_observability_from_the_stack(tmp_path, capsys, written, counted):
+    from tests.test_preflight_modes import config_json, run_preflight, sized_host
+
+    scalars = {"controlPlaneReplicas": "1", "workersPerTenant": "1"}
+    if written is not None:
+        scalars["observability"] = written  # `pulumi config --json` prints booleans as text
+    host, _ = sized_host(tmp_path, config_json([{"name": "a"}], **scalars), available_gib=1, free_gib=1)
+    _, out = run_preflight(host, capsys, "--stack", "dev")
+    assert ("+ Prometheus and Grafana 0.75 GiB)" in out) is counted
+    assert ("+ Prometheus' volume 2 GiB)" in out) is counted
+
+
+def test_ci_renders_prometheus_and_grafana_with_the_values_the_releases_get(up_plan):
+    import yaml
+
+    from tests.render_charts_module import render_charts
+
+    def monitoring_charts(observed: bool) -> dict:
+        lab = render_charts.parse_settings(dev_config(observability=observed))
+        return {chart.name: chart for chart in render_charts.charts(lab) if chart.namespace == "lab-monitoring"}
+
+    assert monitoring_charts(False) == {}
+    rendered = monitoring_charts(True)
+    assert set(rendered) == {"prometheus", "grafana"}
+    for name, chart in rendered.items():
+        [release] = releases(up_plan, name)
+        [values] = [yaml.safe_load(text) for text in chart.values_files]
+        assert values == reveal(release.inputs["values"]) and chart.version == release.inputs["version"]
+
+
+# --- make dashboard ---------------------------------------------------------------------------------------------
+
+
+def run_dashboard(tmp_path, answer: str | None):
+    import os
+    import subprocess
+
+    fake = tmp_path / "bin" / "pulumi"
+    fake.parent.mkdir()
+    # `pulumi stack output grafanaUrl --stack S` prints the value; a missing output is an error.
+    missing = "echo 'error: current stack does not have output property' >&2\nexit 255\n"
+    body = f'echo "$*" >> {tmp_path}/argv\n' + (f"echo {answer}\n" if answer is not None else missing)
+    fake.write_text("#!/usr/bin/env bash\n" + body)
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}", "STACK": "staging"}
+    root = Path(__file__).parent.parent
+    done = subprocess.run(["bash", str(root / "scripts" / "dashboard.sh")], capture_output=True, text=True, env=env,
+                          timeout=30)
+    return done, (tmp_path / "argv").read_text()
+
+
+def test_make_dashboard_prints_the_url_and_how_to_get_the_password_never_the_password(tmp_path):
+    done, argv = run_dashboard(tmp_path, "http://172.18.255.230")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "Grafana:  http://172.18.255.230/d/kamaji-hami-lab-tenants (user admin)\n"
+        "Password: pulumi stack output --show-secrets grafanaAdminPassword --stack staging\n"
+    )
+    assert argv == "stack output grafanaUrl --stack staging\n", "it reads only the URL, never a secret"
+
+
+def test_make_dashboard_without_observability_says_how_to_turn_it_on(tmp_path):
+    done, _ = run_dashboard(tmp_path, None)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "pulumi config set observability true --stack staging" in done.stderr
+
+
+def test_the_dashboard_url_names_the_provisioned_dashboards_uid():
+    from components.dashboard import DASHBOARD_UID
+
+    assert f"/d/{DASHBOARD_UID} " in (Path(__file__).parent.parent / "scripts" / "dashboard.sh").read_text()

@@ -1,0 +1,407 @@
+"""A real Prometheus (Debian's 2.42) runs the lab's scrape configuration against loopback fakes of each
+tenant's sources, and every query of the dashboard returns data for each tenant; promtool checks the
+configuration the chart gets.
+
+The fakes serve the exposition format of the pinned versions, written from their sources:
+HAMi's scheduler (Project-HAMi/HAMi cmd/scheduler/metrics.go and pkg/metrics/metrics.go@v2.10.0: metric
+names, label names, the `zone="vGPU"` label its registry wraps every series in, bytes for memory),
+konnectivity-server (kubernetes-sigs/apiserver-network-proxy pkg/server/metrics/metrics.go@v0.36.0)
+and Kamaji (clastix/kamaji internal/metrics/metrics.go@ddbabd8). The HAMi fake stands where the tenant
+API server's service proxy would: HTTPS with the tenant's CA, answering only the proxy path and only
+that tenant's bearer token.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components import observability
+from components.config import parse_settings
+from components.dashboard import dashboard
+from components.gpus import node_gpu_count, register_annotation
+from tests.plan import dev_config
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("prometheus") and shutil.which("promtool") and shutil.which("openssl")),
+    reason="needs Debian's prometheus package and openssl (.ci/run installs them)",
+)
+
+LAB = parse_settings(dev_config())
+TENANTS = [tenant.name for tenant in LAB.tenants]
+QUOTA_NAMESPACE = "team-a"
+STARTUP_SECONDS = 60
+
+
+def hami_exposition(tenant_name: str) -> str:
+    """What HAMi 2.10.0's scheduler serves for a tenant of the dev stack: its configured GPUs, some allocated."""
+    tenant = next(t for t in LAB.tenants if t.name == tenant_name)
+    lines = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
+        lines.extend([f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"])
+        for labels, value in samples:
+            # client_golang writes labels sorted by name.
+            text = ",".join(f'{key}="{labels[key]}"' for key in sorted(labels))
+            lines.append(f"{name}{{{text}}} {value:g}")
+
+    devices = []
+    for index in range(1, tenant.workers + 1):
+        node = LAB.worker_name(tenant, index)
+        for device in json.loads(register_annotation(node, tenant.gpus, tenant.gpu_slots)):
+            devices.append((node, device))
+    base = [({"node": node, "device_uuid": d["id"], "device_index": str(d["index"]), "device_type": d["type"],
+              "zone": "vGPU"}, d) for node, d in devices]
+    mib = 1024 * 1024
+    metric("hami_build_info", "gauge", "hami build metadata exposed as labels with a constant value of 1.",
+           [({"version": "v2.10.0", "revision": "fake", "build_date": "", "go_version": "go1.25",
+              "compiler": "gc", "platform": "linux/amd64"}, 1)])
+    metric("hami_gpu_core_allocated_ratio", "gauge", "Device core allocated for a certain GPU",
+           [(labels, 30) for labels, _ in base])
+    metric("hami_gpu_core_limit_ratio", "gauge", "Device core limit for a certain GPU",
+           [(labels, d["devcore"]) for labels, d in base])
+    metric("hami_gpu_memory_allocated_bytes", "gauge", "Device memory allocated for a certain GPU",
+           [({**labels, "device_cores": str(d["devcore"])}, 8192 * mib) for labels, d in base])
+    metric("hami_gpu_memory_limit_bytes", "gauge", "Device memory limit for a certain GPU",
+           [(labels, d["devmem"] * mib) for labels, d in base])
+    metric("hami_gpu_shared_count", "gauge", "Number of containers sharing this GPU",
+           [(labels, 2) for labels, _ in base])
+    quota = {"namespace": QUOTA_NAMESPACE, "quota_name": "nvidia.com/gpumem", "zone": "vGPU"}
+    metric("hami_resource_quota_limit", "gauge", "resourcequota limit for a certain device", [(quota, 40960)])
+    metric("hami_resource_quota_used", "gauge", "resourcequota usage for a certain device",
+           [({**quota, "limit": "40960"}, 8192)])
+    return "\n".join(lines) + "\n"
+
+
+def konnectivity_exposition(agents: int) -> str:
+    return "\n".join([
+        "# HELP konnectivity_network_proxy_server_dial_failure_count Number of dial failures observed. "
+        "Multiple failures can occur for a single dial request.",
+        "# TYPE konnectivity_network_proxy_server_dial_failure_count counter",
+        'konnectivity_network_proxy_server_dial_failure_count{reason="dial_timeout"} 3',
+        "# HELP konnectivity_network_proxy_server_ready_backend_connections Number of konnectivity agent "
+        "connected to the proxy server. DEPRECATED, please use ready_backends",
+        "# TYPE konnectivity_network_proxy_server_ready_backend_connections gauge",
+        f"konnectivity_network_proxy_server_ready_backend_connections {agents}",
+        "# HELP konnectivity_network_proxy_server_ready_backends Number of konnectivity agent connected to the "
+        "proxy server",
+        "# TYPE konnectivity_network_proxy_server_ready_backends gauge",
+        f'konnectivity_network_proxy_server_ready_backends{{proxy_strategy="default"}} {agents}',
+    ]) + "\n"
+
+
+def kamaji_exposition() -> str:
+    lines = [
+        "# HELP kamaji_build_info Build information for Kamaji.",
+        "# TYPE kamaji_build_info gauge",
+        'kamaji_build_info{build_time="",commit="ddbabd8",dirty="false",repo="",version="edge"} 1',
+        "# HELP kamaji_tenant_control_plane_status Current status and readiness of TenantControlPlane resources.",
+        "# TYPE kamaji_tenant_control_plane_status gauge",
+    ]
+    # Another namespace's control plane, not this lab's: it must not be labelled as a tenant.
+    for namespace, name in [*(("tenants", t) for t in TENANTS), ("elsewhere", TENANTS[0])]:
+        lines.append(f'kamaji_tenant_control_plane_status{{ready="true",status="Ready",tcp_name="{name}",'
+                     f'tcp_namespace="{namespace}"}} 1')
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Fake:
+    server: ThreadingHTTPServer
+    port: int
+    requests: list[tuple[str, str]]
+
+
+def serve(body: str, path: str, token: str | None = None, context: ssl.SSLContext | None = None) -> Fake:
+    seen: list[tuple[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            seen.append((self.path, self.headers.get("Authorization", "")))
+            if self.path != path:
+                self.send_error(404)
+            elif token is not None and self.headers.get("Authorization") != f"Bearer {token}":
+                self.send_error(403)
+            else:
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if context:
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return Fake(server, server.server_address[1], seen)
+
+
+def tenant_ca(directory: Path, tenant: str) -> ssl.SSLContext:
+    """A CA of the tenant's own and a serving certificate for 127.0.0.1 signed by it, as Kamaji would make."""
+    directory.mkdir(parents=True)
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={tenant}-ca",
+            "-keyout", str(directory / "ca.key"), "-out", str(directory / "ca.crt"))
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kube-apiserver",
+            "-keyout", str(directory / "server.key"), "-out", str(directory / "server.csr"))
+    (directory / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", str(directory / "server.csr"), "-CA", str(directory / "ca.crt"),
+            "-CAkey", str(directory / "ca.key"), "-CAcreateserial", "-days", "1",
+            "-extfile", str(directory / "san.cnf"), "-out", str(directory / "server.crt"))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "server.crt", directory / "server.key")
+    return context
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class Lab:
+    url: str
+    fakes: dict[str, Fake]
+    config: dict
+
+
+def konnectivity_targets(fakes: dict[str, Fake], decoy: Fake) -> list[dict]:
+    """What pod discovery in the tenants namespace would find: each tenant's sidecar, plus pods to skip."""
+
+    def pod(port: int, tenant: str, container: str, port_name: str) -> dict:
+        return {"targets": [f"127.0.0.1:{port}"], "labels": {
+            "__meta_kubernetes_namespace": "tenants",
+            "__meta_kubernetes_pod_name": f"{tenant}-6d9f-x",
+            "__meta_kubernetes_pod_label_kamaji_clastix_io_name": tenant,
+            "__meta_kubernetes_pod_container_name": container,
+            "__meta_kubernetes_pod_container_port_name": port_name}}
+
+    return [
+        *(pod(fakes[f"konnectivity-{t}"].port, t, "konnectivity-server", "healthport") for t in TENANTS),
+        pod(decoy.port, TENANTS[0], "kube-apiserver", "kube-apiserver"),  # another container of the pod
+        pod(decoy.port, "not-ours", "konnectivity-server", "healthport"),  # a control plane the lab did not make
+    ]
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory) -> Iterator[Lab]:
+    root = tmp_path_factory.mktemp("prometheus")
+    fakes: dict[str, Fake] = {}
+    for tenant in TENANTS:
+        context = tenant_ca(root / "secrets" / tenant, tenant)
+        token = f"token-of-{tenant}"
+        (root / "secrets" / tenant / "token").write_text(token)
+        fakes[f"hami-{tenant}"] = serve(hami_exposition(tenant), observability.HAMI_METRICS_PATH, token, context)
+        # tenant-b's tunnel has no agent: the dashboard must show it.
+        fakes[f"konnectivity-{tenant}"] = serve(konnectivity_exposition(0 if tenant == TENANTS[1] else 1), "/metrics")
+    fakes["kamaji"] = serve(kamaji_exposition(), "/metrics")
+    decoy = serve("decoy_metric 1\n", "/metrics")
+
+    config = observability.prometheus_config(
+        TENANTS, True, secrets_dir=str(root / "secrets"),
+        api_server=lambda tenant: f"127.0.0.1:{fakes[f'hami-{tenant}'].port}",
+        kamaji_target=f"127.0.0.1:{fakes['kamaji'].port}",
+    )
+    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    for job in config["scrape_configs"]:
+        if job["job_name"] == observability.JOB_KONNECTIVITY:
+            # Discovery needs a cluster; its targets, as it would label them, go through the same relabelling.
+            del job["kubernetes_sd_configs"]
+            job["static_configs"] = konnectivity_targets(fakes, decoy)
+    config_file = root / "prometheus.yml"
+    config_file.write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = (root / "prometheus.log").open("w")
+    process = subprocess.Popen(
+        ["prometheus", f"--config.file={config_file}", f"--storage.tsdb.path={root / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    lab = Lab(f"http://127.0.0.1:{port}", {**fakes, "decoy": decoy}, config)
+    try:
+        wait_for_scrapes(lab, process, root / "prometheus.log")
+        yield lab
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=20)
+        log.close()
+        for fake in lab.fakes.values():
+            fake.server.shutdown()
+
+
+def api(lab: Lab, path: str, **params: str) -> dict:
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
+    with urllib.request.urlopen(f"{lab.url}{path}{query}", timeout=10) as answer:  # noqa: S310 (loopback)
+        return json.loads(answer.read())["data"]
+
+
+def wait_for_scrapes(lab: Lab, process: subprocess.Popen, log: Path) -> None:
+    """Until every target is up and has been scraped a few times (rates need two samples)."""
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"prometheus exited: {log.read_text()[-2000:]}"
+        try:
+            targets = api(lab, "/api/v1/targets")["activeTargets"]
+            if targets and all(t["health"] == "up" for t in targets):
+                time.sleep(4)
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"targets not all up within {STARTUP_SECONDS}s: {log.read_text()[-2000:]}")
+
+
+def query(lab: Lab, expr: str) -> list[dict]:
+    return api(lab, "/api/v1/query", query=expr)["result"]
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    return [(panel["title"], target["expr"]) for panel in dashboard()["panels"] for target in panel["targets"]]
+
+
+def for_tenant(expr: str, tenant: str) -> str:
+    # Grafana's own variables: the tenant selector and the rate window it picks.
+    return expr.replace("$tenant", tenant).replace("$__rate_interval", "1m")
+
+
+# --- promtool ---------------------------------------------------------------------------------------------------
+
+
+def debian_buildable(config: dict) -> dict:
+    """The configuration with pod discovery swapped for targets labelled as it would label them.
+
+    Debian's prometheus is built without Kubernetes service discovery ("field kubernetes_sd_configs not
+    found"), so this is the most of the configuration it can read; the discovery block itself is checked
+    in tests/test_observability.py against Prometheus' documented fields.
+    """
+    for job in config["scrape_configs"]:
+        if "kubernetes_sd_configs" in job:
+            del job["kubernetes_sd_configs"]
+            job["static_configs"] = [{"targets": ["127.0.0.1:8134"], "labels": {
+                "__meta_kubernetes_pod_label_kamaji_clastix_io_name": TENANTS[0]}}]
+    return config
+
+
+def test_promtool_accepts_the_configuration_the_chart_gets(tmp_path):
+    secrets = tmp_path / "secrets"
+    for tenant in TENANTS:
+        (secrets / tenant).mkdir(parents=True)
+        (secrets / tenant / "token").write_text("t")
+        (secrets / tenant / "ca.crt").write_text("")
+    values = observability.prometheus_values(TENANTS, True)
+    config = debian_buildable({"global": values["server"]["global"],
+                               "scrape_configs": values["serverFiles"]["prometheus.yml"]["scrape_configs"]})
+    text = yaml.safe_dump(config).replace(observability.TENANT_SECRETS_DIR, str(secrets))
+    (tmp_path / "prometheus.yml").write_text(text)
+    checked = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS" in checked.stdout + checked.stderr
+
+
+def test_promtool_refuses_a_broken_configuration(tmp_path):
+    # The check above can fail: a relabel action Prometheus does not know.
+    config = debian_buildable(observability.prometheus_config(TENANTS, True))
+    config["scrape_configs"][-2]["relabel_configs"][0]["action"] = "keepp"
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    checked = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode != 0
+
+
+# --- a real Prometheus ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tenant", TENANTS)
+@pytest.mark.parametrize(("title", "expr"), dashboard_queries())
+def test_every_dashboard_query_returns_data_for_each_tenant(prometheus, tenant, title, expr):
+    result = query(prometheus, for_tenant(expr, tenant))
+    assert result, f"{title}: {expr} returned nothing for {tenant}"
+
+
+def test_every_scraped_series_carries_a_tenant_label(prometheus):
+    # Kamaji's target is shared by all tenants: only Prometheus' own series about that scrape lack one.
+    unlabelled = query(prometheus, 'count by (__name__, job) ({__name__=~".+", __name__!~"up|scrape_.+", tenant=""})')
+    assert unlabelled == []
+    assert {r["metric"]["job"] for r in query(prometheus, 'up{tenant=""}')} == {"kamaji"}
+
+
+def test_each_tenant_sees_its_own_gpus_and_no_one_elses(prometheus):
+    for tenant in LAB.tenants:
+        gpus = query(prometheus, f'count(hami_gpu_memory_limit_bytes{{tenant="{tenant.name}"}})')
+        assert float(gpus[0]["value"][1]) == tenant.workers * node_gpu_count(tenant.gpus)
+        nodes = {r["metric"]["node"] for r in query(prometheus, f'hami_gpu_shared_count{{tenant="{tenant.name}"}}')}
+        assert nodes == {LAB.worker_name(tenant, index) for index in range(1, tenant.workers + 1)}
+
+
+def test_the_hami_fake_was_reached_only_through_the_proxy_path_with_its_tenants_token(prometheus):
+    for tenant in TENANTS:
+        requests = prometheus.fakes[f"hami-{tenant}"].requests
+        assert requests and set(requests) == {(observability.HAMI_METRICS_PATH, f"Bearer token-of-{tenant}")}
+
+
+def test_konnectivity_discovery_keeps_only_the_sidecar_of_this_labs_tenants(prometheus):
+    targets = api(prometheus, "/api/v1/targets")["activeTargets"]
+    jobs = {(t["labels"]["job"], t["labels"].get("tenant")) for t in targets}
+    assert {tenant for job, tenant in jobs if job == "konnectivity"} == set(TENANTS)
+    assert prometheus.fakes["decoy"].requests == []
+
+
+def test_a_tunnel_without_agents_reads_as_zero_which_the_dashboard_marks(prometheus):
+    [stat] = [p for p in dashboard()["panels"] if p["title"] == "Konnectivity agents connected"]
+    expr = stat["targets"][0]["expr"]
+    values = {t: float(query(prometheus, for_tenant(expr, t))[0]["value"][1]) for t in TENANTS}
+    assert values == {TENANTS[0]: 1, TENANTS[1]: 0}
+    mapping = stat["fieldConfig"]["defaults"]["mappings"][0]["options"]
+    assert mapping["0"]["text"] == "NO AGENTS"
+
+
+def test_kamaji_series_of_other_namespaces_are_dropped(prometheus):
+    statuses = query(prometheus, "kamaji_tenant_control_plane_status")
+    assert sorted(r["metric"]["tenant"] for r in statuses) == sorted(TENANTS)
+    assert {r["metric"]["tcp_namespace"] for r in statuses} == {"tenants"}
+
+
+def test_the_tenant_selector_lists_exactly_the_tenants(prometheus):
+    variable = dashboard()["templating"]["list"][0]
+    label = re.fullmatch(r"label_values\((\w+), (\w+)\)", variable["definition"])
+    values = api(prometheus, f"/api/v1/label/{label[2]}/values", **{"match[]": label[1]})
+    assert sorted(values) == sorted(TENANTS)
+
+
+def test_make_validates_reading_of_this_prometheus_finds_every_tenant_healthy_with_its_gpus(prometheus):
+    from validation.checks.observability import gpu_query, scalar, target_problems
+
+    targets = api(prometheus, "/api/v1/targets", state="active")
+    for tenant in LAB.tenants:
+        healthy, problems = target_problems(targets, tenant.name)
+        assert problems == [] and len(healthy) == 2, tenant.name
+        seen = scalar(api(prometheus, "/api/v1/query", query=gpu_query(tenant.name)))
+        assert seen == tenant.workers * node_gpu_count(tenant.gpus)

@@ -96,6 +96,7 @@ class Tenant(pulumi.ComponentResource):
                 node_names=node_names,
                 nodes_ready=[network, kube_proxy, *(worker.joined for worker in workers.values())],
                 gpus_registered=[worker.gpus_registered for worker in workers.values() if worker.gpus_registered],
+                workers_powered=[worker.power for worker in workers.values()],
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -113,6 +114,7 @@ class Tenant(pulumi.ComponentResource):
             "gpuSlots": tenant.gpu_slots,
             "gpuDevices": "real" if tenant.real_gpus else "mock",
             "quotas": [quota_facts(quota) for quota in tenant.quotas],
+            "sleeping": tenant.sleeping,
         }
 
         self.register_outputs({"kubeconfig": self.kubeconfig, "facts": self.facts})
@@ -154,6 +156,7 @@ class Tenant(pulumi.ComponentResource):
                     tenant_kubeconfig=control_plane.kubeconfig,
                     gpus=tenant.gpus,
                     gpu_slots=tenant.gpu_slots,
+                    sleeping=tenant.sleeping,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -189,6 +192,7 @@ class Tenant(pulumi.ComponentResource):
                     gpus=tenant.gpus,
                     gpu_slots=tenant.gpu_slots,
                     real_gpus=tenant.real_gpus,
+                    sleeping=tenant.sleeping,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

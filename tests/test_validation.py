@@ -281,7 +281,7 @@ def test_healthy_lab_passes_every_check_for_every_tenant():
     expected |= {(check, tenant) for check in PER_TENANT_CHECKS for tenant in TENANTS}
     assert {(r["check"], r["target"]) for r in report["results"]} == expected
     assert {r["status"] for r in report["results"]} == {"pass"}
-    assert report["summary"] == {"pass": len(expected), "fail": 0, "skip": 0}
+    assert report["summary"] == {"pass": len(expected), "fail": 0, "skip": 0, "sleeping": 0}
 
 
 def test_every_scratch_namespace_is_deleted_and_kubeconfigs_stay_private():

@@ -42,7 +42,7 @@ def by_status(results: list[CheckResult]) -> str:
     """ "FAIL nodes; SKIP quota; PASS control-plane, datastore": failures first."""
     groups = [
         (status, [result.check for result in results if result.status is status])
-        for status in (Status.FAIL, Status.SKIP, Status.PASS)
+        for status in (Status.FAIL, Status.SLEEPING, Status.SKIP, Status.PASS)
     ]
     return "; ".join(f"{status.value.upper()} {', '.join(checks)}" for status, checks in groups if checks)
 
@@ -54,7 +54,8 @@ def counts(results: list[CheckResult]) -> Counter[Status]:
 def summary(results: list[CheckResult]) -> str:
     tally = counts(results)
     verdict = "FAILED" if tally[Status.FAIL] else "OK"
-    return f"{verdict}: {tally[Status.PASS]} passed, {tally[Status.FAIL]} failed, {tally[Status.SKIP]} skipped"
+    asleep = f", {tally[Status.SLEEPING]} asleep" if tally[Status.SLEEPING] else ""
+    return f"{verdict}: {tally[Status.PASS]} passed, {tally[Status.FAIL]} failed, {tally[Status.SKIP]} skipped{asleep}"
 
 
 def json_document(results: list[CheckResult], warnings: list[str]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ class Status(StrEnum):
     PASS = "pass"
     FAIL = "fail"
     SKIP = "skip"
+    SLEEPING = "sleeping"
+    """The tenant sleeps (its stack config says so, and Kamaji agrees): not a failure, nothing to check."""
 
 
 class CheckFailed(Exception):
@@ -19,6 +21,10 @@ class CheckFailed(Exception):
 
 class CheckSkipped(Exception):
     """The check does not apply to this target (for example a tenant without GPUs)."""
+
+
+class TenantAsleep(Exception):
+    """The tenant sleeps; the message says what showed it."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from validation.checks.hami import registered_devices
-from validation.checks.tenancy import TCP_RESOURCE, tcp_status
+from validation.checks.tenancy import SLEEPING, TCP_RESOURCE, host_port, tcp_status
 from validation.exit_codes import EXIT_FAILED as EXIT_UNHEALTHY
 from validation.exit_codes import EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
@@ -132,6 +132,7 @@ def tenant_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dict
         "totals": totals([]),
         "pending": [],
         "quotas": [],
+        "asleep": False,
     }
     problems = status["problems"]
     if isinstance(tcps, Exception):
@@ -167,6 +168,46 @@ def tenant_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dict
     status["quotas"] = [quota_usage(quota) for quota in answer["quotas"]]
     status["healthy"] = not problems
     return status
+
+
+def asleep_status(tenant: Tenant, tcps: dict | Exception) -> dict[str, Any]:
+    """A sleeping tenant: what it still holds, from the outputs; healthy once Kamaji reports it Sleeping.
+
+    The keys of an awake tenant's row stay, empty: nothing of its nodes, pods or quotas is read.
+    """
+    problems = []
+    state = None
+    if isinstance(tcps, Exception):
+        problems.append("control plane unknown (management cluster not read)")
+    elif (tcp := tcps.get((tenant.namespace, tenant.name))) is None:
+        problems.append(f"no TenantControlPlane {tenant.namespace}/{tenant.name}")
+    elif (state := tcp_status(tcp)) != SLEEPING:
+        problems.append(f"control plane {state or 'without status'}, not {SLEEPING}: run pulumi up")
+    cards = sum(gpu.count for gpu in tenant.gpus_per_worker) * len(tenant.workers)
+    return {
+        "name": tenant.name,
+        "endpoint": tenant.endpoint,
+        "version": tenant.kubernetes_version,
+        "reachable": False,
+        "error": None,
+        "healthy": not problems,
+        "problems": problems,
+        "controlPlaneReady": None if isinstance(tcps, Exception) else False,
+        "nodes": {"ready": 0, "total": 0, "missing": [], "notReady": []},
+        "gpus": [],
+        "totals": totals([]),
+        "pending": [],
+        "quotas": [],
+        "asleep": True,
+        "controlPlaneState": state or None,
+        "holds": {
+            "address": host_port(tenant.endpoint)[0],
+            "workers": list(tenant.workers),
+            "gpus": cards,
+            "gpuMemoryMiB": sum(gpu.memory_mib * gpu.count for gpu in tenant.gpus_per_worker) * len(tenant.workers),
+            "gpuDevices": "real" if tenant.real_gpus else "mock",
+        },
+    }
 
 
 def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -278,11 +319,15 @@ def refresh(outputs: StackOutputs, names: Sequence[str] | None, runner: Runner, 
         lab = Lab.open(outputs, runner, Path(workdir))
         tenants = [tenant for tenant in lab.tenants if not names or tenant.name in names]
         readers: dict[str, Callable[[], Any]] = {MANAGEMENT: lambda: read_management(lab.management, clock)}
-        for tenant in tenants:
+        # A sleeping tenant's API server does not run: only Kamaji is asked about it.
+        for tenant in (tenant for tenant in tenants if not tenant.sleeping):
             readers[tenant.name] = lambda tenant=tenant: read_tenant(lab.kubectl(tenant), clock)
         answers = read_side_by_side(readers, CLUSTER_BOUND + GRACE)
     tcps = answers[MANAGEMENT]
-    rows = [tenant_status(tenant, answers[tenant.name], tcps) for tenant in tenants]
+    rows = [
+        asleep_status(tenant, tcps) if tenant.sleeping else tenant_status(tenant, answers[tenant.name], tcps)
+        for tenant in tenants
+    ]
     return {
         "ok": all(row["healthy"] for row in rows),
         "refreshed": clock.wall().strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -357,7 +402,9 @@ def render(doc: dict[str, Any], style: Style, wide: bool = False) -> str:
 
     healthy = sum(tenant["healthy"] for tenant in doc["tenants"])
     refreshed = doc["refreshed"].replace("T", " ").replace("Z", " UTC")
-    say(f"refreshed {refreshed}: {healthy}/{len(doc['tenants'])} tenants healthy")
+    asleep = sum(bool(tenant.get("asleep")) for tenant in doc["tenants"])
+    sleeping = f", {asleep} asleep" if asleep else ""
+    say(f"refreshed {refreshed}: {healthy}/{len(doc['tenants'])} tenants healthy{sleeping}")
     management = doc["management"]
     if management["reachable"]:
         say("management  reachable")
@@ -375,7 +422,27 @@ def render(doc: dict[str, Any], style: Style, wide: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_asleep(tenant: dict[str, Any], say: Callable[..., None], wide: bool) -> None:
+    """Asleep: its state as Kamaji reports it and what it holds while it sleeps."""
+    health = "asleep" if tenant["healthy"] else "UNHEALTHY, asleep"
+    say(f"{tenant['name']}  {tenant['version']}  {health}  {tenant['endpoint']}", tenant["healthy"])
+    holds = tenant["holds"]
+    workers = len(holds["workers"])
+    gpus = f"{holds['gpus']} {holds['gpuDevices']} GPUs ({memory(holds['gpuMemoryMiB'], wide=wide)})"
+    say(
+        f"  control plane {tenant['controlPlaneState'] or 'unknown'}; holds address {holds['address']}, "
+        f"{workers} stopped worker{'s' if workers != 1 else ''}, "
+        + (gpus if holds["gpus"] else "real GPUs" if holds["gpuDevices"] == "real" else "no GPUs"),
+        wrap=True,
+    )
+    for problem in tenant["problems"]:
+        say(f"  {problem}", False, wrap=True)
+
+
 def render_tenant(tenant: dict[str, Any], say: Callable[..., None], wide: bool) -> None:
+    if tenant.get("asleep"):
+        render_asleep(tenant, say, wide)
+        return
     health = "healthy" if tenant["healthy"] else "UNHEALTHY"
     say(f"{tenant['name']}  {tenant['version'] or '-'}  {health}  {tenant['endpoint']}", tenant["healthy"])
     if tenant["error"]:

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from components.config import ConfigError, parse_settings
-from tests.plan import Plan, changed, dev_config, plan, resolve
+from tests.plan import ROOT, Plan, changed, dev_config, plan, resolve
 from tests.test_machines import EXISTING, MOCK_GPU_TENANT, REAL_GPU_TENANT, SECRETS
 from tests.test_tenant_versions import CONTAINER, TCP, of_tenant
 
@@ -282,3 +282,28 @@ def test_a_sleeping_value_that_is_not_a_boolean_names_the_key_and_the_value(valu
         and repr(value) in str(raised.value)
         or str(value) in str(raised.value)
     )
+
+
+# --- docs ----------------------------------------------------------------------------------------------
+
+
+def test_the_memory_a_sleeping_tenant_frees_is_the_preflights_figures_for_what_stops():
+    from tests.test_docs import preflight, rows
+
+    text = (ROOT / "docs" / "operations.md").read_text().split("\n### Sleeping tenants\n", 1)[1].split("\n## ", 1)[0]
+    header = "| tenant | memory freed, estimated |"
+    table = rows(header + text.split(header, 1)[1])
+    gib = preflight.SIZING_GIB
+    shapes = {
+        "1 control-plane replica, 1 container worker (the defaults)": (1, 1),
+        "2 control-plane replicas, 2 container workers": (2, 2),
+        "1 control-plane replica, machine workers": (1, 0),
+    }
+    assert [row[0] for row in table] == list(shapes)
+    for shape, freed in table:
+        replicas, workers = shapes[shape]
+        expected = replicas * gib["control_plane_memory"] + workers * gib["worker_memory"]
+        assert freed == f"{expected:g} GiB", shape
+    # "the defaults" is what a tenant gets without controlPlaneReplicas or workersPerTenant.
+    defaults = parse_settings(dev_config(tenants=[{"name": "a"}])).tenants[0]
+    assert (defaults.control_plane_replicas, defaults.workers) == shapes[table[0][0]]

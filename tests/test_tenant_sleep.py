@@ -127,3 +127,26 @@ def test_make_sleep_without_a_tenant_does_nothing_but_say_so(tmp_path):
     assert done.returncode != 0
     assert "name the tenant: make sleep TENANT=<name>" in done.stderr
     assert not (tmp_path / "venv").exists()
+
+
+def test_the_live_lab_sleeps_and_wakes_a_tenant_validates_it_and_reports_the_wake_time():
+    from tests.test_make_and_workflows import position, workflow
+
+    (job,) = workflow("live.yml")["jobs"].values()
+    names = [step.get("run", step.get("uses", "")) for step in job["steps"]]
+    up, cycle, down = position(names, "make up"), position(names, "make sleep TENANT="), position(names, "make down")
+    assert up < cycle < down
+    script = names[cycle].splitlines()
+    order = [
+        "make sleep TENANT=tenant-b",
+        "make preview PREVIEW_ARGS=--expect-no-changes",
+        "tenant_sleep.py wake --tenant tenant-b",
+        "pulumi up --yes --stack dev",
+        "make kubeconfigs validate",
+    ]
+    assert [position(script, fragment) for fragment in order] == sorted(position(script, f) for f in order)
+    # The wake is timed around `pulumi up` alone, and the time lands in the run's summary.
+    started, woke = position(script, "started=$(date +%s)"), position(script, "woke=$(($(date +%s) - started))")
+    assert started < position(script, "pulumi up --yes") < woke
+    assert "GITHUB_STEP_SUMMARY" in names[cycle] and "${woke} s" in names[cycle]
+    assert "always()" not in str(job["steps"][cycle].get("if", ""))

@@ -204,6 +204,16 @@ def test_asleep_the_workers_are_stopped_and_kept_not_removed(containers):
     assert all(r.inputs["mustRun"] is True for r in of_tenant(sleep, "b") if r.type == CONTAINER)
 
 
+def test_worker_addresses_are_left_to_docker_on_kinds_network(containers):
+    # Docker refuses a fixed IPv4 address on a network whose IPv4 subnet its IPAM chose, as it chose kind's
+    # (moby/moby api/types/network/endpoint.go@20e75cea, validateEndpointIPAddress; kind creates the network
+    # with only an IPv6 subnet of its own). A pinned address would fail every worker's creation.
+    awake, *_ = containers
+    for worker in (r for r in awake.registrations if r.type == CONTAINER):
+        (network,) = worker.inputs["networksAdvanced"]
+        assert set(network) == {"name"}, worker.name
+
+
 def test_workers_sleep_after_and_wake_after_the_control_plane(containers):
     _, sleep, _, wake = containers
     for preview in (sleep, wake):

@@ -10,6 +10,8 @@
 #         STATE           asleep or awake
 #         NODE_TRANSPORT  docker (default) or ssh, with scripts/lib.sh's SSH_* variables
 #         WAKE_TIMEOUT    optional, seconds for a woken container's systemd (default 180)
+# bound:  260 s (a start and WAKE_TIMEOUT 180 for systemd, or `docker stop --time 60` and its kill, or ssh's
+#         10 s connect and systemctl, which systemd's default 90 s stop timeout bounds; + slack)
 # stdout: one line, e.g. "lab-a-w1: asleep"
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

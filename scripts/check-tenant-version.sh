@@ -16,7 +16,8 @@
 # checks (clastix/kamaji internal/upgrade/kube_version_getter.go@26.8.2-edge, the
 # Sleeping branches of ClusterVersion and KubeletVersions; k8s_deployment_resource.go,
 # UpdateTenantControlPlaneStatus). So a version change is refused while the tenant
-# sleeps, is put to sleep, or wakes in the same run: wake it first, then upgrade.
+# sleeps, is put to sleep, or wakes in the same run: wake it first, then upgrade. A new
+# tenant cannot start asleep either: its workers join through its API server.
 #
 # env:    KUBECONFIG_DATA     management cluster kubeconfig
 #         TENANT              TenantControlPlane name
@@ -43,6 +44,11 @@ versions=$(kube -n "$NAMESPACE" get tenantcontrolplanes.kamaji.clastix.io "$TENA
 	-o 'jsonpath={.spec.kubernetes.version} {.status.kubernetesResources.version.version}') ||
 	die "tenant $TENANT: cannot read its TenantControlPlane from the management cluster"
 read -r spec_version running_version <<<"$versions" || true
+if [[ -z ${spec_version:-} && ${SLEEPING:-false} == true ]]; then
+	# Its workers join, and HAMi and kube-proxy are installed, through its API server.
+	die "tenant $TENANT does not exist yet and cannot be created asleep: create it awake, then set" \
+		"kamaji-hami-lab:tenants[].sleeping of tenant $TENANT to true"
+fi
 if [[ -z ${spec_version:-} ]]; then
 	log "tenant $TENANT has no control plane yet; it is created at $KUBERNETES_VERSION"
 	printf '%s: new at %s\n' "$TENANT" "$KUBERNETES_VERSION"

@@ -178,6 +178,20 @@ def test_a_state_that_cannot_be_read_stops_the_change(fakes):
     assert "cannot read the state of its TenantControlPlane" in result.stderr
 
 
+def test_a_tenant_cannot_be_created_asleep(fakes):
+    fakes.on("kubectl", TCP_VERSIONS, "")
+    result = fakes.run(
+        "check-tenant-version.sh",
+        KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG,
+        TENANT="tenant-a",
+        NAMESPACE="tenants",
+        KUBERNETES_VERSION="v1.36.4",
+        SLEEPING="true",
+    )
+    assert result.returncode == 1
+    assert "tenant tenant-a does not exist yet and cannot be created asleep: create it awake" in result.stderr
+
+
 def test_the_gpu_wait_of_a_sleeping_tenant_asks_nothing(fakes):
     result = fakes.run(
         "wait-gpus.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODES="w1", EXPECTED_GPUMEM="1", SLEEPING="true"

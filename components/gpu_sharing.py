@@ -53,6 +53,8 @@ class GpuSharingArgs:
     """Joined workers and the CNI: HAMi's pods need schedulable nodes."""
     gpus_registered: Sequence[pulumi.CustomResource]
     """Each worker's GPU registration; a new one (a replaced worker) checks the GPUs again."""
+    workers_powered: Sequence[pulumi.Resource] = ()
+    """Each worker's sleep or wake step: a woken tenant is ready once its GPUs are advertised again."""
 
 
 class GpuSharing(pulumi.ComponentResource):
@@ -116,11 +118,14 @@ class GpuSharing(pulumi.ComponentResource):
                 # Real GPUs are whatever the nodes have: any is enough.
                 "EXPECTED_GPUMEM": "" if real_gpus else str(node_gpu_memory_mib(args.tenant.gpus)),
                 "DEVICE_PLUGIN": REAL_DEVICE_PLUGIN if real_gpus else MOCK_DEVICE_PLUGIN,
+                # Runs again on each sleep and wake: asleep there is nothing to wait for; woken, the
+                # nodes must be Ready and advertise their GPUs again before `up` is done.
+                "SLEEPING": "true" if args.tenant.sleeping else "false",
             },
             triggers=[registration.id for registration in registered],
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[hami, *registered],
+                depends_on=[hami, *registered, *args.workers_powered],
                 custom_timeouts=pulumi.CustomTimeouts(create="10m"),
             ),
         )

@@ -12,6 +12,7 @@ from components.gpus import GpuSpec
 from components.node_join import join_node
 from components.settings import Machine
 from components.tenant_control_plane import KONNECTIVITY_PORT
+from components.worker_power import worker_power
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,16 @@ class MachineWorkerArgs:
     """Mock GPUs to register; empty with real GPUs, which HAMi's device plugin finds itself."""
     gpu_slots: int
     real_gpus: bool
+    sleeping: bool = False
+    """Its tenant sleeps: the machine's kubelet is stopped; the machine and its join stay."""
 
 
 class MachineWorker(pulumi.ComponentResource):
     """Joins a machine the same way as a container worker, after checking it can run the tenant's nodes.
 
     Exposes what WorkerNode does: `joined`, `gpus_registered` (None without mock
-    GPUs) and `done`. The machine itself is neither created nor destroyed: destroy
+    GPUs), `power` (its kubelet stopped or started as its tenant sleeps or wakes) and `done`.
+    The machine itself is neither created nor destroyed: destroy
     removes its node from the tenant and resets it with `kubeadm reset`.
     """
 
@@ -103,7 +107,12 @@ class MachineWorker(pulumi.ComponentResource):
             unregister_gpus=True,
             join_env=self._join_env(args),
         )
-        self.joined, self.gpus_registered, self.done = steps.joined, steps.gpus_registered, steps.done
+        self.joined, self.gpus_registered = steps.joined, steps.gpus_registered
+        self.power = worker_power(
+            name, machine.name, transport, args.sleeping, parent=self, after=[steps.done, args.control_plane_ready]
+        )
+        # Its last step: the next worker waits for this one to be joined and in the asked state.
+        self.done = self.power
 
         self.register_outputs({"nodeName": machine.name})
 

@@ -66,6 +66,8 @@ class TenantSettings:
     """Non-empty: its workers are these machines instead of `workers` containers."""
     real_gpus: bool = False
     """HAMi's NVIDIA device plugin finds the machines' own GPUs; False: mock GPUs from `gpus`."""
+    sleeping: bool = False
+    """Its control plane runs no replicas and its workers are stopped (kept, not removed)."""
 
     @property
     def data_store_schema(self) -> str:

@@ -100,6 +100,7 @@ class Tenant(pulumi.ComponentResource):
                 node_names=node_names,
                 nodes_ready=[network, kube_proxy, *(worker.joined for worker in workers.values())],
                 gpus_registered=[worker.gpus_registered for worker in workers.values() if worker.gpus_registered],
+                workers_powered=[worker.power for worker in workers.values()],
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -117,6 +118,7 @@ class Tenant(pulumi.ComponentResource):
             "gpuSlots": tenant.gpu_slots,
             "gpuDevices": "real" if tenant.real_gpus else "mock",
             "quotas": [quota_facts(quota) for quota in tenant.quotas],
+            "sleeping": tenant.sleeping,
         }
 
         self.register_outputs({"kubeconfig": self.kubeconfig, "facts": self.facts})
@@ -158,6 +160,7 @@ class Tenant(pulumi.ComponentResource):
                     tenant_kubeconfig=control_plane.kubeconfig,
                     gpus=tenant.gpus,
                     gpu_slots=tenant.gpu_slots,
+                    sleeping=tenant.sleeping,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -194,6 +197,7 @@ class Tenant(pulumi.ComponentResource):
                     gpus=tenant.gpus,
                     gpu_slots=tenant.gpu_slots,
                     real_gpus=tenant.real_gpus,
+                    sleeping=tenant.sleeping,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -19,6 +19,9 @@ READY_STATUS_PATH = "{.status.kubernetesResources.version.status}"
 # Kamaji copies the spec's version here only once that version's control plane is Ready
 # (clastix/kamaji internal/resources/k8s_deployment_resource.go@ddbabd8, UpdateTenantControlPlaneStatus).
 RUNNING_VERSION_PATH = "{.status.kubernetesResources.version.version}"
+# What Kamaji reports for a control plane scaled to 0 replicas (clastix/kamaji
+# api/v1alpha1/tenantcontrolplane_status.go@26.8.2-edge, VersionSleeping).
+SLEEPING_STATUS = "Sleeping"
 DISK_EVICTION_OFF = {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}
 
 
@@ -63,6 +66,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "TENANT": tenant.name,
                 "NAMESPACE": args.namespace,
                 "KUBERNETES_VERSION": args.kubernetes_version,
+                "SLEEPING": "true" if tenant.sleeping else "false",
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.platform]),
         )
@@ -78,7 +82,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "labels": {"tenant.clastix.io": tenant.name},
                 # Kamaji's CRD has no conditions. Ready alone would pass at once after an
                 # update (the status still describes the old version), so also wait for the version.
-                "annotations": {"pulumi.com/waitFor": wait_for(args.kubernetes_version)},
+                "annotations": {"pulumi.com/waitFor": wait_for(args.kubernetes_version, tenant.sleeping)},
             },
             spec=control_plane_spec(tenant, args.kubernetes_version),
             opts=pulumi.ResourceOptions(
@@ -116,10 +120,17 @@ class TenantControlPlane(pulumi.ComponentResource):
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
 
 
-def wait_for(kubernetes_version: str) -> str:
+def wait_for(kubernetes_version: str, sleeping: bool = False) -> str:
     """pulumi-kubernetes' waitFor: a JSON list of conditions that must all hold, on create and
-    update (pulumi/pulumi-kubernetes provider/pkg/metadata/overrides.go@94977969, ReadyCondition)."""
-    return json.dumps([f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}", f"jsonpath={READY_STATUS_PATH}=Ready"])
+    update (pulumi/pulumi-kubernetes provider/pkg/metadata/overrides.go@94977969, ReadyCondition).
+
+    Asleep, Kamaji reports Sleeping instead of Ready and still copies the spec's version into the
+    status (clastix/kamaji internal/resources/k8s_deployment_resource.go@26.8.2-edge, computeStatus
+    and UpdateTenantControlPlaneStatus)."""
+    status = SLEEPING_STATUS if sleeping else "Ready"
+    return json.dumps(
+        [f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}", f"jsonpath={READY_STATUS_PATH}={status}"]
+    )
 
 
 # Container workers share one host's swap and disk, which their kubelets must not act on; a
@@ -142,7 +153,10 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
         **data_store,
         "dataStoreSchema": tenant.data_store_schema,
         "controlPlane": {
-            "deployment": {"replicas": tenant.control_plane_replicas},
+            # 0 puts it to sleep: Kamaji keeps its Service (so its LoadBalancer address), certificates,
+            # kubeconfigs and datastore, and scales only the Deployment (clastix/kamaji
+            # internal/resources/k8s_deployment_resource.go@26.8.2-edge; e2e/tcp_scale_test.go).
+            "deployment": {"replicas": 0 if tenant.sleeping else tenant.control_plane_replicas},
             # MetalLB gives the address, reachable from the host and from workers on the kind network.
             "service": {"serviceType": "LoadBalancer"},
         },

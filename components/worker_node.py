@@ -10,6 +10,7 @@ import pulumi_docker as docker
 from components.docker_host import DockerHost
 from components.gpus import GpuSpec
 from components.node_join import join_node
+from components.worker_power import worker_power
 
 LABEL_PREFIX = "kamaji-hami-lab.io"
 
@@ -31,6 +32,8 @@ class WorkerNodeArgs:
     """Secret; used on the host to mint a short-lived bootstrap token and to remove the node."""
     gpus: tuple[GpuSpec, ...]
     gpu_slots: int
+    sleeping: bool = False
+    """Its tenant sleeps: the container is stopped and kept."""
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -38,7 +41,8 @@ class WorkerNode(pulumi.ComponentResource):
 
     `joined` completes once the kubelet is registered with the tenant; `gpus_registered`
     (None for a worker without GPUs) once HAMi's node registration is in place; `done`
-    once both are. A replaced container is first drained and leaves the tenant (the
+    once both are and the worker is asleep or awake as its tenant (`power`). A replaced
+    container is first drained and leaves the tenant (the
     join's delete step, scripts/leave-worker.sh).
     """
 
@@ -73,6 +77,12 @@ class WorkerNode(pulumi.ComponentResource):
             # Come back after a host reboot, like kind's nodes.
             restart="on-failure",
             max_retry_count=1,
+            # Asleep it is stopped on purpose: the provider must neither count that as drift nor
+            # start it on a later up (kreuzwerker/terraform-provider-docker
+            # internal/provider/resource_docker_container_funcs.go@v4.5.0: a read of a stopped
+            # container with must_run sets must_run false; an update to true starts it). An
+            # in-place update, not a replacement: must_run is not ForceNew (resource_docker_container.go).
+            must_run=not args.sleeping,
             # Our own labels only: kind's cluster label would let `kind delete cluster` take this node.
             labels=[
                 docker.ContainerLabelArgs(label=f"{LABEL_PREFIX}/cluster", value=args.cluster_name),
@@ -100,6 +110,11 @@ class WorkerNode(pulumi.ComponentResource):
             node_identity=[container.id],
             parent=self,
         )
-        self.joined, self.gpus_registered, self.done = steps.joined, steps.gpus_registered, steps.done
+        self.joined, self.gpus_registered = steps.joined, steps.gpus_registered
+        self.power = worker_power(
+            name, args.node_name, {}, args.sleeping, parent=self, after=[steps.done, args.control_plane_ready]
+        )
+        # Its last step: the next worker waits for this one to be joined and in the asked state.
+        self.done = self.power
 
         self.register_outputs({"nodeName": args.node_name})

@@ -11,10 +11,19 @@
 # Kamaji's upgrade step compares against it (internal/resources/kubeadm_upgrade.go@ddbabd8).
 # A tenant without a TenantControlPlane yet is new: any version will do.
 #
+# A sleeping tenant keeps its version: asleep, Kamaji records the spec's version as
+# running without upgrading anything, and its upgrade plan skips the kubelet version
+# checks (clastix/kamaji internal/upgrade/kube_version_getter.go@26.8.2-edge, the
+# Sleeping branches of ClusterVersion and KubeletVersions; k8s_deployment_resource.go,
+# UpdateTenantControlPlaneStatus). So a version change is refused while the tenant
+# sleeps, is put to sleep, or wakes in the same run: wake it first, then upgrade. A new
+# tenant cannot start asleep either: its workers join through its API server.
+#
 # env:    KUBECONFIG_DATA     management cluster kubeconfig
 #         TENANT              TenantControlPlane name
 #         NAMESPACE           TenantControlPlane namespace
 #         KUBERNETES_VERSION  the version the stack config asks for (vMAJOR.MINOR.PATCH)
+#         SLEEPING            optional; "true": the stack config puts (or keeps) the tenant asleep
 # stdout: one line, e.g. "tenant-a: v1.35.2 -> v1.36.4"
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -35,10 +44,28 @@ versions=$(kube -n "$NAMESPACE" get tenantcontrolplanes.kamaji.clastix.io "$TENA
 	-o 'jsonpath={.spec.kubernetes.version} {.status.kubernetesResources.version.version}') ||
 	die "tenant $TENANT: cannot read its TenantControlPlane from the management cluster"
 read -r spec_version running_version <<<"$versions" || true
+if [[ -z ${spec_version:-} && ${SLEEPING:-false} == true ]]; then
+	# Its workers join, and HAMi and kube-proxy are installed, through its API server.
+	die "tenant $TENANT does not exist yet and cannot be created asleep: create it awake, then set" \
+		"kamaji-hami-lab:tenants[].sleeping of tenant $TENANT to true"
+fi
 if [[ -z ${spec_version:-} ]]; then
 	log "tenant $TENANT has no control plane yet; it is created at $KUBERNETES_VERSION"
 	printf '%s: new at %s\n' "$TENANT" "$KUBERNETES_VERSION"
 	exit 0
+fi
+
+if [[ $KUBERNETES_VERSION != "$spec_version" ]]; then
+	sleep_key="kamaji-hami-lab:tenants[].sleeping of tenant $TENANT"
+	[[ ${SLEEPING:-false} != true ]] ||
+		die "tenant $TENANT runs $spec_version and is to sleep; Kamaji does not upgrade a sleeping control plane." \
+			"Keep its kubernetesVersion at $spec_version, or wake it first ($sleep_key: false), then upgrade"
+	state=$(kube -n "$NAMESPACE" get tenantcontrolplanes.kamaji.clastix.io "$TENANT" \
+		-o 'jsonpath={.status.kubernetesResources.version.status}') ||
+		die "tenant $TENANT: cannot read the state of its TenantControlPlane from the management cluster"
+	[[ $state != Sleeping ]] ||
+		die "tenant $TENANT is asleep at $spec_version; Kamaji does not upgrade a sleeping control plane." \
+			"Wake it first with its kubernetesVersion unchanged ($sleep_key: false), then upgrade"
 fi
 
 wanted=$(minor "$KUBERNETES_VERSION")

@@ -11,6 +11,7 @@
 #         EXPECTED_GPUMEM  expected allocatable nvidia.com/gpumem of each node (MiB); empty: real GPUs
 #         DEVICE_PLUGIN    optional, the device plugin DaemonSet (default hami-mock-device-plugin)
 #         WAIT_TIMEOUT     optional, seconds (default 300)
+#         SLEEPING         optional; "true": the tenant sleeps, its API is down, nothing to wait for
 # bound:  440 s (WAIT_TIMEOUT 300 + one last poll: 4 requests and one per node, 20 s each)
 # stdout: nothing
 set -euo pipefail
@@ -18,6 +19,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require_env KUBECONFIG_DATA
+if [[ ${SLEEPING:-false} == true ]]; then
+	log "the tenant sleeps: its GPUs are checked again when it wakes"
+	exit 0
+fi
 expected_gpumem=${EXPECTED_GPUMEM:-}
 [[ $expected_gpumem =~ ^[0-9]*$ ]] || die "EXPECTED_GPUMEM must be an integer or empty, got '$expected_gpumem'"
 device_plugin=${DEVICE_PLUGIN:-hami-mock-device-plugin}

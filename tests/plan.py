@@ -242,6 +242,10 @@ class _RecordingMonitor(mocks.MockMonitor):
             # the live object: it keeps its uid.
             metadata = {**recorded.inputs["metadata"], "uid": before.outputs["metadata"]["uid"]}
             answer = (before.id, {**recorded.inputs, "metadata": metadata})
+        elif self.preview and before is not None and _updated_in_place_outside_kubernetes(before, recorded, inputs):
+            # An update keeps the resource's ID; pulumi-command's previewed update also keeps the last run's
+            # stdout and stderr (pulumi/pulumi-command provider/pkg/provider/local/commandController.go@v1.2.1).
+            answer = (before.id, {**before.outputs, **recorded.inputs})
         else:
             response = super().RegisterResource(request)
             recorded.id, recorded.outputs = self.resources[urn].id, self.resources[urn].state
@@ -270,6 +274,27 @@ def _updated_in_place(before: Registration, after: Registration, inputs: dict[st
     return "uid" in before.outputs.get("metadata", {}) and all(
         at(before.inputs, path) == at(after.inputs, path) for path in identity
     )
+
+
+# Container inputs a change of which docker updates in place: the few that are not ForceNew in
+# kreuzwerker/terraform-provider-docker internal/provider/resource_docker_container.go@v4.5.0 (that this
+# project changes on a live container).
+CONTAINER_UPDATABLE = frozenset({"mustRun"})
+
+
+def _updated_in_place_outside_kubernetes(before: Registration, after: Registration, inputs: dict[str, Any]) -> bool:
+    """A Command whose triggers (its only replaceOnChanges input) are known and unchanged
+    (pulumi/pulumi-command provider/pkg/provider/common/inputs.go@v1.2.1), or a Container whose
+    changes are all in CONTAINER_UPDATABLE."""
+    if after.type == "command:local:Command":
+        return not _contains_unknown(inputs.get("triggers")) and _comparable(before.inputs.get("triggers")) == (
+            _comparable(after.inputs.get("triggers"))
+        )
+    if after.type == "docker:index/container:Container" and not _contains_unknown(inputs):
+        keys = before.inputs.keys() | after.inputs.keys()
+        moved = {key for key in keys if _comparable(before.inputs.get(key)) != _comparable(after.inputs.get(key))}
+        return moved <= CONTAINER_UPDATABLE
+    return False
 
 
 async def _deserialize(struct) -> dict[str, Any]:

@@ -142,7 +142,8 @@ def test_machines_join_one_after_another_once_the_control_plane_is_ready(mock_gp
     first_check, second_check = (of_machine(mock_gpus, "check-machine.sh", m) for m in ("gpu-1", "gpu-2"))
     first_gpus = of_machine(mock_gpus, "register-gpus.sh", "gpu-1")
     assert control_plane.urn in mock_gpus.upstream(first_check.urn)
-    assert first_gpus.urn in second_check.all_dependencies
+    # Through the first machine's last step, its sleep-or-wake step (components/worker_power.py).
+    assert first_gpus.urn in mock_gpus.upstream(second_check.urn)
 
 
 def test_a_machine_leaves_the_tenant_and_drops_its_mock_gpus_on_destroy(mock_gpus):

@@ -746,7 +746,7 @@ def test_version_check_reads_the_spec_and_the_running_version_of_its_own_tenant(
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "tenant-a: v1.35.2 -> v1.36.4\n"
-    (read,) = fakes.calls("kubectl")
+    read, _state = fakes.calls("kubectl")  # then whether it sleeps, as the version changes
     assert read["argv"][read["argv"].index("-n") + 1] == "tenants"
     jsonpath = next(arg for arg in read["argv"] if arg.startswith("jsonpath="))
     assert "{.spec.kubernetes.version}" in jsonpath and "{.status.kubernetesResources.version.version}" in jsonpath

@@ -283,7 +283,7 @@ def test_healthy_lab_passes_every_check_for_every_tenant():
     skipped = {("observability", tenant) for tenant in TENANTS}
     assert {(r["check"], r["target"]) for r in report["results"]} == expected | skipped
     assert {r["status"] for r in report["results"] if (r["check"], r["target"]) in expected} == {"pass"}
-    assert report["summary"] == {"pass": len(expected), "fail": 0, "skip": len(skipped), "unproven": 0}
+    assert report["summary"] == {"pass": len(expected), "fail": 0, "skip": len(skipped), "unproven": 0, "sleeping": 0}
 
 
 def test_every_scratch_namespace_is_deleted_and_kubeconfigs_stay_private():

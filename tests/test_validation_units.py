@@ -137,7 +137,7 @@ def test_the_json_report_is_not_ok_when_a_proof_did_not_finish_and_counts_it_apa
     document = json_document([UNPROVEN, PASSED], [])
 
     assert document["ok"] is False
-    assert document["summary"] == {"pass": 1, "fail": 0, "skip": 0, "unproven": 1}
+    assert document["summary"] == {"pass": 1, "fail": 0, "skip": 0, "unproven": 1, "sleeping": 0}
     assert document["results"][0]["status"] == "unproven"
 
 

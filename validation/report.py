@@ -42,7 +42,7 @@ def by_status(results: list[CheckResult]) -> str:
     """ "FAIL nodes; UNPROVEN datastore; SKIP quota; PASS control-plane": failures first, then unfinished proofs."""
     groups = [
         (status, [result.check for result in results if result.status is status])
-        for status in (Status.FAIL, Status.UNPROVEN, Status.SKIP, Status.PASS)
+        for status in (Status.FAIL, Status.UNPROVEN, Status.SLEEPING, Status.SKIP, Status.PASS)
     ]
     return "; ".join(f"{status.value.upper()} {', '.join(checks)}" for status, checks in groups if checks)
 
@@ -61,7 +61,8 @@ def summary(results: list[CheckResult]) -> str:
     tally = counts(results)
     words = {Status.FAIL: "FAILED", Status.UNPROVEN: "UNPROVEN", Status.PASS: "OK"}[verdict(results)]
     line = f"{words}: {tally[Status.PASS]} passed, {tally[Status.FAIL]} failed, {tally[Status.SKIP]} skipped"
-    return line + (f", {tally[Status.UNPROVEN]} unproven" if tally[Status.UNPROVEN] else "")
+    line += f", {tally[Status.UNPROVEN]} unproven" if tally[Status.UNPROVEN] else ""
+    return line + (f", {tally[Status.SLEEPING]} asleep" if tally[Status.SLEEPING] else "")
 
 
 def json_document(results: list[CheckResult], warnings: list[str]) -> dict[str, Any]:

@@ -12,6 +12,8 @@ class Status(StrEnum):
     FAIL = "fail"
     SKIP = "skip"
     UNPROVEN = "unproven"  # part of the proof could not run: never a pass, and not a finding either
+    SLEEPING = "sleeping"
+    """The tenant sleeps (its stack config says so, and Kamaji agrees): not a failure, nothing to check."""
 
 
 class CheckFailed(Exception):
@@ -24,6 +26,10 @@ class CheckSkipped(Exception):
 
 class CheckUnproven(Exception):
     """What the check could test held, but a part of its proof could not run; the message says which and why."""
+
+
+class TenantAsleep(Exception):
+    """The tenant sleeps; the message says what showed it."""
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ class Tenant:
     quotas: tuple[Quota, ...]
     real_gpus: bool = False
     """Its GPUs are the machines' own, found by HAMi's NVIDIA plugin: `gpus_per_worker` is empty in the outputs."""
+    sleeping: bool = False
+    """Its stack config puts it to sleep: Kamaji runs none of its control plane, its workers are stopped."""
 
     @property
     def has_gpus(self) -> bool:
@@ -270,7 +272,16 @@ def _parse_tenant(name: str, spec: Any) -> Tenant:
         gpu_slots=_field(spec, "gpuSlots", int, where),
         quotas=quotas,
         real_gpus=_gpu_devices(spec, where) == "real",
+        sleeping=_sleeping(spec, where),
     )
+
+
+def _sleeping(spec: dict, where: str) -> bool:
+    # Outputs written before tenants could sleep have no sleeping fact: those tenants were awake.
+    sleeping = spec.get("sleeping", False)
+    if not isinstance(sleeping, bool):
+        raise OutputsError(f"{where}.sleeping: expected true or false, got {sleeping!r}")
+    return sleeping
 
 
 def _gpu_devices(spec: dict, where: str) -> str:

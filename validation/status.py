@@ -22,7 +22,7 @@ from typing import Any, TextIO, TypeVar
 
 from validation.answers import MalformedAnswer, mapping, named, objects, text
 from validation.checks.hami import registered_devices
-from validation.checks.tenancy import TCP_RESOURCE, kubernetes_version, tcp_status
+from validation.checks.tenancy import SLEEPING, TCP_RESOURCE, host_port, kubernetes_version, tcp_status
 from validation.exit_codes import EXIT_FAILED as EXIT_UNHEALTHY
 from validation.exit_codes import EXIT_INTERNAL, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
@@ -142,6 +142,7 @@ def empty_row(tenant: Tenant) -> dict[str, Any]:
         "totals": totals([]),
         "pending": [],
         "quotas": [],
+        "asleep": False,
     }
 
 
@@ -229,6 +230,38 @@ def gpu_health(tenant: Tenant, found: list[dict[str, Any]], nodes: set[str]) -> 
                 missing.append(gap)
     unhealthy = [{key: gpu[key] for key in ("node", "index", "uuid")} for gpu in found if not gpu["healthy"]]
     return {"missing": missing, "unhealthy": unhealthy}
+
+
+def asleep_status(tenant: Tenant, tcps: dict | Exception) -> dict[str, Any]:
+    """A sleeping tenant: what it still holds, from the outputs; healthy once Kamaji reports it Sleeping.
+
+    The keys of an awake tenant's row stay, empty: nothing of its nodes, pods or quotas is read.
+    """
+    status = empty_row(tenant)
+    problems = status["problems"]
+    state = None
+    if isinstance(tcps, Exception):
+        problems.append("control plane unknown (management cluster not read)")
+    elif (tcp := tcps.get((tenant.namespace, tenant.name))) is None:
+        problems.append(f"no TenantControlPlane {tenant.namespace}/{tenant.name}")
+    elif (state := tcp_status(tcp)) != SLEEPING:
+        problems.append(f"control plane {state or 'without status'}, not {SLEEPING}: run pulumi up")
+    cards = sum(gpu.count for gpu in tenant.gpus_per_worker) * len(tenant.workers)
+    status.update(
+        version=tenant.kubernetes_version,
+        healthy=not problems,
+        controlPlaneReady=None if isinstance(tcps, Exception) else False,
+        asleep=True,
+        controlPlaneState=state or None,
+        holds={
+            "address": host_port(tenant.endpoint)[0],
+            "workers": list(tenant.workers),
+            "gpus": cards,
+            "gpuMemoryMiB": sum(gpu.memory_mib * gpu.count for gpu in tenant.gpus_per_worker) * len(tenant.workers),
+            "gpuDevices": "real" if tenant.real_gpus else "mock",
+        },
+    )
+    return status
 
 
 def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -334,9 +367,10 @@ def quota_usage(quota: dict[str, Any]) -> dict[str, Any]:
 
 
 def guarded_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dict | Exception) -> dict[str, Any]:
-    """tenant_status, or a row naming the internal error that stopped it: a bug shows in one row, not all."""
+    """tenant_status (asleep_status for a sleeping tenant), or a row naming the internal error that stopped it:
+    a bug shows in one row, not all."""
     try:
-        return tenant_status(tenant, answer, tcps)
+        return asleep_status(tenant, tcps) if tenant.sleeping else tenant_status(tenant, answer, tcps)
     except Exception as error:
         return internal_error(empty_row(tenant), error)
 
@@ -364,11 +398,13 @@ def refresh(outputs: StackOutputs, names: Sequence[str] | None, runner: Runner, 
         lab = Lab.open(outputs, runner, Path(workdir))
         tenants = [tenant for tenant in lab.tenants if not names or tenant.name in names]
         readers: dict[str, Callable[[], Any]] = {MANAGEMENT: lambda: read_management(lab.management, clock)}
-        for tenant in tenants:
+        # A sleeping tenant's API server does not run: only Kamaji is asked about it.
+        for tenant in (tenant for tenant in tenants if not tenant.sleeping):
             readers[tenant.name] = lambda tenant=tenant: read_tenant(lab.kubectl(tenant), clock)
         answers = read_side_by_side(readers, CLUSTER_BOUND + GRACE)
     tcps = answers[MANAGEMENT]
-    rows = [guarded_status(tenant, answers[tenant.name], tcps) for tenant in tenants]
+    # A sleeping tenant was not asked, so it has no answer; asleep_status reads only Kamaji's.
+    rows = [guarded_status(tenant, answers.get(tenant.name, {}), tcps) for tenant in tenants]
     return {
         "ok": all(row["healthy"] for row in rows),
         "refreshed": clock.wall().strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -449,7 +485,9 @@ def render(doc: dict[str, Any], style: Style, wide: bool = False, width: int = W
 
     healthy = sum(tenant["healthy"] for tenant in doc["tenants"])
     refreshed = doc["refreshed"].replace("T", " ").replace("Z", " UTC")
-    say(f"refreshed {refreshed}: {healthy}/{len(doc['tenants'])} tenants healthy")
+    asleep = sum(bool(tenant.get("asleep")) for tenant in doc["tenants"])
+    sleeping = f", {asleep} asleep" if asleep else ""
+    say(f"refreshed {refreshed}: {healthy}/{len(doc['tenants'])} tenants healthy{sleeping}")
     management = doc["management"]
     if management["reachable"]:
         say("management  reachable")
@@ -473,7 +511,26 @@ def render(doc: dict[str, Any], style: Style, wide: bool = False, width: int = W
     return "\n".join(lines) + "\n"
 
 
+def render_asleep(tenant: dict[str, Any], say: Callable[..., None], wide: bool) -> None:
+    """Asleep: its state as Kamaji reports it and what it holds while it sleeps."""
+    health = "asleep" if tenant["healthy"] else "UNHEALTHY, asleep"
+    say(f"{tenant['name']}  {tenant['version']}  {health}  {tenant['endpoint']}", tenant["healthy"])
+    holds = tenant["holds"]
+    workers = len(holds["workers"])
+    gpus = f"{holds['gpus']} {holds['gpuDevices']} GPUs ({memory(holds['gpuMemoryMiB'], wide=wide)})"
+    say(
+        f"  control plane {tenant['controlPlaneState'] or 'unknown'}; holds address {holds['address']}, "
+        f"{workers} stopped worker{'s' if workers != 1 else ''}, "
+        + (gpus if holds["gpus"] else "real GPUs" if holds["gpuDevices"] == "real" else "no GPUs")
+    )
+    for problem in tenant["problems"]:
+        say(f"  {problem}", False)
+
+
 def render_tenant(tenant: dict[str, Any], say: Callable[..., None], wide: bool, width: int = WIDTH) -> None:
+    if tenant.get("asleep"):
+        render_asleep(tenant, say, wide)
+        return
     health = "healthy" if tenant["healthy"] else "UNHEALTHY"
     say(f"{tenant['name']}  {tenant['version'] or '-'}  {health}  {tenant['endpoint']}", tenant["healthy"])
     if tenant["error"]:

@@ -278,6 +278,9 @@ class Tenant(ConfigModel):
     gpu_devices: GpuDevices = Field(
         "mock", description="mock: GPUs from gpus, advertised by HAMi's mock plugin; real: with machines, HAMi's "
         "NVIDIA device plugin finds their GPUs")
+    sleeping: StrictBool = Field(
+        False, description="true: the tenant sleeps; its control plane runs no replicas and its workers stop, "
+        "keeping their state, address and GPUs; false or absent wakes it (make sleep / make wake)")
 
     @field_validator("name")
     @classmethod
@@ -732,6 +735,7 @@ class StackConfig(ConfigModel):
                         for m in tenant.machines
                     ),
                     real_gpus=tenant.gpu_devices == "real",
+                    sleeping=tenant.sleeping,
                 )
                 for tenant in self.tenants
             ),

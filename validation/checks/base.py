@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from validation.lab import Lab
-from validation.results import CheckFailed, CheckResult, CheckSkipped, CheckUnproven, Status
+from validation.results import CheckFailed, CheckResult, CheckSkipped, CheckUnproven, Status, TenantAsleep
 from validation.stack_outputs import Tenant
 
 ALL_TENANTS = "all tenants"
@@ -30,18 +30,27 @@ def conclude(check: str, target: str, attempt: Callable[[], str]) -> CheckResult
         return CheckResult(check, target, Status.SKIP, reason=str(skipped))
     except CheckUnproven as unproven:
         return CheckResult(check, target, Status.UNPROVEN, reason=str(unproven))
+    except TenantAsleep as asleep:
+        return CheckResult(check, target, Status.SLEEPING, reason=str(asleep))
     except CheckFailed as failed:
         return CheckResult(check, target, Status.FAIL, reason=str(failed))
     except Exception as error:  # a bug or an odd API answer must not hide the other results
         return CheckResult(check, target, Status.FAIL, reason=f"unexpected {type(error).__name__}: {error}")
 
 
-def per_tenant(name: str, summary: str) -> Callable[[Callable[[Lab, Tenant], str]], Check]:
-    """Declare a check that runs once for every tenant."""
+def not_checked_asleep(lab: Lab, tenant: Tenant) -> str:
+    """What a check does for a sleeping tenant: nothing, its API server does not run."""
+    raise TenantAsleep(f"{tenant.name} sleeps (sleeping: true); checked again once it wakes")
+
+
+def per_tenant(
+    name: str, summary: str, asleep: Callable[[Lab, Tenant], str] = not_checked_asleep
+) -> Callable[[Callable[[Lab, Tenant], str]], Check]:
+    """Declare a check that runs once for every tenant; `asleep` runs instead for a sleeping one."""
 
     def declare(attempt: Callable[[Lab, Tenant], str]) -> Check:
         def for_tenant(lab: Lab, tenant: Tenant) -> CheckResult:
-            return conclude(name, tenant.name, lambda: attempt(lab, tenant))
+            return conclude(name, tenant.name, lambda: (asleep if tenant.sleeping else attempt)(lab, tenant))
 
         def run(lab: Lab) -> list[CheckResult]:
             return [for_tenant(lab, tenant) for tenant in lab.tenants]

@@ -7,6 +7,7 @@ import binascii
 import re
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from itertools import permutations
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,7 +18,7 @@ from validation.host import CommandResult
 from validation.kube import cannot_connect, condition, explain, name_of
 from validation.lab import Lab
 from validation.pods import phase
-from validation.results import CheckFailed, CheckSkipped
+from validation.results import CheckFailed, CheckSkipped, TenantAsleep
 from validation.stack_outputs import Tenant, write_private_file
 
 TCP_RESOURCE = "tenantcontrolplanes.kamaji.clastix.io"
@@ -49,7 +50,30 @@ def same_version(reported: str, configured: str) -> bool:
     return reported.removeprefix("v") == configured.removeprefix("v")
 
 
-@per_tenant("control-plane", "TenantControlPlane Ready, kubeconfig leads to its endpoint, version as configured")
+# What Kamaji reports for a control plane at 0 replicas
+# (clastix/kamaji internal/resources/k8s_deployment_resource.go@26.8.2-edge, computeStatus).
+SLEEPING = "Sleeping"
+
+
+def control_plane_asleep(lab: Lab, tenant: Tenant) -> str:
+    """A tenant the outputs say sleeps is reported asleep only once Kamaji says so too."""
+    tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
+    status = tcp_status(tcp)
+    if status != SLEEPING:
+        raise CheckFailed(
+            f"{tenant.name} should sleep (sleeping: true), but TenantControlPlane {tenant.namespace}/{tenant.name} "
+            f"is {status or 'without status'}, not {SLEEPING}; run pulumi up"
+        )
+    raise TenantAsleep(
+        f"{tenant.name} sleeps: Kamaji reports TenantControlPlane {tenant.namespace}/{tenant.name} {SLEEPING}"
+    )
+
+
+@per_tenant(
+    "control-plane",
+    "TenantControlPlane Ready, kubeconfig leads to its endpoint, version as configured",
+    asleep=control_plane_asleep,
+)
 def control_plane(lab: Lab, tenant: Tenant) -> str:
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
     status = tcp_status(tcp)
@@ -183,6 +207,13 @@ def try_target(lab: Lab, target: Tenant, has_ca: bool) -> dict[str, tuple[str, s
 def isolation(lab: Lab) -> str:
     if len(lab.tenants) < 2:
         raise CheckSkipped("only one tenant: nothing to isolate")
+    # A sleeping tenant's API server does not run: it can neither refuse credentials nor present them.
+    asleep = [tenant.name for tenant in lab.tenants if tenant.sleeping]
+    if asleep:
+        awake = {tenant.name: tenant for tenant in lab.tenants if not tenant.sleeping}
+        if len(awake) < 2:
+            raise CheckSkipped(f"fewer than two tenants awake ({', '.join(asleep)} asleep): nothing to isolate")
+        lab = replace(lab, outputs=replace(lab.outputs, tenants=awake))
     problems, evidence = [], []
 
     cas = {name: lab.kubeconfig(name).ca_data for name in lab.outputs.kubeconfigs}

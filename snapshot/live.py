@@ -31,6 +31,7 @@ from validation.checks.datastore import DATASTORE_RESOURCE, ETCD_NAMESPACE, ETCD
 from validation.checks.tenancy import TCP_RESOURCE
 from validation.host import poll
 from validation.lab import Lab
+from validation.manifests import ETCD_CA, ETCD_CERT, ETCD_KEY
 from validation.results import CheckFailed
 from validation.stack_outputs import Tenant
 
@@ -151,10 +152,14 @@ def root_files(lab: Lab, tenant: Tenant, directory: Path) -> list[str]:
     credentials = root_credentials(store)
     if isinstance(credentials, str):
         raise CheckFailed(credentials)
-    namespace, files = credentials
-    flags = {"ca.crt": "--cacert", "client.crt": "--cert", "client.key": "--key"}
+    # kubectl reads each Secret in its own namespace: unlike a pod, a CA kept apart from the client certificate
+    # needs no copy here.
+    items = {(credentials.namespace, secret, key): file for (secret, key), file in credentials.files.items()}
+    if credentials.ca_elsewhere is not None:
+        items[credentials.ca_elsewhere] = ETCD_CA
+    flags = {ETCD_CA: "--cacert", ETCD_CERT: "--cert", ETCD_KEY: "--key"}
     argv = []
-    for (secret, key), file in sorted(files.items()):
+    for (namespace, secret, key), file in sorted(items.items()):
         data = lab.management.get("secret", secret, "-n", namespace).get("data") or {}
         if key not in data:
             raise CheckFailed(f"secret {namespace}/{secret} has no {key} (the DataStore's {file})")

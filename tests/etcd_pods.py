@@ -122,7 +122,7 @@ class EtcdPods:
     version: str | None = IMAGE_VERSION  # the server version `endpoint status` reports; None: the real one
 
     def install(self, lab) -> None:
-        self.calls = lab.calls
+        self.calls, self.this_call = lab.calls, lab.this_call
         statefulset = {"spec": {"template": {"spec": {"containers": [{"name": "etcd", "image": ETCD_IMAGE}]}}}}
         lab.on("management", r"^get statefulset kamaji-etcd -n kamaji-system ", ok(json.dumps(statefulset)))
         lab.on("management", r"^create -f - -n ", self.keep_secret, stdin='"validate-datastore-')
@@ -136,7 +136,7 @@ class EtcdPods:
 
     def store(self, tenant: str):
         def create(command: str) -> CommandResult:
-            (call,) = [call for call in self.calls[-1:] if call.cluster == tenant]
+            call = self.this_call()
             config_map = json.loads(call.stdin)
             namespace = command.split(" -n ")[1].split()[0]
             own = self.schemas[tenant]
@@ -150,7 +150,7 @@ class EtcdPods:
 
     def keep_secret(self, command: str) -> CommandResult:
         """A Secret the check creates is stored as the API server would, for its pods to mount; pods need nothing."""
-        (call,) = [call for call in self.calls[-1:] if call.cluster == "management"]
+        call = self.this_call()
         manifest = json.loads(call.stdin)
         if manifest["kind"] == "Secret":
             namespace = command.split(" -n ")[1].split()[0]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -36,6 +35,7 @@ from components.config import parse_settings
 from components.dashboard import dashboard
 from components.gpus import node_gpu_count, register_annotation
 from tests.plan import dev_config
+from tests.real_etcd import free_port
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("prometheus") and shutil.which("promtool") and shutil.which("openssl")),
@@ -173,12 +173,6 @@ def tenant_ca(directory: Path, tenant: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(directory / "server.crt", directory / "server.key")
     return context
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass

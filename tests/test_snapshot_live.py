@@ -99,7 +99,7 @@ class ManagementCluster:
         return ok(self.secrets[name])
 
     def replace(self, command: str) -> CommandResult:
-        secret = json.loads(self.lab.calls[-1].stdin)
+        secret = json.loads(self.lab.this_call().stdin)
         assert secret["metadata"]["uid"] == self.secrets[secret["metadata"]["name"]]["metadata"]["uid"]
         self.secrets[secret["metadata"]["name"]] = secret
         self.events.append(f"secret {secret['metadata']['name']}")

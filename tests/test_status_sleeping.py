@@ -26,7 +26,8 @@ def sleeping_tcp(state: str = "Sleeping") -> dict:
 def fake_with(state: str = "Sleeping") -> FakeKubectl:
     tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-c")] + [sleeping_tcp(state)]
     # tenant-b's API server is down, as it is while it sleeps: asking it would only time out.
-    return FakeKubectl(unreachable=(ASLEEP,), gpus_healthy=True, answers={("management", "tenantcontrolplanes"): as_list(tcps)})
+    answers = {("management", "tenantcontrolplanes"): as_list(tcps)}
+    return FakeKubectl(unreachable=(ASLEEP,), gpus_healthy=True, answers=answers)
 
 
 def outputs_asleep(tmp_path) -> str:

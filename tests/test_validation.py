@@ -110,6 +110,12 @@ class FakeLab:
     rules: list[Rule] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)  # tenants' checks call side by side
+    # Each thread's own latest call: with tenants side by side, calls[-1] may be another tenant's.
+    local: threading.local = field(default_factory=threading.local)
+
+    def this_call(self) -> Call:
+        """The call a reply is answering, as made by the thread that made it."""
+        return self.local.call
 
     def on(self, cluster: str, pattern: str, *replies: Reply, stdin: str | None = None) -> None:
         self.rules.insert(0, Rule(cluster, pattern, list(replies), stdin))
@@ -123,7 +129,8 @@ class FakeLab:
             mode = stat.S_IMODE(kubeconfig.stat().st_mode) if kubeconfig.exists() else None
         else:
             cluster, command, kubeconfig, mode = argv[0], " ".join(argv[1:]), None, None
-        self.calls.append(Call(cluster, command, stdin, kubeconfig, mode, request_timeout, env, timeout))
+        self.local.call = Call(cluster, command, stdin, kubeconfig, mode, request_timeout, env, timeout)
+        self.calls.append(self.local.call)
         # An API server refuses what it does not know, whatever the test's rules would answer.
         if command.startswith("create -f -"):
             manifest = json.loads(stdin or "null")

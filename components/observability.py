@@ -56,9 +56,10 @@ PROMETHEUS_MEMORY = "512Mi"
 GRAFANA_MEMORY = "256Mi"
 
 # In each tenant: a ServiceAccount whose only right is GET on two Service ports through the service
-# proxy. The proxied Service is named [<scheme>:]<service>:<port name> in the request, which is the
-# name RBAC checks (services/proxy); the chart names the Service <release>-scheduler with port
-# `monitor` (Project-HAMi/HAMi charts/hami/templates/scheduler/service.yaml@v2.10.0).
+# proxy. The proxied Service is named [<scheme>:]<service>:<port name> in the request
+# (kubernetes/apimachinery pkg/util/net/http.go SplitSchemeNamePort), which is the name RBAC checks
+# (services/proxy); the chart names the Service <release>-scheduler with port `monitor`
+# (Project-HAMi/HAMi charts/hami/templates/scheduler/service.yaml@v2.10.0).
 METRICS_ACCOUNT = "lab-metrics-reader"
 METRICS_ACCOUNT_NAMESPACE = HAMI_NAMESPACE
 HAMI_MONITOR = "hami-scheduler:monitor"

@@ -1,7 +1,8 @@
 """The one Grafana dashboard the observability layer provisions: every tenant's GPU allocation and tunnel.
 
-Metric names and labels: HAMi's scheduler (Project-HAMi/HAMi cmd/scheduler/metrics.go@v2.10.0),
-konnectivity-server (kubernetes-sigs/apiserver-network-proxy pkg/server/metrics/metrics.go@v0.36.0)
+Metric names and labels: HAMi's scheduler (Project-HAMi/HAMi cmd/scheduler/metrics.go@v2.10.0), the
+kube-scheduler beside it (kubernetes/kubernetes pkg/scheduler/metrics/metrics.go: `scheduler_pending_pods`,
+STABLE, by `queue`), konnectivity-server (kubernetes-sigs/apiserver-network-proxy pkg/server/metrics/metrics.go@v0.36.0)
 and Kamaji (clastix/kamaji internal/metrics/metrics.go@ddbabd8). Each series carries the `tenant`
 label the scrape jobs add (components/observability.py).
 """
@@ -86,10 +87,15 @@ def panels() -> list[dict]:
             _target(f"max by (namespace, quota_name) (hami_resource_quota_limit{{{TENANT}}})",
                     "{{namespace}} {{quota_name}} limit", "B"),
         ], "Per quota namespace and resource: what HAMi counts as used, against the ResourceQuota's limit."),
-        _panel(9, "Scrape health", "stat", (0, 24, 24, 4),
+        _panel(10, "Pending GPU pods", "timeseries", (0, 24, 24, 8), [
+            _target(f"sum by (queue) (scheduler_pending_pods{{{TENANT}}})", "{{queue}}", "A"),
+        ], "GPU pods HAMi's scheduler has not placed yet, by queue: unschedulable (tried and refused, e.g. no GPU "
+           "with enough memory left; `make status` shows why), backoff (waiting to retry), active (about to be "
+           "tried), gated (held by scheduling gates).", fieldConfig={"defaults": {"decimals": 0}, "overrides": []}),
+        _panel(9, "Scrape health", "stat", (0, 32, 24, 4),
                [_target(f"up{{{TENANT}}}", "{{job}}", "A")],
-               "1: Prometheus reached the source (HAMi through the tenant's API server, konnectivity-server, "
-               "Kamaji); 0: it did not (a sleeping or broken tenant).",
+               "1: Prometheus reached the source (HAMi and its kube-scheduler through the tenant's API server, "
+               "konnectivity-server, Kamaji); 0: it did not (a sleeping or broken tenant).",
                options={"textMode": "value_and_name", "reduceOptions": {"calcs": ["lastNotNull"]}}),
     ]
 

@@ -31,6 +31,34 @@ GPU_COUNT_RESOURCE = "nvidia.com/gpu"
 GPU_MEMORY_RESOURCE = "nvidia.com/gpumem"
 GPU_MEMORY_PERCENTAGE_RESOURCE = "nvidia.com/gpumem-percentage"
 GPU_CORES_RESOURCE = "nvidia.com/gpucores"
+# HAMi's kube-scheduler container queues the GPU pods: HAMi's webhook gives each pod that asks for a HAMi
+# resource its schedulerName (pkg/scheduler/webhook.go@v2.10.0), so its `scheduler_pending_pods` counts the
+# pending GPU pods. It serves /metrics on its secure port (kubernetes/kubernetes
+# pkg/scheduler/apis/config/types.go: 10259) behind delegated authorization, and a request through the API
+# server's service proxy reaches it as system:anonymous: the API server drops the caller's Authorization
+# header once it has authenticated it (kubernetes/apiserver pkg/endpoints/filters/authentication.go@v0.36.3)
+# and dials pods with no client certificate (kubernetes/kubernetes pkg/controlplane/apiserver/config.go).
+# So exactly /metrics skips authorization (a path without a trailing * matches only itself:
+# pkg/authorization/path/path.go@v0.36.3), as the chart's own metrics port does already.
+KUBE_SCHEDULER_PORT = 10259
+KUBE_SCHEDULER_METRICS_PATH = "/metrics"
+# Replaces the chart's `extraNewArgs`, keeping its two entries (charts/hami/values.yaml@v2.10.0).
+KUBE_SCHEDULER_ARGS = (
+    "--config=/config/config.yaml",
+    "-v=4",
+    # The delegated authorizer's defaults (/healthz, /readyz, /livez: pkg/server/options/authorization.go@v0.36.3)
+    # and /metrics; /metrics/resources, with pod names, still needs authorization.
+    f"--authorization-always-allow-paths=/healthz,/readyz,/livez,{KUBE_SCHEDULER_METRICS_PATH}",
+)
+# The labels of the scheduler pod that holds the lease, as the chart's own Service selects it
+# (charts/hami/templates/scheduler/service.yaml and _helpers.tpl@v2.10.0; the extender labels the leader,
+# pkg/scheduler/scheduler.go@v2.10.0).
+HAMI_SCHEDULER_LEADER_LABELS = {
+    "app.kubernetes.io/component": "hami-scheduler",
+    "app.kubernetes.io/name": "hami",
+    "app.kubernetes.io/instance": HAMI_RELEASE,
+    "hami.io/scheduler-role": "leader",
+}
 # The DaemonSets that advertise GPUs (charts/hami/templates/device-plugin/daemonset{mock,nvidia}.yaml@v2.10.0).
 MOCK_DEVICE_PLUGIN = "hami-mock-device-plugin"
 REAL_DEVICE_PLUGIN = "hami-device-plugin"
@@ -159,7 +187,9 @@ def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool, mock_i
         # chart's default registry is a mirror, and its version guess sees Helm's
         # view of the cluster rather than the tenant's.
         "kubeScheduler": {
-            "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": kubernetes_version}
+            "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": kubernetes_version},
+            # Used for clusters from v1.22 on (charts/hami/templates/scheduler/deployment.yaml@v2.10.0).
+            "extraNewArgs": list(KUBE_SCHEDULER_ARGS),
         },
     }
     if real_gpus:

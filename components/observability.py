@@ -1,7 +1,7 @@
 """Opt-in observability: Prometheus and Grafana in the management cluster, one dashboard across tenants.
 
-Prometheus scrapes, for every tenant, HAMi's scheduler metrics through the tenant API server's
-service proxy (a per-tenant ServiceAccount allowed only that proxy), the konnectivity-server
+Prometheus scrapes, for every tenant, HAMi's scheduler metrics and its kube-scheduler's queue through
+the tenant API server's service proxy (a per-tenant ServiceAccount allowed only those two), the konnectivity-server
 sidecar of its control-plane pods, and Kamaji's own series about it; every series carries a
 `tenant` label. The path through the API server works for container and machine workers alike:
 the API server reaches the tenant's Services over its Konnectivity tunnel.
@@ -19,6 +19,12 @@ import pulumi_kubernetes as k8s
 
 from components.commands import script_command
 from components.dashboard import dashboard
+from components.gpu_sharing import (
+    HAMI_NAMESPACE,
+    HAMI_SCHEDULER_LEADER_LABELS,
+    KUBE_SCHEDULER_METRICS_PATH,
+    KUBE_SCHEDULER_PORT,
+)
 from components.platform import KAMAJI_NAMESPACE, KAMAJI_RELEASE, TENANTS_NAMESPACE
 
 # Names of the lab's own, so a management cluster that already runs a Prometheus or Grafana (a provided
@@ -49,14 +55,26 @@ SCRAPE_INTERVAL = "30s"
 PROMETHEUS_MEMORY = "512Mi"
 GRAFANA_MEMORY = "256Mi"
 
-# In each tenant: a ServiceAccount whose only right is GET on HAMi's monitor port through the
-# service proxy. The proxied Service is named <service>:<port name> in the request, which is the
-# name RBAC checks (services/proxy); the chart names the Service <release>-scheduler with port
-# `monitor` (Project-HAMi/HAMi charts/hami/templates/scheduler/service.yaml@v2.10.0).
+# In each tenant: a ServiceAccount whose only right is GET on two Service ports through the service
+# proxy. The proxied Service is named [<scheme>:]<service>:<port name> in the request
+# (kubernetes/apimachinery pkg/util/net/http.go SplitSchemeNamePort), which is the name RBAC checks
+# (services/proxy); the chart names the Service <release>-scheduler with port `monitor`
+# (Project-HAMi/HAMi charts/hami/templates/scheduler/service.yaml@v2.10.0).
 METRICS_ACCOUNT = "lab-metrics-reader"
-METRICS_ACCOUNT_NAMESPACE = "kube-system"
+METRICS_ACCOUNT_NAMESPACE = HAMI_NAMESPACE
 HAMI_MONITOR = "hami-scheduler:monitor"
-HAMI_METRICS_PATH = f"/api/v1/namespaces/kube-system/services/{HAMI_MONITOR}/proxy/metrics"
+HAMI_METRICS_PATH = f"/api/v1/namespaces/{HAMI_NAMESPACE}/services/{HAMI_MONITOR}/proxy/metrics"
+# HAMi's kube-scheduler (pending GPU pods, components/gpu_sharing.py) has no port on the chart's Service:
+# the lab's own Service in the tenant selects the same leader pod. It serves HTTPS with a self-signed
+# certificate, which the API server's proxy does not verify (kubernetes/kubernetes
+# pkg/controlplane/apiserver/config.go: CreateProxyTransport).
+QUEUE_SERVICE = "lab-hami-kube-scheduler"
+QUEUE_PORT_NAME = "metrics"
+HAMI_QUEUE = f"https:{QUEUE_SERVICE}:{QUEUE_PORT_NAME}"
+HAMI_QUEUE_PATH = f"/api/v1/namespaces/{HAMI_NAMESPACE}/services/{HAMI_QUEUE}/proxy{KUBE_SCHEDULER_METRICS_PATH}"
+# kube-scheduler's one STABLE series about its queue (kubernetes/kubernetes pkg/scheduler/metrics/metrics.go,
+# test/instrumentation/testdata/stable-metrics-list.yaml); its other series (latency histograms) are dropped.
+QUEUE_SERIES = "scheduler_pending_pods"
 TENANT_API_PORT = 6443
 # Where Prometheus finds each tenant's token and CA (one Secret mounted per tenant).
 TENANT_SECRETS_DIR = "/etc/tenant-metrics"
@@ -74,6 +92,7 @@ KAMAJI_METRICS_TARGET = f"{KAMAJI_RELEASE}-metrics-service.{KAMAJI_NAMESPACE}.sv
 KAMAJI_TENANT_SERIES = "kamaji_tenant_control_plane_.*"
 
 JOB_HAMI = "hami"
+JOB_GPU_QUEUE = "gpu-queue"
 JOB_KONNECTIVITY = "konnectivity"
 JOB_KAMAJI = "kamaji"
 
@@ -95,19 +114,25 @@ def scrape_configs(
     api_server: Callable[[str], str] = tenant_api_server,
     kamaji_target: str = KAMAJI_METRICS_TARGET,
 ) -> list[dict]:
-    """Prometheus scrape_configs: one HAMi job per tenant, Konnectivity by pod discovery, Kamaji once.
+    """Prometheus scrape_configs: per tenant a HAMi and a GPU queue job, Konnectivity by pod discovery, Kamaji once.
 
     Tests point `api_server`, `kamaji_target` and `secrets_dir` at loopback fakes; nothing else differs.
     """
-    hami = [
-        {
-            "job_name": f"{JOB_HAMI}-{tenant}",
+
+    def through_proxy(job: str, tenant: str, path: str) -> dict:
+        return {
+            "job_name": f"{job}-{tenant}",
             "scheme": "https",
-            "metrics_path": HAMI_METRICS_PATH,
+            "metrics_path": path,
             "authorization": {"credentials_file": f"{secrets_dir}/{tenant}/token"},
             "tls_config": {"ca_file": f"{secrets_dir}/{tenant}/ca.crt"},
             "static_configs": [{"targets": [api_server(tenant)], "labels": {"tenant": tenant}}],
         }
+
+    hami = [through_proxy(JOB_HAMI, tenant, HAMI_METRICS_PATH) for tenant in tenants]
+    queue = [
+        {**through_proxy(JOB_GPU_QUEUE, tenant, HAMI_QUEUE_PATH),
+         "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": QUEUE_SERIES, "action": "keep"}]}
         for tenant in tenants
     ]
     konnectivity = {
@@ -132,7 +157,7 @@ def scrape_configs(
             {"source_labels": ["tcp_name"], "target_label": "tenant"},
         ],
     }
-    return [*hami, konnectivity, *([kamaji] if kamaji_installed else [])]
+    return [*hami, *queue, konnectivity, *([kamaji] if kamaji_installed else [])]
 
 
 def prometheus_config(tenants: Sequence[str], kamaji_installed: bool, **where: object) -> dict:
@@ -200,8 +225,9 @@ def grafana_values() -> dict:
 
 
 def metrics_reader_rules() -> list[dict]:
-    """The tenant ServiceAccount's only right: GET HAMi's monitor port through the service proxy."""
-    return [{"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": [HAMI_MONITOR], "verbs": ["get"]}]
+    """The tenant ServiceAccount's only right: GET HAMi's two metrics ports through the service proxy."""
+    return [{"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": [HAMI_MONITOR, HAMI_QUEUE],
+             "verbs": ["get"]}]
 
 
 def token_secret_data(answer: str) -> dict[str, str]:
@@ -307,7 +333,8 @@ class Observability(pulumi.ComponentResource):
     def _tenant_reader(
         self, name: str, tenant: TenantAccess, in_namespace: pulumi.ResourceOptions
     ) -> pulumi.Resource:
-        """The tenant's metrics reader (in the tenant, with its own provider) and its token in a Secret here."""
+        """The tenant's metrics reader and kube-scheduler Service (in the tenant, with its own provider), and the
+        reader's token in a Secret here."""
         in_tenant = pulumi.ResourceOptions(parent=self, provider=tenant.provider, depends_on=[tenant.ready])
         prefix = f"{name}-{tenant.name}"
         account = k8s.core.v1.ServiceAccount(
@@ -326,6 +353,16 @@ class Observability(pulumi.ComponentResource):
             metadata={"name": METRICS_ACCOUNT, "namespace": METRICS_ACCOUNT_NAMESPACE},
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": METRICS_ACCOUNT},
             subjects=[{"kind": "ServiceAccount", "name": METRICS_ACCOUNT, "namespace": METRICS_ACCOUNT_NAMESPACE}],
+            opts=in_tenant,
+        )
+        k8s.core.v1.Service(
+            f"{prefix}-queue-service",
+            metadata={"name": QUEUE_SERVICE, "namespace": HAMI_NAMESPACE},
+            spec={
+                "type": "ClusterIP",
+                "selector": HAMI_SCHEDULER_LEADER_LABELS,
+                "ports": [{"name": QUEUE_PORT_NAME, "port": KUBE_SCHEDULER_PORT, "targetPort": KUBE_SCHEDULER_PORT}],
+            },
             opts=in_tenant,
         )
         token_secret = k8s.core.v1.Secret(

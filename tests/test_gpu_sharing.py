@@ -72,6 +72,36 @@ def test_the_mock_schedulers_extender_gets_klogs_verbosity_and_the_node_lock_fla
         assert verbosity == "-v=4" and lock.startswith("--node-lock-timeout=")
 
 
+# The chart's own kube-scheduler args for clusters from v1.22 on (charts/hami/values.yaml@v2.10.0:
+# scheduler.kubeScheduler.extraNewArgs); a list in the values replaces it whole.
+CHART_KUBE_SCHEDULER_ARGS = ["--config=/config/config.yaml", "-v=4"]
+# The delegated authorizer's own always-allowed paths (kubernetes/apiserver
+# pkg/server/options/authorization.go@v0.36.3): the flag replaces them, so they are named again.
+DELEGATED_AUTHZ_DEFAULT_PATHS = {"/healthz", "/readyz", "/livez"}
+
+
+def always_allowed(args: list[str]) -> set[str]:
+    [flag] = [arg for arg in args if arg.startswith("--authorization-always-allow-paths=")]
+    return set(flag.split("=", 1)[1].split(","))
+
+
+@pytest.mark.parametrize("real_gpus", [False, True])
+def test_hamis_kube_scheduler_keeps_the_charts_args_and_lets_only_metrics_skip_authorization(real_gpus):
+    from components.gpu_sharing import hami_values
+
+    args = hami_values("v1.36.4", 4, real_gpus, "docker.io/projecthami/mock-device-plugin:1.0.1")[
+        "scheduler"]["kubeScheduler"]["extraNewArgs"]
+    assert args[: len(CHART_KUBE_SCHEDULER_ARGS)] == CHART_KUBE_SCHEDULER_ARGS and len(args) == 3
+    # Exactly /metrics: not /metrics/resources (pod names), no prefix wildcard, nothing else.
+    assert always_allowed(args) == DELEGATED_AUTHZ_DEFAULT_PATHS | {"/metrics"}
+
+
+def test_every_tenants_hami_release_gets_the_kube_scheduler_args(dev_plan):
+    for release in hami_releases(dev_plan):
+        args = release.inputs["values"]["scheduler"]["kubeScheduler"]["extraNewArgs"]
+        assert "/metrics" in always_allowed(args), release.name
+
+
 def test_the_value_key_check_catches_a_stale_key():
     assert "scheduler.kubeScheduler.imageTag" not in HAMI_VALUE_KEYS
     assert "scheduler.kubeScheduler.image.tag" in HAMI_VALUE_KEYS

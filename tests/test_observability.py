@@ -165,10 +165,30 @@ def test_the_preflight_sizing_counts_prometheus_and_grafanas_memory_limits():
 # --- per tenant -------------------------------------------------------------------------------------------------
 
 
-def hami_jobs(plan_):
+def jobs_named(plan_, prefix):
     [prometheus] = releases(plan_, "prometheus")
     jobs = prometheus.inputs["values"]["serverFiles"]["prometheus.yml"]["scrape_configs"]
-    return {job["job_name"]: job for job in jobs if job["job_name"].startswith("hami-")}
+    return {job["job_name"]: job for job in jobs if job["job_name"].startswith(prefix)}
+
+
+def hami_jobs(plan_):
+    return jobs_named(plan_, "hami-")
+
+
+def queue_jobs(plan_):
+    return jobs_named(plan_, "gpu-queue-")
+
+
+# Facts of the pinned upstreams the queue job relies on:
+# kube-scheduler's secure port (kubernetes/kubernetes pkg/scheduler/apis/config/types.go: DefaultKubeSchedulerPort).
+KUBE_SCHEDULER_SECURE_PORT = 10259
+# The selector of HAMi's own scheduler Service as `helm template` renders charts/hami@2.10.0 for release `hami`
+# (templates/scheduler/service.yaml): the pod that holds the lease.
+HAMI_SCHEDULER_SERVICE_SELECTOR = {
+    "app.kubernetes.io/component": "hami-scheduler", "app.kubernetes.io/name": "hami",
+    "app.kubernetes.io/instance": "hami", "hami.io/scheduler-role": "leader",
+}
+QUEUE_PROXY_NAME = "https:lab-hami-kube-scheduler:metrics"
 
 
 def test_each_tenant_has_its_own_hami_job_through_its_api_servers_service_proxy(up_plan):
@@ -197,12 +217,39 @@ def test_each_tenants_token_is_mounted_where_its_job_reads_it(up_plan):
         assert set(reveal(secrets[mounts[directory]].inputs["data"])) == {"token", "ca.crt"}
 
 
+def test_each_tenant_has_a_gpu_queue_job_through_the_same_proxy_with_the_same_token(up_plan):
+    hami, queue = hami_jobs(up_plan), queue_jobs(up_plan)
+    assert set(queue) == {"gpu-queue-tenant-a", "gpu-queue-tenant-b"}
+    for tenant in ("tenant-a", "tenant-b"):
+        job, sibling = queue[f"gpu-queue-{tenant}"], hami[f"hami-{tenant}"]
+        assert job["metrics_path"] == f"/api/v1/namespaces/kube-system/services/{QUEUE_PROXY_NAME}/proxy/metrics"
+        for key in ("scheme", "authorization", "tls_config", "static_configs"):
+            assert job[key] == sibling[key], (tenant, key)
+        # Only the queue gauge is stored; kube-scheduler's latency histograms would fill the bounded volume.
+        assert job["metric_relabel_configs"] == [
+            {"source_labels": ["__name__"], "regex": "scheduler_pending_pods", "action": "keep"}]
+
+
+def test_each_tenant_gets_a_service_for_hamis_kube_scheduler_on_its_own_provider(dev_plan):
+    hami = {r.name: r.provider_urn for r in releases(dev_plan, "hami")}
+    for tenant in ("tenant-a", "tenant-b"):
+        service = dev_plan.named(f"observability-{tenant}-queue-service")
+        assert service.provider_urn == hami[f"{tenant}-hami"]
+        assert service.inputs["metadata"] == {"name": "lab-hami-kube-scheduler", "namespace": "kube-system"}
+        spec = service.inputs["spec"]
+        assert spec["type"] == "ClusterIP" and spec["selector"] == HAMI_SCHEDULER_SERVICE_SELECTOR
+        [port] = spec["ports"]
+        assert f"https:{service.inputs['metadata']['name']}:{port['name']}" == QUEUE_PROXY_NAME
+        assert port["targetPort"] == KUBE_SCHEDULER_SECURE_PORT
+
+
 @pytest.mark.parametrize("count", [1, 3])
 def test_adding_or_removing_a_tenant_adds_or_removes_its_job(count):
     from tests.plan import tenants
 
     lab = plan(dev_config(tenants=tenants(count)), preview=True)
     assert set(hami_jobs(lab)) == {f"hami-t{index}" for index in range(count)}
+    assert set(queue_jobs(lab)) == {f"gpu-queue-t{index}" for index in range(count)}
     readers = [r.name for r in lab.of_type("kubernetes:core/v1:ServiceAccount") if "observability" in r.name]
     assert sorted(readers) == [f"observability-t{index}-reader" for index in range(count)]
 
@@ -219,7 +266,7 @@ def test_konnectivity_and_kamaji_jobs_keep_only_this_labs_tenants_and_label_them
 
 def test_a_provided_kamaji_is_not_scraped_at_an_address_the_lab_did_not_choose():
     jobs = [job["job_name"] for job in observability.scrape_configs(["tenant-a"], False)]
-    assert jobs == ["hami-tenant-a", "konnectivity"]
+    assert jobs == ["hami-tenant-a", "gpu-queue-tenant-a", "konnectivity"]
 
 
 def test_each_tenants_metrics_reader_lives_in_that_tenant_on_its_own_provider(dev_plan):
@@ -237,14 +284,18 @@ def test_each_tenants_metrics_reader_lives_in_that_tenant_on_its_own_provider(de
         assert providers == {own}
 
 
-def test_the_reader_may_only_get_hamis_monitor_port_through_the_proxy(up_plan):
+def test_the_reader_may_only_get_the_two_metrics_ports_its_jobs_read_through_the_proxy(up_plan):
     roles = [r for r in up_plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role") if "observability" in r.name]
     assert len(roles) == 2
     for role in roles:
         assert role.inputs["rules"] == [{
-            "apiGroups": [""], "resources": ["services/proxy"], "resourceNames": ["hami-scheduler:monitor"],
-            "verbs": ["get"],
+            "apiGroups": [""], "resources": ["services/proxy"],
+            "resourceNames": ["hami-scheduler:monitor", QUEUE_PROXY_NAME], "verbs": ["get"],
         }]
+        # RBAC checks the proxied name as the request path spells it: each job's path names one of them.
+        paths = [job["metrics_path"] for job in [*hami_jobs(up_plan).values(), *queue_jobs(up_plan).values()]]
+        assert {path.split("/services/")[1].split("/proxy/")[0] for path in paths} == set(
+            role.inputs["rules"][0]["resourceNames"])
     # Nothing cluster-wide for it: no ClusterRole or ClusterRoleBinding names the reader.
     assert [r.name for r in up_plan.registrations if r.type.endswith(("ClusterRole", "ClusterRoleBinding"))
             and "lab-metrics-reader" in json.dumps(r.inputs)] == []
@@ -286,7 +337,7 @@ def test_machine_workers_get_the_same_reader_and_job(machine_plan):
     lab = machine_plan("mock", False)
     assert [r.name for r in lab.registrations if r.type == "kubernetes:rbac.authorization.k8s.io/v1:Role"
             and "observability" in r.name]
-    assert len(hami_jobs(lab)) == 1
+    assert len(hami_jobs(lab)) == len(queue_jobs(lab)) == 1
 
 
 # --- Grafana ----------------------------------------------------------------------------------------------------
@@ -384,7 +435,7 @@ def test_the_dashboard_has_the_panels_the_issue_asks_for_and_says_the_gpus_are_m
     for metric in ("hami_gpu_memory_allocated_bytes", "hami_gpu_memory_limit_bytes", "hami_gpu_core_allocated_ratio",
                    "hami_gpu_shared_count", "hami_resource_quota_used", "hami_resource_quota_limit",
                    "konnectivity_network_proxy_server_ready_backend_connections",
-                   "konnectivity_network_proxy_server_dial_failure_count"):
+                   "konnectivity_network_proxy_server_dial_failure_count", "scheduler_pending_pods"):
         assert metric in metrics
     [note] = [p for p in board["panels"] if p["type"] == "text"]
     assert "allocation only" in note["options"]["content"] and "NVML" in note["options"]["content"]

@@ -5,10 +5,13 @@ configuration the chart gets.
 The fakes serve the exposition format of the pinned versions, written from their sources:
 HAMi's scheduler (Project-HAMi/HAMi cmd/scheduler/metrics.go and pkg/metrics/metrics.go@v2.10.0: metric
 names, label names, the `zone="vGPU"` label its registry wraps every series in, bytes for memory),
-konnectivity-server (kubernetes-sigs/apiserver-network-proxy pkg/server/metrics/metrics.go@v0.36.0)
-and Kamaji (clastix/kamaji internal/metrics/metrics.go@ddbabd8). The HAMi fake stands where the tenant
-API server's service proxy would: HTTPS with the tenant's CA, answering only the proxy path and only
-that tenant's bearer token.
+HAMi's kube-scheduler (kubernetes/kubernetes pkg/scheduler/metrics/metrics.go and
+test/instrumentation/testdata/stable-metrics-list.yaml: `scheduler_pending_pods`, a STABLE gauge whose name
+and `queue` label cannot change within v1.36; k8s.io/component-base metrics/opts.go@v0.36.3 prefixes its
+help with "[STABLE] "), konnectivity-server (kubernetes-sigs/apiserver-network-proxy
+pkg/server/metrics/metrics.go@v0.36.0) and Kamaji (clastix/kamaji internal/metrics/metrics.go@ddbabd8).
+The HAMi fake stands where the tenant API server's service proxy would: HTTPS with the tenant's CA,
+answering only the two proxy paths and only that tenant's bearer token.
 """
 
 from __future__ import annotations
@@ -88,6 +91,27 @@ def hami_exposition(tenant_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Pending GPU pods per tenant and queue: tenant-a has one pod no GPU can take, tenant-b one about to be tried.
+PENDING = {TENANTS[0]: {"unschedulable": 1}, TENANTS[1]: {"active": 1}}
+QUEUES = ("active", "backoff", "gated", "unschedulable")
+
+
+def kube_scheduler_exposition(tenant: str) -> str:
+    """What HAMi's kube-scheduler (v1.36) serves: its queue gauge, every queue, and a series the job drops."""
+    return "\n".join([
+        "# HELP scheduler_pending_pods [STABLE] Number of pending pods, by the queue type. 'active' means number of "
+        "pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+        "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of "
+        "unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+        "# TYPE scheduler_pending_pods gauge",
+        *(f'scheduler_pending_pods{{queue="{queue}"}} {PENDING[tenant].get(queue, 0)}' for queue in QUEUES),
+        "# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts to schedule pods, by the result. "
+        "'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+        "# TYPE scheduler_schedule_attempts_total counter",
+        'scheduler_schedule_attempts_total{profile="hami-scheduler",result="scheduled"} 4',
+    ]) + "\n"
+
+
 def konnectivity_exposition(agents: int) -> str:
     return "\n".join([
         "# HELP konnectivity_network_proxy_server_dial_failure_count Number of dial failures observed. "
@@ -127,18 +151,19 @@ class Fake:
     requests: list[tuple[str, str]]
 
 
-def serve(body: str, path: str, token: str | None = None, context: ssl.SSLContext | None = None) -> Fake:
+def serve(bodies: dict[str, str], token: str | None = None, context: ssl.SSLContext | None = None) -> Fake:
+    """A server answering GET on each path of `bodies` with its body (and only with `token`, when given)."""
     seen: list[tuple[str, str]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
             seen.append((self.path, self.headers.get("Authorization", "")))
-            if self.path != path:
+            if self.path not in bodies:
                 self.send_error(404)
             elif token is not None and self.headers.get("Authorization") != f"Bearer {token}":
                 self.send_error(403)
             else:
-                data = body.encode()
+                data = bodies[self.path].encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(data)))
@@ -208,11 +233,15 @@ def prometheus(tmp_path_factory) -> Iterator[Lab]:
         context = tenant_ca(root / "secrets" / tenant, tenant)
         token = f"token-of-{tenant}"
         (root / "secrets" / tenant / "token").write_text(token)
-        fakes[f"hami-{tenant}"] = serve(hami_exposition(tenant), observability.HAMI_METRICS_PATH, token, context)
+        # The tenant's API server: both Services through its proxy.
+        fakes[f"hami-{tenant}"] = serve({observability.HAMI_METRICS_PATH: hami_exposition(tenant),
+                                         observability.HAMI_QUEUE_PATH: kube_scheduler_exposition(tenant)},
+                                        token, context)
         # tenant-b's tunnel has no agent: the dashboard must show it.
-        fakes[f"konnectivity-{tenant}"] = serve(konnectivity_exposition(0 if tenant == TENANTS[1] else 1), "/metrics")
-    fakes["kamaji"] = serve(kamaji_exposition(), "/metrics")
-    decoy = serve("decoy_metric 1\n", "/metrics")
+        fakes[f"konnectivity-{tenant}"] = serve(
+            {"/metrics": konnectivity_exposition(0 if tenant == TENANTS[1] else 1)})
+    fakes["kamaji"] = serve({"/metrics": kamaji_exposition()})
+    decoy = serve({"/metrics": "decoy_metric 1\n"})
 
     config = observability.prometheus_config(
         TENANTS, True, secrets_dir=str(root / "secrets"),
@@ -355,10 +384,27 @@ def test_each_tenant_sees_its_own_gpus_and_no_one_elses(prometheus):
         assert nodes == {LAB.worker_name(tenant, index) for index in range(1, tenant.workers + 1)}
 
 
-def test_the_hami_fake_was_reached_only_through_the_proxy_path_with_its_tenants_token(prometheus):
+def test_the_api_server_fake_was_reached_only_through_the_proxy_paths_with_its_tenants_token(prometheus):
     for tenant in TENANTS:
         requests = prometheus.fakes[f"hami-{tenant}"].requests
-        assert requests and set(requests) == {(observability.HAMI_METRICS_PATH, f"Bearer token-of-{tenant}")}
+        assert set(requests) == {(path, f"Bearer token-of-{tenant}")
+                                 for path in (observability.HAMI_METRICS_PATH, observability.HAMI_QUEUE_PATH)}
+
+
+def test_the_pending_gpu_pods_panel_shows_each_tenants_own_queue(prometheus):
+    [panel] = [p for p in dashboard()["panels"] if p["title"] == "Pending GPU pods"]
+    [target] = panel["targets"]
+    for tenant in TENANTS:
+        answer = query(prometheus, for_tenant(target["expr"], tenant))
+        assert {r["metric"]["queue"]: float(r["value"][1]) for r in answer} == {
+            queue: PENDING[tenant].get(queue, 0) for queue in QUEUES}
+
+
+def test_only_the_queue_series_of_the_kube_scheduler_is_kept(prometheus):
+    # (Prometheus' own series about each scrape, up and scrape_*, aside.)
+    kept = query(prometheus, f'count by (__name__) ({{job=~"{observability.JOB_GPU_QUEUE}-.+", '
+                             f'__name__!~"up|scrape_.+"}})')
+    assert [r["metric"]["__name__"] for r in kept] == [observability.QUEUE_SERIES]
 
 
 def test_konnectivity_discovery_keeps_only_the_sidecar_of_this_labs_tenants(prometheus):

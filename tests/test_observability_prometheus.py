@@ -442,6 +442,6 @@ def test_make_validates_reading_of_this_prometheus_finds_every_tenant_healthy_wi
     targets = api(prometheus, "/api/v1/targets", state="active")
     for tenant in LAB.tenants:
         healthy, problems = target_problems(targets, tenant.name)
-        assert problems == [] and len(healthy) == 2, tenant.name
+        assert problems == [] and len(healthy) == 3, tenant.name
         seen = scalar(api(prometheus, "/api/v1/query", query=gpu_query(tenant.name)))
         assert seen == tenant.workers * node_gpu_count(tenant.gpus)

@@ -83,7 +83,7 @@ def test_each_dev_tenant_passes_on_the_recorded_answers(name, gpus):
     lab = recorded_lab()
     result = observability.for_tenant(lab, tenant(name, gpus))
     assert result.status is Status.PASS, result.reason
-    assert result.evidence == f"HAMi 1 up, Konnectivity 1 up; {gpus} GPUs reported"
+    assert result.evidence == f"HAMi 1 up, GPU queue 1 up, Konnectivity 1 up; {gpus} GPUs reported"
     assert lab.management.asked[0] == f"{PROXY}/api/v1/targets?state=active"
 
 
@@ -104,10 +104,11 @@ def test_a_tenant_prometheus_does_not_scrape_fails_naming_both_sources():
     healthy, problems = target_problems(recorded("prometheus-targets.json")["data"], "tenant-c")
     assert healthy == []
     assert problems == ["no HAMi target (job hami-tenant-c) for the tenant",
+                        "no GPU queue target (job gpu-queue-tenant-c) for the tenant",
                         "no Konnectivity target (job konnectivity) for the tenant"]
 
 
-@pytest.mark.parametrize("job", ["hami-tenant-a", "konnectivity"])
+@pytest.mark.parametrize("job", ["hami-tenant-a", "gpu-queue-tenant-a", "konnectivity"])
 def test_a_down_target_fails_with_prometheus_own_error(job):
     targets = copy.deepcopy(recorded("prometheus-targets.json"))
     for target in targets["data"]["activeTargets"]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
+from components.observability import JOB_GPU_QUEUE, JOB_HAMI, JOB_KONNECTIVITY
 from validation.checks.base import per_tenant
 from validation.host import poll
 from validation.lab import Lab
@@ -20,9 +21,6 @@ from validation.stack_outputs import Tenant
 # The chart's server Service and its port name (prometheus-community/helm-charts
 # charts/prometheus/templates/service.yaml and _helpers.tpl@prometheus-29.27.0), as the lab installs it.
 PROMETHEUS_PROXY = "/api/v1/namespaces/lab-monitoring/services/lab-prometheus-server:http/proxy"
-# The scrape jobs components/observability.py writes.
-HAMI_JOB_PREFIX = "hami-"
-KONNECTIVITY_JOB = "konnectivity"
 # `make up` validates right after Prometheus starts: its first scrapes come within one interval (30 s), and a
 # target not yet scraped reads as `unknown`.
 TARGETS_TIMEOUT = 90
@@ -30,9 +28,11 @@ TARGETS_INTERVAL = 5
 
 
 def target_problems(answer: dict[str, Any], tenant: str) -> tuple[list[str], list[str]]:
-    """(healthy sources, problems) of a tenant's HAMi and Konnectivity targets in a /api/v1/targets answer."""
+    """(healthy sources, problems) of a tenant's targets in a /api/v1/targets answer."""
     targets = [t for t in answer.get("activeTargets") or [] if (t.get("labels") or {}).get("tenant") == tenant]
-    expected = {f"{HAMI_JOB_PREFIX}{tenant}": "HAMi", KONNECTIVITY_JOB: "Konnectivity"}
+    # The jobs components/observability.py writes: two per tenant, one shared by pod discovery.
+    expected = {f"{JOB_HAMI}-{tenant}": "HAMi", f"{JOB_GPU_QUEUE}-{tenant}": "GPU queue",
+                JOB_KONNECTIVITY: "Konnectivity"}
     healthy, problems = [], []
     for job, source in expected.items():
         found = [t for t in targets if t["labels"].get("job") == job]
@@ -72,7 +72,7 @@ def prometheus_api(lab: Lab, path: str, **params: str) -> dict[str, Any]:
     return answer["data"]
 
 
-@per_tenant("observability", "Prometheus has healthy HAMi and Konnectivity targets and sees the tenant's GPUs")
+@per_tenant("observability", "Prometheus has healthy HAMi, GPU queue and Konnectivity targets and sees the GPUs")
 def observability(lab: Lab, tenant: Tenant) -> str:
     if not lab.outputs.observability:
         raise CheckSkipped("observability is off (no grafanaUrl output)")

@@ -83,6 +83,8 @@ class GpuSharingArgs:
     """Each worker's GPU registration; a new one (a replaced worker) checks the GPUs again."""
     workers_powered: Sequence[pulumi.Resource] = ()
     """Each worker's sleep or wake step: a woken tenant is ready once its GPUs are advertised again."""
+    scheduler_metrics: bool = False
+    """Open HAMi's kube-scheduler /metrics for the lab's Prometheus (observability on); closed otherwise."""
 
 
 class GpuSharing(pulumi.ComponentResource):
@@ -126,7 +128,8 @@ class GpuSharing(pulumi.ComponentResource):
             version=args.chart_version,
             namespace=HAMI_NAMESPACE,
             values=hami_values(
-                args.kubernetes_version, args.tenant.gpu_slots, real_gpus, args.mock_device_plugin_image
+                args.kubernetes_version, args.tenant.gpu_slots, real_gpus, args.mock_device_plugin_image,
+                scheduler_metrics=args.scheduler_metrics,
             ),
             timeout=HELM_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions.merge(in_tenant, pulumi.ResourceOptions(depends_on=list(args.nodes_ready))),
@@ -176,7 +179,9 @@ class GpuSharing(pulumi.ComponentResource):
         )
 
 
-def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool, mock_image: str) -> dict:
+def hami_values(
+    kubernetes_version: str, gpu_slots: int, real_gpus: bool, mock_image: str, scheduler_metrics: bool = False
+) -> dict:
     """Helm values for HAMi on mock GPUs, or on the real GPUs of machine workers.
 
     The chart has no values schema: a misspelt key is silently ignored, so every
@@ -188,10 +193,12 @@ def hami_values(kubernetes_version: str, gpu_slots: int, real_gpus: bool, mock_i
         # view of the cluster rather than the tenant's.
         "kubeScheduler": {
             "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": kubernetes_version},
-            # Used for clusters from v1.22 on (charts/hami/templates/scheduler/deployment.yaml@v2.10.0).
-            "extraNewArgs": list(KUBE_SCHEDULER_ARGS),
         },
     }
+    if scheduler_metrics:
+        # Used for clusters from v1.22 on (charts/hami/templates/scheduler/deployment.yaml@v2.10.0); without
+        # observability nobody reads /metrics, so it stays behind authorization.
+        scheduler["kubeScheduler"]["extraNewArgs"] = list(KUBE_SCHEDULER_ARGS)
     if real_gpus:
         return {
             # The chart's own device config is the one its NVIDIA plugin is built for; it

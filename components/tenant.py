@@ -101,6 +101,7 @@ class Tenant(pulumi.ComponentResource):
                 nodes_ready=[network, kube_proxy, *(worker.joined for worker in workers.values())],
                 gpus_registered=[worker.gpus_registered for worker in workers.values() if worker.gpus_registered],
                 workers_powered=[worker.power for worker in workers.values()],
+                scheduler_metrics=lab.observability,
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

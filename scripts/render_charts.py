@@ -110,7 +110,8 @@ def charts(lab: LabSettings) -> list[Chart]:
                 versions.hami_chart,
                 HAMI_NAMESPACE,
                 (yaml.safe_dump(hami_values(
-                    tenant.kubernetes_version, tenant.gpu_slots, tenant.real_gpus, versions.mock_device_plugin
+                    tenant.kubernetes_version, tenant.gpu_slots, tenant.real_gpus, versions.mock_device_plugin,
+                    scheduler_metrics=lab.observability,
                 )),),
                 tenant=tenant.name,
                 kube_version=tenant.kubernetes_version,

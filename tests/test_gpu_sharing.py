@@ -89,8 +89,8 @@ def always_allowed(args: list[str]) -> set[str]:
 def test_hamis_kube_scheduler_keeps_the_charts_args_and_lets_only_metrics_skip_authorization(real_gpus):
     from components.gpu_sharing import hami_values
 
-    args = hami_values("v1.36.4", 4, real_gpus, "docker.io/projecthami/mock-device-plugin:1.0.1")[
-        "scheduler"]["kubeScheduler"]["extraNewArgs"]
+    args = hami_values("v1.36.4", 4, real_gpus, "docker.io/projecthami/mock-device-plugin:1.0.1",
+                       scheduler_metrics=True)["scheduler"]["kubeScheduler"]["extraNewArgs"]
     assert args[: len(CHART_KUBE_SCHEDULER_ARGS)] == CHART_KUBE_SCHEDULER_ARGS and len(args) == 3
     # Exactly /metrics: not /metrics/resources (pod names), no prefix wildcard, nothing else.
     assert always_allowed(args) == DELEGATED_AUTHZ_DEFAULT_PATHS | {"/metrics"}
@@ -100,6 +100,13 @@ def test_every_tenants_hami_release_gets_the_kube_scheduler_args(dev_plan):
     for release in hami_releases(dev_plan):
         args = release.inputs["values"]["scheduler"]["kubeScheduler"]["extraNewArgs"]
         assert "/metrics" in always_allowed(args), release.name
+
+
+def test_without_observability_the_kube_scheduler_keeps_the_charts_args_and_metrics_stay_authorized(shared):
+    off = shared("observability-off", lambda: plan(dev_config(observability=False), preview=False))
+    for release in hami_releases(off):
+        # No extraNewArgs: the chart's own list applies, and with it the delegated authorizer's defaults.
+        assert "extraNewArgs" not in release.inputs["values"]["scheduler"]["kubeScheduler"], release.name
 
 
 def test_the_value_key_check_catches_a_stale_key():

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, PlainValidator, StrictStr, StringCon
 from pydantic_core import PydanticCustomError
 
 from components.addresses import parse_address_range
+from components.config.ssh_keys import UnusableKey, check_private_key
 
 MAX_LABEL = 63
 VALUE_ERROR = "lab_value"
@@ -137,6 +138,15 @@ def _secret_map(value: Any) -> dict[str, str]:
         raise invalid("not valid JSON, or too deep or long to read (not shown: the value is a secret)") from None
     if not isinstance(keys, dict) or not all(isinstance(key, str) for key in keys.values()):
         raise invalid("expected an object of name: private key text (not shown: the value is a secret)")
+    # A key ssh cannot use would fail only at the first machine's join, after its control plane exists.
+    unusable = []
+    for name, key in keys.items():
+        try:
+            check_private_key(key)
+        except UnusableKey as problem:
+            unusable.append(f"entry {show(name)}: {problem}")
+    if unusable:
+        raise invalid(f"{'; '.join(unusable)} (the keys are not shown: they are secrets)")
     return {name: key.strip() for name, key in keys.items()}
 
 

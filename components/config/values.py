@@ -160,7 +160,13 @@ def _ipv4_network(text: str) -> ipaddress.IPv4Network:
 PositiveInt = Annotated[int, *_count(text_too=False)]
 CliPositiveInt = Annotated[int, *_count(text_too=True)]
 Cidr = Annotated[StrictStr, _parsed(lambda text: str(_ipv4_network(text)), "an IPv4 CIDR")]
-AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")]
+# An IPv4 address as Python's ipaddress reads it: four decimal octets of 0-255, no leading zeros.
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}(\.{_OCTET}){{3}}"
+# Editors check the shape (octets within 0-255); the program also checks the order and the CIDR's host bits.
+_POOL_SCHEMA = rf"^\s*({_IPV4}\s*-\s*{_IPV4}|{_IPV4}/([12]?[0-9]|3[0-2]))?\s*$"
+AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR"),
+                        WithJsonSchema({"type": "string", "pattern": _POOL_SCHEMA})]
 def _private_network(network: ipaddress.IPv4Network | None) -> ipaddress.IPv4Network | None:
     # Docker's default address pools are private (172.17.0.0/16 up, 192.168.0.0/16); 0.0.0.0/0 would carve
     # a pool of multicast and public addresses.

@@ -7,7 +7,7 @@ import pytest
 
 from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
 from tests.plan import NODE_IMAGE, dev_config, plan
-from tests.test_config_machines import HOST_KEY
+from tests.test_config_machines import HOST_KEY, KEY
 
 A100 = {"model": "NVIDIA A100 80GB", "count": 1}
 
@@ -299,7 +299,7 @@ def test_a_malformed_tenant_does_not_hide_another_tenants_broken_rules():
         {"name": "c", "machines": [{"name": "m", "address": "h", "sshKey": "missing", "hostKey": HOST_KEY}]},
         {"name": "b"},
     ]
-    lines = [line.strip() for line in config_error(tenants=tenants, sshPrivateKeys={"k": "KEY"}).splitlines()[1:]]
+    lines = [line.strip() for line in config_error(tenants=tenants, sshPrivateKeys={"k": KEY}).splitlines()[1:]]
     assert lines[0] == "kamaji-hami-lab:tenants[0].gpus[0].count: expected a positive integer, got 'x'"
     assert "kamaji-hami-lab:tenants[3].name: duplicate tenant name 'b'" in lines
     assert "kamaji-hami-lab:tenants[1].podCidr: 10.0.0.0/24 cannot give each of 3 workers a /24" in lines

@@ -8,8 +8,9 @@ import pytest
 
 from components.config import ConfigError, parse_settings
 from tests.plan import dev_config, fake_kubeconfig
+from tests.ssh_keys import made_key
 
-KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-material\n-----END OPENSSH PRIVATE KEY-----"
+KEY = made_key("ed25519", "lab")
 SECRETS = {"sshPrivateKeys", "managementKubeconfig"}
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfGpu1"
 GPU_1 = {"name": "gpu-1", "address": "10.0.0.11", "hostKey": HOST_KEY}
@@ -28,7 +29,7 @@ def error(tenants, secret_keys=SECRETS, **overrides) -> str:
     with pytest.raises(ConfigError) as raised:
         parse_settings(dev_config(tenants=tenants, **{"sshPrivateKeys": {"default": KEY}, **overrides}),
                        secret_keys=secret_keys)
-    assert "secret-key-material" not in str(raised.value)
+    assert KEY not in str(raised.value)
     return str(raised.value)
 
 
@@ -36,12 +37,12 @@ def test_a_machine_gets_ssh_defaults_and_the_key_it_names():
     (machine,) = settings([tenant()]).tenants[0].machines
     assert (machine.address, machine.port, machine.user, machine.private_key, machine.host_key) == (
         "10.0.0.11", 22, "root", KEY, HOST_KEY)
-    assert "secret-key-material" not in repr(machine)
+    assert KEY not in repr(machine)
 
 
 def test_a_machine_may_use_its_own_key():
     machine = {**GPU_1, "sshKey": "gpu-1"}
-    lab = settings([tenant(machines=[machine])], sshPrivateKeys={"default": "other", "gpu-1": KEY})
+    lab = settings([tenant(machines=[machine])], sshPrivateKeys={"default": made_key("ed25519", "other"), "gpu-1": KEY})
     (found,) = lab.tenants[0].machines
     assert found.private_key == KEY
 

@@ -8,6 +8,7 @@ import yaml
 from components.config import ConfigError, parse_settings
 from tests.plan import ROOT, dev_config, fake_kubeconfig, plan
 from tests.render_charts_module import project_defaults, stack_config
+from tests.ssh_keys import made_key
 
 KUBECONFIG = fake_kubeconfig("https://10.20.0.1:6443", "platform-admin")
 SECRET_MARKER = "secret-key-of-platform-admin"  # the client key inside KUBECONFIG
@@ -209,7 +210,7 @@ def test_many_tenants_on_a_provided_load_balancer_need_no_pool():
 
 def test_the_beyond_one_host_example_is_a_valid_stack_once_its_secrets_are_set():
     example = stack_config("beyond-one-host", root=ROOT / "examples")
-    secrets = {"managementKubeconfig": KUBECONFIG, "sshPrivateKeys": {"default": "key text"}}
+    secrets = {"managementKubeconfig": KUBECONFIG, "sshPrivateKeys": {"default": made_key()}}
     assert not set(secrets) & set(example), "an example holds no credential"
     lab = parse_settings({**project_defaults(), **example, **secrets}, secret_keys=set(secrets))
     assert lab.existing_cluster and lab.provided.kamaji

@@ -19,7 +19,7 @@ from components.config.messages import problem_lines
 from components.config.models import ConfigModel
 from components.config.schema import SCHEMA_FILE, rendered
 from tests.plan import ROOT, dev_config
-from tests.test_config_machines import HOST_KEY
+from tests.test_config_machines import HOST_KEY, KEY
 
 PREFIX = "kamaji-hami-lab:"
 SCHEMA = json.loads((ROOT / "schema" / "stack-config.schema.json").read_text())
@@ -303,7 +303,7 @@ ONLY_THE_PROGRAM_CATCHES = [
     ({"tenants": [{"name": "a", "gpuDevices": "real"}]}, "'real' needs machines"),
     ({"tenants": [{"name": "a", "gpus": [{"model": "NVIDIA A100 80GB", "count": 2}]}]}, "mock device plugin's limit"),
     ({"tenants": [{"name": "a" * 60}]}, "would exceed 63 characters"),
-    ({"sshPrivateKeys": {"k": "KEY"}, "tenants": [{"name": "a", "machines": [{"name": "m", "address": "h",
+    ({"sshPrivateKeys": {"k": KEY}, "tenants": [{"name": "a", "machines": [{"name": "m", "address": "h",
                                                                              "hostKey": HOST_KEY}]}]},
      "'default' is not in sshPrivateKeys"),
 ]

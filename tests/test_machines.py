@@ -6,12 +6,13 @@ import pytest
 
 from components import config
 from tests.plan import LAB_IDENTITY, changed, dev_config, fake_kubeconfig, is_unknown, plan, resolve
+from tests.ssh_keys import made_key
 from tests.test_gpu_sharing import HAMI_VALUE_KEYS, leaf_paths
 from tests.test_state_safety import qualified
 
 EXISTING_KUBECONFIG = fake_kubeconfig("https://10.20.0.1:6443", "platform-admin")
-LAB_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nlab-key\n-----END OPENSSH PRIVATE KEY-----"
-OWN_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\ngpu-2-key\n-----END OPENSSH PRIVATE KEY-----"
+LAB_KEY = made_key("ed25519", "lab")
+OWN_KEY = made_key("ed25519", "gpu-2")
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfGpu1"
 EXISTING = {"managementCluster": "existing", "metallbAddressRange": "192.168.50.240-192.168.50.250"}
 SECRETS = {"managementKubeconfig": EXISTING_KUBECONFIG, "sshPrivateKeys": {"default": LAB_KEY, "gpu-2": OWN_KEY}}

@@ -90,17 +90,18 @@ def test_every_kubectl_command_names_its_cluster():
 
 
 def test_using_a_tenant_waits_for_the_pod_and_cleans_up():
-    (block,) = [block for block in bash_blocks() if any("kubectl run gpu-slice" in line for line in block.lines)]
+    (block,) = [block for block in bash_blocks() if any("kubectl apply -f examples/gpu-pod.yaml" in line
+                                                        for line in block.lines)]
     steps = [line.split()[1] if line.startswith("kubectl ") else line.split()[0] for line in block.lines]
 
     run, wait, read = (
-        steps.index("run"),
+        steps.index("apply"),
         steps.index("wait"),
         block.lines.index(next(line for line in block.lines if "vgpu-devices-allocated" in line)),
     )
     assert run < wait < read
     assert "pod/gpu-slice" in block.lines[wait] and "--timeout=" in block.lines[wait]
-    assert block.lines[-1].startswith("kubectl delete pod gpu-slice")
+    assert block.lines[-1] == "kubectl delete -f examples/gpu-pod.yaml"
 
 
 def test_the_readme_is_read_in_minutes_and_starts_with_make_up():

@@ -9,6 +9,7 @@ import yaml
 
 from tests.plan import dev_config, fake_kubeconfig
 from tests.render_charts_module import render_charts
+from tests.ssh_keys import made_key
 
 
 def written(tmp_path, **config) -> dict[str, tuple[str, str, list]]:
@@ -122,8 +123,8 @@ def test_each_tenant_s_hami_runs_the_kube_scheduler_of_its_own_version(tmp_path)
 def test_a_machine_tenant_s_flannel_is_rendered_with_its_pod_cidr(tmp_path):
     machines = {"name": "research", "podCidr": "10.250.0.0/16", "machines": [{"name": "m1", "address": "10.0.0.1",
                                                                                 "hostKey": "ssh-ed25519 AAAAC3Nza"}]}
-    lab = render_charts.parse_settings(dev_config(tenants=[machines, {"name": "web"}], sshPrivateKeys={"default": "k"}),
-                                       secret_keys={"sshPrivateKeys"})
+    config = dev_config(tenants=[machines, {"name": "web"}], sshPrivateKeys={"default": made_key()})
+    lab = render_charts.parse_settings(config, secret_keys={"sshPrivateKeys"})
     charts = {chart.label: chart for chart in render_charts.charts(lab)}
     assert "flannel-web" not in charts
     flannel = charts["flannel-research"]

@@ -12,6 +12,7 @@ import ipaddress
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Sequence
+from difflib import get_close_matches
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -70,7 +71,13 @@ from components.config.values import (
     read_json,
     show,
 )
-from components.gpus import GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, GpuSpec, node_gpu_memory_mib
+from components.gpus import (
+    FULL_GPU_CORES,
+    GPU_CATALOGUE,
+    MAX_MOCK_MEMORY_PER_NODE_MIB,
+    GpuSpec,
+    node_gpu_memory_mib,
+)
 from components.kubeconfig import NoSuchContext, check_kubeconfig, with_current_context
 from components.settings import (
     ExistingCluster,
@@ -185,7 +192,24 @@ class Gpu(ConfigModel):
     def problems(self) -> Iterator[Problem]:
         if self.memory is None:
             known = ", ".join(GPU_CATALOGUE)
-            yield ("model",), f"unknown GPU model {show(self.model)}; set memoryMiB for it or use one of: {known}"
+            yield ("model",), (f"unknown GPU model {show(self.model)}{_closest_models(self.model)}; set memoryMiB "
+                               f"for it or use one of: {known}")
+
+
+def _closest_models(model: str) -> str:
+    """' (did you mean <the catalogue's closest models>?)', or nothing when none is close; case is ignored.
+
+    Models naming what was written ('A100') come first, then those spelt most alike ('NVIDIA A100 80G').
+    """
+    by_lower = {name.lower(): name for name in GPU_CATALOGUE}
+    typed = model.strip().lower()
+    naming = [lower for lower in by_lower if typed and typed in lower]
+    alike = get_close_matches(typed, by_lower, n=3)
+    close = [by_lower[lower] for lower in dict.fromkeys([*naming, *alike])][:3]
+    if not close:
+        return ""
+    *others, last = map(repr, close)
+    return f" (did you mean {', '.join(others) + ' or ' if others else ''}{last}?)"
 
 
 class Quota(ConfigModel):
@@ -603,11 +627,18 @@ class StackConfig(ConfigModel):
                 continue
             workers = len(tenant.machines) or tenant.workers or self.workers_per_tenant
             memory = node_gpu_memory_mib(tenant.gpu_specs) * workers
+            # HAMi hands out gpucores as a percentage of one card's cores, so a card holds FULL_GPU_CORES.
+            gpus = sum(gpu.count for gpu in tenant.gpus) * workers
             for number, quota in enumerate(tenant.quotas):
                 if quota.gpumem_mib is not None and quota.gpumem_mib > memory:
                     yield (("tenants", index, "quotas", number, "gpumemMiB"),
                            f"{quota.gpumem_mib} MiB is more GPU memory than the tenant's GPUs have ({memory} MiB on "
                            f"{workers} worker(s)); the quota never limits anything")
+                if quota.gpucores is not None and quota.gpucores > FULL_GPU_CORES * gpus:
+                    yield (("tenants", index, "quotas", number, "gpucores"),
+                           f"{quota.gpucores} is more GPU cores than the tenant's GPUs have ({FULL_GPU_CORES * gpus}: "
+                           f"{gpus} GPU(s) of {FULL_GPU_CORES} on {workers} worker(s)); the quota never limits "
+                           "anything")
 
     def _ssh_key_problems(self) -> Iterator[Problem]:
         if self.ssh_private_keys and not any(tenant.machines for tenant in self.tenants):

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, PlainValidator, StrictStr, StringCon
 from pydantic_core import PydanticCustomError
 
 from components.addresses import parse_address_range
+from components.config.ssh_keys import UnusableKey, check_private_key
 
 MAX_LABEL = 63
 VALUE_ERROR = "lab_value"
@@ -137,6 +138,15 @@ def _secret_map(value: Any) -> dict[str, str]:
         raise invalid("not valid JSON, or too deep or long to read (not shown: the value is a secret)") from None
     if not isinstance(keys, dict) or not all(isinstance(key, str) for key in keys.values()):
         raise invalid("expected an object of name: private key text (not shown: the value is a secret)")
+    # A key ssh cannot use would fail only at the first machine's join, after its control plane exists.
+    unusable = []
+    for name, key in keys.items():
+        try:
+            check_private_key(key)
+        except UnusableKey as problem:
+            unusable.append(f"entry {show(name)}: {problem}")
+    if unusable:
+        raise invalid(f"{'; '.join(unusable)} (the keys are not shown: they are secrets)")
     return {name: key.strip() for name, key in keys.items()}
 
 
@@ -150,7 +160,13 @@ def _ipv4_network(text: str) -> ipaddress.IPv4Network:
 PositiveInt = Annotated[int, *_count(text_too=False)]
 CliPositiveInt = Annotated[int, *_count(text_too=True)]
 Cidr = Annotated[StrictStr, _parsed(lambda text: str(_ipv4_network(text)), "an IPv4 CIDR")]
-AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR")]
+# An IPv4 address as Python's ipaddress reads it: four decimal octets of 0-255, no leading zeros.
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}(\.{_OCTET}){{3}}"
+# Editors check the shape (octets within 0-255); the program also checks the order and the CIDR's host bits.
+_POOL_SCHEMA = rf"^\s*({_IPV4}\s*-\s*{_IPV4}|{_IPV4}/([12]?[0-9]|3[0-2]))?\s*$"
+AddressPool = Annotated[CliText, _parsed(parse_address_range, "an IPv4 range a.b.c.d-a.b.c.e or a CIDR"),
+                        WithJsonSchema({"type": "string", "pattern": _POOL_SCHEMA})]
 def _private_network(network: ipaddress.IPv4Network | None) -> ipaddress.IPv4Network | None:
     # Docker's default address pools are private (172.17.0.0/16 up, 192.168.0.0/16); 0.0.0.0/0 would carve
     # a pool of multicast and public addresses.

@@ -1,4 +1,4 @@
-"""MetalLB address pools carved from the kind docker network."""
+"""Addresses on the kind docker network: its layout, MetalLB pools and the container workers' fixed addresses."""
 
 from __future__ import annotations
 

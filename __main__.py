@@ -35,6 +35,7 @@ platform = Platform(
         versions=lab.versions,
         provided=lab.provided,
         data_store=lab.kamaji_data_store,
+        network_ready=management.network_checked,
     ),
 )
 

@@ -1,4 +1,4 @@
-"""MetalLB address pools carved from the kind docker network."""
+"""Addresses on the kind docker network: its layout, MetalLB pools and the container workers' fixed addresses."""
 
 from __future__ import annotations
 
@@ -72,3 +72,47 @@ def metallb_pool(kind_subnet: str, override: AddressRange | None, lab_name: str)
     if not override.within(subnet):
         raise ValueError(f"kamaji-hami-lab:metallbAddressRange: {override} lies outside the kind network {subnet}")
     return str(override)
+
+
+# The kind network as this lab lays it out (scripts/kind-up.sh creates it so): the first quarter
+# is Docker's own (--ip-range: the kind nodes and any container without a fixed address), the
+# second quarter holds the workers' fixed addresses, and the upper half the MetalLB pools above.
+# Docker gives a restarted container a new address unless it has a fixed one
+# (kubernetes-sigs/kind#2045), and a fixed one needs a subnet the network was created with
+# (moby/moby api/types/network/endpoint.go@v28.5.2, validateEndpointIPAddress). Docker hands
+# addresses without a fixed one out of the --ip-range only, while a fixed one may lie anywhere
+# in the subnet (libnetwork/ipams/defaultipam/allocator.go@v28.5.2, getAddress).
+DEFAULT_KIND_SUBNET = ipaddress.IPv4Network("172.18.0.0/16")
+"""The subnet kind-up.sh creates the kind network with when kindSubnet is empty: the one Docker
+usually gives kind's network on a fresh host (its default pools start at 172.17.0.0/16, docker0's)."""
+
+
+def dynamic_range(subnet: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+    """Where Docker picks addresses for containers without a fixed one: the subnet's first quarter."""
+    return next(subnet.subnets(prefixlen_diff=2))
+
+
+def worker_part(subnet: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+    """Where the container workers' fixed addresses lie: the subnet's second quarter."""
+    return list(subnet.subnets(prefixlen_diff=2))[1]
+
+
+def worker_address(subnet: ipaddress.IPv4Network, worker: str) -> ipaddress.IPv4Address:
+    """The fixed address of the worker container named `worker` (its name includes the lab's and
+    the tenant's): a function of that name alone, so no other tenant or lab moves it."""
+    part = worker_part(subnet)
+    slot = int.from_bytes(hashlib.sha256(worker.encode()).digest()[:8], "big") % part.num_addresses
+    return part.network_address + slot
+
+
+def worker_address_clashes(subnet: ipaddress.IPv4Network, workers: list[str]) -> dict[str, str]:
+    """{worker: the earlier worker whose address it would get} for every worker that lands on a taken one."""
+    taken: dict[ipaddress.IPv4Address, str] = {}
+    clashes = {}
+    for worker in workers:
+        address = worker_address(subnet, worker)
+        if address in taken:
+            clashes[worker] = taken[address]
+        else:
+            taken[address] = worker
+    return clashes

@@ -21,6 +21,7 @@ class ExistingManagementCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     docker: DockerHost | None
     address_subnet: pulumi.Output[str] | None
+    network_checked: pulumi.Resource | None
 
     def __init__(self, name: str, lab: LabSettings, opts: pulumi.ResourceOptions | None = None):
         super().__init__("kamaji-hami-lab:index:ExistingManagementCluster", name, None, opts)
@@ -29,6 +30,8 @@ class ExistingManagementCluster(pulumi.ComponentResource):
             raise ValueError("ExistingManagementCluster needs managementCluster existing")
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
         self.address_subnet = None
+        # The Docker network is the platform team's, used as it is.
+        self.network_checked = None
         self.docker = (
             docker_host(name, lab.node_image, cluster.docker_network, parent=self) if cluster.docker_network else None
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.addresses import dynamic_range
 from components.commands import script_command
 from components.docker_host import DockerHost, docker_host
 from components.settings import LabSettings
@@ -18,18 +19,24 @@ class KindManagementCluster(pulumi.ComponentResource):
     The same attributes as ExistingManagementCluster: `provider` for the cluster,
     its `kubeconfig` (secret), `docker` where container workers run (here: the
     kind network on this host) and `address_subnet`, the IPv4 subnet of that
-    network, from which a MetalLB pool is carved unless one is configured.
+    network (kindSubnet, else the default kind-up.sh creates it with), from which
+    a MetalLB pool is carved unless one is configured. `network_checked`
+    completes once the real network is known to have that subnet.
     """
 
     kubeconfig: pulumi.Output[str]
     docker: DockerHost | None
     address_subnet: pulumi.Output[str] | None
+    network_checked: pulumi.Resource | None
 
     def __init__(self, name: str, lab: LabSettings, opts: pulumi.ResourceOptions | None = None):
         # The type keeps its first name: a new one would change every URN below it.
         super().__init__("kamaji-hami-lab:index:ManagementCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.docker = docker_host(name, lab.node_image, KIND_NETWORK, parent=self)
+        subnet = lab.network_subnet
+        if subnet is None:
+            raise ValueError("KindManagementCluster needs managementCluster kind")
 
         cluster = script_command(
             f"{name}-kind",
@@ -39,6 +46,9 @@ class KindManagementCluster(pulumi.ComponentResource):
                 "NODE_IMAGE": lab.node_image,
                 # Marks the cluster as this stack's: kind-up.sh refuses to adopt any other.
                 "LAB_OWNER": f"{pulumi.get_project()}.{pulumi.get_stack()}",
+                # The kind network, created with this layout when it does not exist yet.
+                "KIND_SUBNET": str(subnet),
+                "KIND_IP_RANGE": str(dynamic_range(subnet)),
             },
             delete="kind-down.sh",
             # A new name is a new cluster (and, through the provider's identity, new
@@ -53,6 +63,17 @@ class KindManagementCluster(pulumi.ComponentResource):
             ),
         )
 
+        # The subnet everything is planned with is known before any resource exists (preview-safe);
+        # this step compares it with the real network once the cluster is up, and nothing goes onto
+        # the cluster (its provider's kubeconfig is read after it) before they agree.
+        self.network_checked = script_command(
+            f"{name}-kind-subnet",
+            "kind-subnet.sh",
+            {"KIND_NETWORK": KIND_NETWORK, "EXPECTED_SUBNET": str(subnet)},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
+        )
+        self.address_subnet = pulumi.Output.from_input(str(subnet))
+
         # Read in its own step whose inputs leave out the node image: a re-run of
         # kind-up.sh (a nodeImage bump) then keeps this output known in preview, and
         # with it the provider's configuration. ~/.kube/config is never written.
@@ -61,20 +82,9 @@ class KindManagementCluster(pulumi.ComponentResource):
             "kind-kubeconfig.sh",
             {"CLUSTER_NAME": lab.management_cluster_name},
             secret_output=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster, self.network_checked]),
         )
         self.kubeconfig = pulumi.Output.secret(kubeconfig.stdout)
-
-        if lab.kind_subnet:
-            self.address_subnet = pulumi.Output.from_input(str(lab.kind_subnet))
-        else:
-            subnet = script_command(
-                f"{name}-kind-subnet",
-                "kind-subnet.sh",
-                {"KIND_NETWORK": KIND_NETWORK},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
-            )
-            self.address_subnet = subnet.stdout.apply(str.strip)
 
         self.provider = k8s.Provider(
             f"{name}-kubernetes",

@@ -50,6 +50,8 @@ class PlatformArgs:
     """Pieces the cluster already runs: checked, not installed."""
     data_store: str
     """The DataStore tenants use; a provided Kamaji must have it ready."""
+    network_ready: pulumi.Resource | None = None
+    """The Docker network exists as planned (the kind network's check); the pool is checked on it after."""
 
 
 class Platform(pulumi.ComponentResource):
@@ -119,7 +121,9 @@ class Platform(pulumi.ComponentResource):
                 f"{name}-address-pool-check",
                 "check-address-pool.sh",
                 environment,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[args.network_ready] if args.network_ready else []
+                ),
             )
         ]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from components.addresses import AddressRange
+from components.addresses import DEFAULT_KIND_SUBNET, AddressRange, worker_address
 from components.gpus import GpuSpec
 
 
@@ -127,6 +127,17 @@ class LabSettings:
     def worker_name(self, tenant: TenantSettings, index: int) -> str:
         """Container name, hostname and Kubernetes node name of a tenant's worker (1-based)."""
         return worker_name(self.management_cluster_name, tenant.name, index)
+
+    @property
+    def network_subnet(self) -> ipaddress.IPv4Network | None:
+        """The IPv4 subnet of the kind network the lab lays out (kindSubnet, else the default); None on an
+        existing management cluster, whose Docker network is not the lab's."""
+        return None if self.existing_cluster else self.kind_subnet or DEFAULT_KIND_SUBNET
+
+    def worker_address(self, tenant: TenantSettings, index: int) -> str | None:
+        """The fixed address of a tenant's container worker on the kind network; None where none is pinned."""
+        subnet = self.network_subnet
+        return str(worker_address(subnet, self.worker_name(tenant, index))) if subnet else None
 
 
 def worker_name(cluster: str, tenant: str, index: int) -> str:

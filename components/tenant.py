@@ -147,7 +147,8 @@ class Tenant(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[docker_host.node_image]),
         )
         workers: dict[str, WorkerNode] = {}
-        for node_name in (lab.worker_name(tenant, index) for index in range(1, tenant.workers + 1)):
+        for index in range(1, tenant.workers + 1):
+            node_name = lab.worker_name(tenant, index)
             workers[node_name] = WorkerNode(
                 node_name,
                 WorkerNodeArgs(
@@ -162,6 +163,7 @@ class Tenant(pulumi.ComponentResource):
                     gpus=tenant.gpus,
                     gpu_slots=tenant.gpu_slots,
                     sleeping=tenant.sleeping,
+                    address=lab.worker_address(tenant, index),
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -34,6 +34,8 @@ class WorkerNodeArgs:
     gpu_slots: int
     sleeping: bool = False
     """Its tenant sleeps: the container is stopped and kept."""
+    address: str | None = None
+    """Its fixed IPv4 address on the network (the kind network's worker part); None: Docker picks one."""
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -72,8 +74,12 @@ class WorkerNode(pulumi.ComponentResource):
                 docker.ContainerVolumeArgs(container_path="/var"),
                 docker.ContainerVolumeArgs(host_path="/lib/modules", container_path="/lib/modules", read_only=True),
             ],
-            # The network reaches the LoadBalancer addresses of the tenant API servers.
-            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.docker.network)],
+            # The network reaches the LoadBalancer addresses of the tenant API servers. A fixed address:
+            # Docker gives a stopped and restarted container a new one otherwise (kubernetes-sigs/kind#2045),
+            # and a worker wakes from sleep with the node address it had.
+            networks_advanced=[
+                docker.ContainerNetworksAdvancedArgs(name=args.docker.network, ipv4_address=args.address)
+            ],
             # Come back after a host reboot, like kind's nodes.
             restart="on-failure",
             max_retry_count=1,

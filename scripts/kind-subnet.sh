@@ -2,7 +2,11 @@
 # Prints the IPv4 subnet of the docker network kind attaches its nodes to
 # (docker IPAM picks it, not kind; the network usually also has an IPv6 /64).
 #
-# env:    KIND_NETWORK  optional docker network name (default: kind)
+# With EXPECTED_SUBNET, fails unless that is the network's subnet: the program plans
+# every address (MetalLB's pool, the workers' fixed ones) with the subnet it was given.
+#
+# env:    KIND_NETWORK     optional docker network name (default: kind)
+#         EXPECTED_SUBNET  optional IPv4 subnet the network must have (kindSubnet, or its default)
 # stdout: the IPv4 subnet in CIDR form, e.g. 172.18.0.0/16
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -11,10 +15,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 network=${KIND_NETWORK:-kind}
 
 subnets=$(docker network inspect --format '{{range .IPAM.Config}}{{.Subnet}} {{end}}' "$network") ||
-	die "cannot inspect docker network $network (does it exist? kind creates it with the first cluster)"
+	die "cannot inspect docker network $network (does it exist? kind-up.sh creates it before the cluster)"
 
 for subnet in $subnets; do
 	if [[ $subnet =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$ ]]; then
+		[[ -z ${EXPECTED_SUBNET:-} || $subnet == "$EXPECTED_SUBNET" ]] ||
+			die "the lab plans its addresses in $EXPECTED_SUBNET (kamaji-hami-lab:kindSubnet, or its default when empty), but docker network $network has the subnet $subnet: the MetalLB pool and the workers' fixed addresses would lie outside it; pulumi config set kamaji-hami-lab:kindSubnet $subnet"
 		printf '%s\n' "$subnet"
 		exit 0
 	fi

@@ -3,20 +3,93 @@
 # before (a re-run after a failed `pulumi up`). A same-named cluster that
 # someone else created is refused: `pulumi destroy` would delete it.
 #
-# env:    CLUSTER_NAME  kind cluster name
-#         NODE_IMAGE    kindest/node image for a new cluster (ignored when adopting)
-#         LAB_OWNER     ownership mark (project.stack) put on the cluster's node as a label
+# First it makes sure the `kind` docker network leaves room for fixed addresses:
+# it creates the network when it is missing, with a subnet and an --ip-range
+# that keeps Docker's own addresses in the subnet's first quarter (the workers'
+# fixed ones are in the second, the MetalLB pools in the upper half:
+# components/addresses.py). kind then reuses it as it finds it
+# (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/network.go@v0.33.0-alpha,
+# ensureNetwork; unchanged since v0.32.0). A network someone else made is used only
+# if its --ip-range keeps out of the rest as well.
+#
+# env:    CLUSTER_NAME   kind cluster name
+#         NODE_IMAGE     kindest/node image for a new cluster (ignored when adopting)
+#         LAB_OWNER      ownership mark (project.stack) put on the cluster's node as a label
+#         KIND_SUBNET    IPv4 subnet of a new kind network (kindSubnet, or the lab's default)
+#         KIND_IP_RANGE  its first quarter, where Docker picks addresses (docker network create --ip-range)
 # bound:  600 s (kind create --wait 120s, after pulling the node image, which no flag bounds)
 # stdout: nothing (kind-kubeconfig.sh reads the kubeconfig)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-require_env CLUSTER_NAME NODE_IMAGE LAB_OWNER
+require_env CLUSTER_NAME NODE_IMAGE LAB_OWNER KIND_SUBNET KIND_IP_RANGE
 # kind would put its nodes on this network instead of `kind`; the workers, the
 # subnet and the MetalLB pool are all on `kind`, so kind must be too.
 unset KIND_EXPERIMENTAL_DOCKER_NETWORK
 owner_label=kamaji-hami-lab.io/owner
+network=kind
+network_label=kamaji-hami-lab.io/layout
+
+# network_layout: "<the lab's label>|<subnet>=<its ip-range> ..." of the network; fails if it is missing.
+network_layout() {
+	docker network inspect --format \
+		"{{index .Labels \"$network_label\"}}|{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}" "$network"
+}
+
+# keeps_docker_in_first_quarter SUBNET RANGE: whether RANGE (a CIDR) lies in SUBNET's first quarter.
+keeps_docker_in_first_quarter() {
+	awk -v subnet="$1" -v range="$2" '
+		function int_of(ip,   octets) { split(ip, octets, "."); return ((octets[1] * 256 + octets[2]) * 256 + octets[3]) * 256 + octets[4] }
+		BEGIN {
+			if (split(subnet, s, "/") != 2 || split(range, r, "/") != 2) exit 1
+			first = int_of(s[1]); quarter = 2 ^ (32 - s[2]) / 4
+			start = int_of(r[1]); end = start + 2 ^ (32 - r[2]) - 1
+			exit !(start >= first && end < first + quarter)
+		}'
+}
+
+create_network() {
+	local mtu args=(network create -d=bridge -o com.docker.network.bridge.enable_ip_masquerade=true
+		--subnet "$KIND_SUBNET" --ip-range "$KIND_IP_RANGE" --label "$network_label=quarters")
+	# As kind makes it: masquerading on, and the MTU of Docker's default bridge when that sets one.
+	mtu=$(docker network inspect bridge --format '{{index .Options "com.docker.network.driver.mtu"}}' 2>/dev/null) || mtu=
+	[[ ! $mtu =~ ^[1-9][0-9]*$ ]] || args+=(-o "com.docker.network.driver.mtu=$mtu")
+	log "creating docker network $network: subnet $KIND_SUBNET, Docker's own addresses from $KIND_IP_RANGE"
+	local said
+	said=$(docker "${args[@]}" "$network" 2>&1 >/dev/null) && return 0
+	# Another lab may have created it meanwhile; then it is checked like any existing one.
+	network_layout >/dev/null 2>&1 ||
+		die "cannot create docker network $network with subnet $KIND_SUBNET ($said); if another docker network uses those addresses (docker network ls), set kamaji-hami-lab:kindSubnet to a free private subnet, e.g. a /16 of 10.0.0.0/8"
+}
+
+if ! layout=$(network_layout 2>&1); then
+	[[ $layout == *"not found"* ]] || die "cannot inspect docker network $network: $layout"
+	create_network
+	layout=$(network_layout)
+fi
+label=${layout%%|*} ipam=${layout#*|}
+subnet='' ip_range=''
+for entry in $ipam; do
+	if [[ ${entry%%=*} =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$ ]]; then
+		subnet=${entry%%=*} ip_range=${entry#*=}
+		break
+	fi
+done
+[[ -n $subnet ]] || die "docker network $network has no IPv4 subnet (IPAM: ${ipam:-none}); remove it once no kind cluster uses it (docker network rm $network) and run again"
+origin="not created by kamaji-hami-lab"
+[[ -z $label ]] || origin="labelled $network_label=$label"
+if [[ -z $ip_range ]]; then
+	dynamic="any address of $subnet"
+elif ! keeps_docker_in_first_quarter "$subnet" "$ip_range"; then
+	dynamic="addresses of $ip_range, beyond the first quarter of $subnet"
+else
+	dynamic=''
+fi
+[[ -z $dynamic ]] ||
+	die "docker network $network ($origin) lets Docker give $dynamic to containers, so the workers' fixed addresses could be taken (and Docker refuses fixed addresses on a subnet it picked itself). Once no kind cluster uses it (kind get clusters), remove it (docker network rm $network) and run again: the lab then creates it with room for them"
+[[ -n $label ]] ||
+	warn "docker network $network was not created by kamaji-hami-lab, but its --ip-range $ip_range keeps Docker's own addresses in the first quarter of $subnet as the lab needs; using it"
 
 clusters=$(kind get clusters)
 if grep -Fxq -- "$CLUSTER_NAME" <<<"$clusters"; then

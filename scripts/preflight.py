@@ -396,6 +396,7 @@ class Mode:
     kind_subnet: str = ""  # kindSubnet and metallbAddressRange as configured, checked against the kind network
     address_range: str = ""
     observability: bool = False  # Prometheus and Grafana on the management cluster
+    configured: bool = False  # read from the stack's config; else kindSubnet is not known
 
     def tools(self, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list[str]:
         unused = (
@@ -445,7 +446,7 @@ def stack_mode(host: Host, stack: str) -> tuple[Mode, list[Finding]]:
         observed = value("observability").strip().lower() == "true"
         return Mode(machines=machines, control_planes=replicas, container_workers=workers,
                     kind_subnet=value("kindSubnet"), address_range=value("metallbAddressRange"),
-                    observability=observed), []
+                    observability=observed, configured=True), []
     docker = bool(value("dockerNetwork"))
     return Mode(kind=False, docker=docker, machines=machines, container_workers=workers), []
 
@@ -509,13 +510,30 @@ def _capacity_finding(what: str, need: float, terms: list[str], have: str, fix: 
     )
 
 
-def kind_network(host: Host) -> ipaddress.IPv4Network | None:
-    """The IPv4 subnet of the `kind` docker network, as scripts/kind-subnet.sh reads it; None until kind made it."""
+# The kind network as scripts/kind-up.sh creates it, kept here because the preflight runs on the standard library:
+# its subnet when kindSubnet is empty (components/addresses.py DEFAULT_KIND_SUBNET) and the label that marks it.
+DEFAULT_KIND_SUBNET = ipaddress.IPv4Network("172.18.0.0/16")
+LAYOUT_LABEL = "kamaji-hami-lab.io/layout"
+
+
+@dataclass(frozen=True)
+class KindNetwork:
+    subnet: ipaddress.IPv4Network
+    ip_range: ipaddress.IPv4Network | None  # where Docker picks container addresses; None: anywhere in the subnet
+    ours: bool  # created by kind-up.sh
+
+
+def kind_network(host: Host) -> KindNetwork | None:
+    """The `kind` docker network's IPv4 layout, as kind-up.sh reads it; None until it exists."""
     status, answer = host.run(["docker", "network", "inspect", "--format",
-                               "{{range .IPAM.Config}}{{.Subnet}} {{end}}", "kind"])
-    for word in answer.split() if status == 0 else ():
+                               f'{{{{index .Labels "{LAYOUT_LABEL}"}}}}|'
+                               "{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}", "kind"])
+    label, _, ipam = answer.strip().partition("|") if status == 0 else ("", "", "")
+    for entry in ipam.split():
+        subnet, _, ip_range = entry.partition("=")
         try:
-            return ipaddress.IPv4Network(word, strict=True)
+            return KindNetwork(ipaddress.IPv4Network(subnet, strict=True),
+                               ipaddress.IPv4Network(ip_range, strict=True) if ip_range else None, bool(label))
         except ValueError:
             continue  # the network's IPv6 /64, or no subnet at all
     return None
@@ -535,33 +553,47 @@ def _address_range(text: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Addr
 
 
 def check_kind_network(host: Host, mode: Mode) -> list[Finding]:
-    """kindSubnet and metallbAddressRange against the real kind network, when it exists; the program can check
-    them against each other only, and reads the network itself only once its cluster exists."""
-    if not mode.kind or not (mode.kind_subnet or mode.address_range):
+    """The real kind network, when it exists, against what the program plans with: kindSubnet (else the default
+    kind-up.sh creates the network with), metallbAddressRange, and a first quarter that keeps Docker's own
+    addresses away from the workers' fixed ones."""
+    if not mode.kind or host.which("docker") is None:
         return []
     network = kind_network(host)
     if network is None:
-        return []
+        return []  # kind-up.sh creates it as the lab needs it
     findings = []
-    try:
-        subnet = ipaddress.IPv4Network(mode.kind_subnet, strict=True) if mode.kind_subnet else network
-    except ValueError:
-        subnet = network  # the program refuses it, naming the key
-    if subnet != network:
+    first_quarter = next(network.subnet.subnets(prefixlen_diff=2))
+    if network.ip_range is None or not network.ip_range.subnet_of(first_quarter):
+        origin = "created by kamaji-hami-lab" if network.ours else "not created by kamaji-hami-lab"
+        given = f"addresses of {network.ip_range}" if network.ip_range else f"any address of {network.subnet}"
         findings.append(Finding(
             "error",
-            f"kamaji-hami-lab:kindSubnet is {subnet}, but the kind docker network is {network}: MetalLB would "
-            "announce addresses no tenant worker reaches",
-            f"pulumi config set kamaji-hami-lab:kindSubnet {network} (or leave it empty: the program reads it "
-            "from Docker)",
+            f"the kind docker network ({origin}) lets Docker give {given} to containers, beyond its first quarter "
+            f"{first_quarter}: the workers' fixed addresses could be taken, and Docker refuses fixed addresses on a "
+            "subnet it picked itself",
+            "once no kind cluster uses it (kind get clusters), docker network rm kind; make up then creates it "
+            "with room for them",
+        ))
+    try:
+        subnet = ipaddress.IPv4Network(mode.kind_subnet, strict=True) if mode.kind_subnet else DEFAULT_KIND_SUBNET
+    except ValueError:
+        subnet = network.subnet  # the program refuses it, naming the key
+    if mode.configured and subnet != network.subnet:
+        said = f"is {subnet}" if mode.kind_subnet else f"is empty, so the lab plans with its default {subnet}"
+        findings.append(Finding(
+            "error",
+            f"kamaji-hami-lab:kindSubnet {said}, but the kind docker network is {network.subnet}: MetalLB would "
+            "announce addresses, and workers would get fixed ones, outside it",
+            f"pulumi config set kamaji-hami-lab:kindSubnet {network.subnet}",
         ))
     pool = _address_range(mode.address_range)
-    if pool is not None and not (pool[0] in network and pool[1] in network):
+    if pool is not None and not (pool[0] in network.subnet and pool[1] in network.subnet):
         findings.append(Finding(
             "error",
             f"kamaji-hami-lab:metallbAddressRange {mode.address_range} lies outside the kind docker network "
-            f"{network}: the tenants' API servers would be unreachable",
-            f"choose free addresses of {network}, or leave metallbAddressRange empty to carve the lab's own block",
+            f"{network.subnet}: the tenants' API servers would be unreachable",
+            f"choose free addresses of {network.subnet}, or leave metallbAddressRange empty to carve the lab's "
+            "own block",
         ))
     return findings
 

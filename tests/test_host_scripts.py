@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from tests.test_scripts import MANAGEMENT_KUBECONFIG, TENANT_KUBECONFIG, b64, fakes, reply  # noqa: F401
+from tests.test_scripts import MANAGEMENT_KUBECONFIG, TENANT_KUBECONFIG, b64, fakes, reply, run_kind_up  # noqa: F401
 
 
 def run_tenant_kubeconfig(fakes):
@@ -52,13 +52,7 @@ def test_a_refusing_tenant_api_is_reported_as_not_yet_authorised(fakes):
 def test_kind_up_keeps_kind_on_the_kind_network(fakes):
     fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
 
-    result = fakes.run(
-        "kind-up.sh",
-        CLUSTER_NAME="mgmt",
-        NODE_IMAGE="kindest/node:v1.36.4",
-        LAB_OWNER="lab.dev",
-        KIND_EXPERIMENTAL_DOCKER_NETWORK="elsewhere",
-    )
+    result = run_kind_up(fakes, KIND_EXPERIMENTAL_DOCKER_NETWORK="elsewhere")
 
     assert result.returncode == 0, result.stderr
     (create,) = fakes.calls("kind", "^create cluster")

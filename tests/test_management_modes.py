@@ -205,11 +205,24 @@ def test_the_kind_cluster_records_its_kubeconfig_and_subnet(up_plan):
     (cluster,) = up_plan.of_type("kamaji-hami-lab:index:ManagementCluster")
     assert up_plan.component_outputs[cluster.urn] == {
         "kubeconfig": resolve(up_plan.outputs["managementKubeconfig"]),
-        "kindSubnet": "172.18.0.0/16",  # tests.plan's mocked kind network
+        "kindSubnet": "172.18.0.0/16",  # the default, and tests.plan's mocked kind network
     }
-    # kind-subnet.sh reads the docker network kind creates with the cluster.
-    (subnet,) = up_plan.commands("kind-subnet.sh")
-    assert up_plan.commands("kind-up.sh")[0].urn in subnet.dependencies
+
+
+@pytest.mark.parametrize("configured", [{}, {"kindSubnet": "10.89.0.0/16"}])
+def test_the_real_kind_network_is_compared_with_the_planned_subnet_before_anything_uses_it(configured):
+    preview = plan(dev_config(**configured), preview=True)
+    (kind,) = preview.commands("kind-up.sh")
+    (check,) = preview.commands("kind-subnet.sh")
+    # The subnet kind-up.sh creates a missing network with is the one kind-subnet.sh then expects.
+    assert check.inputs["environment"]["EXPECTED_SUBNET"] == kind.inputs["environment"]["KIND_SUBNET"]
+    assert kind.inputs["environment"]["KIND_SUBNET"] == configured.get("kindSubnet", "172.18.0.0/16")
+    assert kind.urn in check.dependencies, "read once the cluster (and so the network) exists"
+    # Nothing goes onto the cluster before: its provider's kubeconfig is read after the check.
+    (kubeconfig,) = preview.commands("kind-kubeconfig.sh")
+    assert check.urn in kubeconfig.dependencies
+    (pool_check,) = preview.commands("check-address-pool.sh")
+    assert check.urn in pool_check.dependencies, "the pool is checked on the real network, not before it exists"
 
 
 def uses_docker(script: str) -> bool:

@@ -204,10 +204,14 @@ def test_without_a_stack_nothing_is_estimated(tmp_path, capsys):
     assert run_preflight(host, capsys) == (0, "preflight: all good\n")
 
 
-# `docker network inspect --format '{{range .IPAM.Config}}{{.Subnet}} {{end}}' kind` on a host where kind made its
-# network: the IPv4 subnet, then the IPv6 /64 (docker IPAM, as scripts/kind-subnet.sh reads it); a missing network
-# exits 1 with the daemon's "network kind not found".
-KIND_NETWORK = (0, "172.18.0.0/16 fc00:f853:ccd:e793::/64 \n")
+# `docker network inspect --format '{{index .Labels "kamaji-hami-lab.io/layout"}}|{{range .IPAM.Config}}{{.Subnet}}=
+# {{.IPRange}} {{end}}' kind`: the lab's label, then each IPAM entry with its ip-range (empty when none was given). As
+# kind-up.sh creates it: labelled, the default subnet with Docker's own addresses in its first quarter. As kind creates
+# it: no label, an IPv4 subnet Docker picked without a range, and kind's IPv6 /64 (kubernetes-sigs/kind
+# pkg/cluster/internal/providers/docker/network.go@v0.33.0-alpha, createNetwork). A missing network exits 1 with the
+# daemon's "network kind not found".
+KIND_NETWORK = (0, "quarters|172.18.0.0/16=172.18.0.0/18 \n")
+KINDS_OWN_NETWORK = (0, "|172.18.0.0/16= fc00:f853:ccd:e793::/64= \n")
 NO_KIND_NETWORK = (1, "Error response from daemon: network kind not found")
 
 
@@ -267,3 +271,76 @@ def test_an_existing_cluster_has_no_kind_network_to_compare(tmp_path, capsys):
     host, asked = with_kind_network(tmp_path, stack, KIND_NETWORK)
     run_preflight(host, capsys, "--stack", "lab")
     assert asked == []
+
+
+@pytest.mark.parametrize("args", [(), ("--stack", "dev")])
+def test_kinds_own_network_is_refused_as_it_leaves_no_room_for_fixed_worker_addresses(tmp_path, capsys, args):
+    # Docker may give any address of a network without --ip-range to a container, and refuses fixed addresses on a
+    # subnet it picked itself: kind-up.sh would refuse it too, later.
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), KINDS_OWN_NETWORK)
+
+    code, out = run_preflight(host, capsys, *args)
+
+    assert code == 1
+    assert "ERROR   the kind docker network (not created by kamaji-hami-lab) lets Docker give any address of " \
+           "172.18.0.0/16 to containers" in out
+    assert "docker network rm kind" in out and "kind get clusters" in out
+
+
+@pytest.mark.parametrize(("ip_range", "passes"), [("172.18.0.0/18", True), ("172.18.0.0/19", True),
+                                                  ("172.18.0.0/17", False), ("172.18.64.0/18", False)])
+def test_a_foreign_network_passes_only_if_its_range_stays_in_the_first_quarter(tmp_path, capsys, ip_range, passes):
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), (0, f"|172.18.0.0/16={ip_range} \n"))
+
+    code, out = run_preflight(host, capsys, "--stack", "dev")
+
+    if passes:
+        assert (code, out) == (0, "preflight: all good\n")
+    else:
+        assert code == 1 and f"lets Docker give addresses of {ip_range} to containers" in out
+
+
+def test_without_kind_subnet_the_network_must_have_the_default_subnet(tmp_path, capsys):
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), (0, "quarters|10.89.0.0/16=10.89.0.0/18 \n"))
+
+    code, out = run_preflight(host, capsys, "--stack", "dev")
+
+    assert code == 1
+    assert "kamaji-hami-lab:kindSubnet is empty, so the lab plans with its default 172.18.0.0/16, but the kind " \
+           "docker network is 10.89.0.0/16" in out
+    assert "pulumi config set kamaji-hami-lab:kindSubnet 10.89.0.0/16" in out
+
+
+def test_without_a_stack_the_subnet_is_not_compared(tmp_path, capsys):
+    # kindSubnet is unknown then; the network's room is still checked.
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), (0, "quarters|10.89.0.0/16=10.89.0.0/18 \n"))
+    assert run_preflight(host, capsys) == (0, "preflight: all good\n")
+
+
+def test_the_preflight_plans_with_the_programs_default_subnet():
+    # Kept twice because the preflight runs on the standard library only.
+    from components.addresses import DEFAULT_KIND_SUBNET
+
+    assert preflight.DEFAULT_KIND_SUBNET == DEFAULT_KIND_SUBNET
+
+
+def test_the_network_kind_up_creates_passes_the_preflight(tmp_path, capsys):
+    from tests.test_scripts import NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK, Fakes, run_kind_up
+
+    (tmp_path / "fakes").mkdir()
+    fakes = Fakes(tmp_path / "fakes")
+    fakes.on("docker", NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK).on("docker", r"^network inspect bridge ", "\n")
+    fakes.on("docker", r"^network create ", "network-id\n")
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+    assert run_kind_up(fakes, NO_NETWORK).returncode == 0
+    (create,) = fakes.calls("docker", "^network create")
+    argv = create["argv"]
+    made = {flag: value for flag, value in zip(argv, argv[1:], strict=False) if flag.startswith("--")}
+    label, _, value = made["--label"].partition("=")
+    assert label == preflight.LAYOUT_LABEL
+    # What `docker network inspect` then shows of it, in the preflight's format.
+    answer = (0, f"{value}|{made['--subnet']}={made['--ip-range']} \n")
+
+    (tmp_path / "host").mkdir()
+    host, _ = with_kind_network(tmp_path / "host", config_json([{"name": "a"}]), answer)
+    assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")

@@ -177,10 +177,20 @@ def tenant_api(fakes: Fakes, ca_pem: str = "") -> Fakes:
 
 
 OWNER_JSONPATH = r"get nodes -o jsonpath=\{.items\[0\].metadata.labels.kamaji-hami-lab\\.io/owner\}"
+# The layout the program hands kind-up.sh for the default subnet (components/addresses.py).
+KIND_LAYOUT = {"KIND_SUBNET": "172.18.0.0/16", "KIND_IP_RANGE": "172.18.0.0/18"}
+# kind-up.sh's own inspect of the kind network: "<its label>|<subnet>=<ip-range> ..."; see tests/test_preflight_modes.py
+# for the shapes (ours, kind's own, missing).
+NETWORK_INSPECT = r"^network inspect --format .*\|.* kind$"
+OUR_NETWORK = "quarters|172.18.0.0/16=172.18.0.0/18 \n"
+KINDS_OWN_NETWORK = "|172.18.0.0/16= fc00:f853:ccd:e793::/64= \n"
+NO_NETWORK = reply(exit=1, stderr="Error response from daemon: network kind not found\n")
 
 
-def run_kind_up(fakes):
-    return fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4", LAB_OWNER="lab.dev")
+def run_kind_up(fakes, network: str | dict = OUR_NETWORK, **env: str):
+    fakes.on("docker", NETWORK_INSPECT, network)
+    return fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4", LAB_OWNER="lab.dev",
+                     **{**KIND_LAYOUT, **env})
 
 
 def test_kind_up_adopts_a_cluster_this_lab_created(fakes):
@@ -239,13 +249,115 @@ def test_kind_up_hands_kind_its_admin_kubeconfig_on_the_runtime_tmpfs(fakes, tmp
     runtime.mkdir(mode=0o700)
     fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
 
-    result = fakes.run("kind-up.sh", CLUSTER_NAME="mgmt", NODE_IMAGE="kindest/node:v1.36.4", LAB_OWNER="lab.dev",
-                       XDG_RUNTIME_DIR=str(runtime))
+    result = run_kind_up(fakes, XDG_RUNTIME_DIR=str(runtime))
 
     assert result.returncode == 0, result.stderr
     (create,) = fakes.calls("kind", "^create cluster")
     assert Path(create["argv"][9]).parent == runtime
     assert list(runtime.iterdir()) == []
+
+
+def test_kind_up_creates_a_missing_kind_network_with_room_for_fixed_addresses(fakes):
+    # Missing at first; once created, the inspect reads what `docker network create` made of the arguments.
+    fakes.on("docker", NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK)
+    fakes.on("docker", r"^network inspect bridge ", "1400\n").on("docker", r"^network create ", "network-id\n")
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+
+    result = run_kind_up(fakes, NO_NETWORK)
+
+    assert result.returncode == 0, result.stderr
+    (create,) = fakes.calls("docker", "^network create")
+    argv = create["argv"]
+    options = {flag: value for flag, value in zip(argv, argv[1:], strict=False) if flag.startswith("--")}
+    assert argv[-1] == "kind"
+    assert (options["--subnet"], options["--ip-range"]) == ("172.18.0.0/16", "172.18.0.0/18")
+    assert options["--label"].startswith("kamaji-hami-lab.io/")
+    # As kind creates it (pkg/cluster/internal/providers/docker/network.go@v0.33.0-alpha, createNetwork).
+    assert "-d=bridge" in argv
+    assert "com.docker.network.bridge.enable_ip_masquerade=true" in argv
+    assert "com.docker.network.driver.mtu=1400" in argv, "the default bridge's MTU"
+    # The network exists before kind looks for it: kind reuses it as it is.
+    order = [(call["tool"], call["argv"][0]) for call in fakes.calls()]
+    assert order.index(("docker", "network")) < order.index(("kind", "create"))
+
+
+def test_kind_up_leaves_out_an_mtu_the_default_bridge_does_not_set(fakes):
+    fakes.on("docker", NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK)
+    fakes.on("docker", r"^network inspect bridge ", "\n").on("docker", r"^network create ", "network-id\n")
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+
+    assert run_kind_up(fakes, NO_NETWORK).returncode == 0
+    (create,) = fakes.calls("docker", "^network create")
+    assert not any("mtu" in arg for arg in create["argv"])
+
+
+def test_kind_up_reuses_the_labs_own_kind_network_without_a_word(fakes):
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+
+    result = run_kind_up(fakes, OUR_NETWORK)
+
+    assert result.returncode == 0, result.stderr
+    assert fakes.calls("docker", "^network (create|rm)") == []
+    assert "WARNING" not in result.stderr
+    assert fakes.calls("kind", "^create cluster")
+
+
+@pytest.mark.parametrize("network", [KINDS_OWN_NETWORK, "|172.18.0.0/16=172.18.0.0/17 \n",
+                                     "quarters|172.18.0.0/16=172.18.64.0/18 \n"])
+def test_kind_up_refuses_a_kind_network_that_lets_docker_take_the_workers_addresses(fakes, network):
+    # kind's own network (no --ip-range), or a range beyond the first quarter: Docker could give a sleeping
+    # worker's address to another container.
+    fakes.on("kind", r"^get clusters$", "")
+
+    result = run_kind_up(fakes, network)
+
+    assert result.returncode != 0
+    assert "docker network rm kind" in result.stderr and "kind get clusters" in result.stderr
+    assert "not created by kamaji-hami-lab" in result.stderr or "labelled" in result.stderr
+    assert fakes.calls("docker", "^network (create|rm)") == [] and fakes.calls("kind") == []
+
+
+def test_kind_up_uses_a_foreign_kind_network_whose_range_is_exactly_the_first_quarter_and_says_so(fakes):
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+
+    result = run_kind_up(fakes, "|172.18.0.0/16=172.18.0.0/18 fc00:f853:ccd:e793::/64= \n")
+
+    assert result.returncode == 0, result.stderr
+    assert "WARNING: docker network kind was not created by kamaji-hami-lab" in result.stderr
+    assert fakes.calls("docker", "^network (create|rm)") == []
+
+
+def test_kind_up_names_kind_subnet_when_docker_cannot_create_the_network(fakes):
+    fakes.on("docker", r"^network inspect bridge ", "\n")
+    fakes.on("docker", r"^network create ", reply(exit=1, stderr="Error response from daemon: Pool overlaps with "
+                                                          "other one on this address space\n"))
+    fakes.on("kind", r"^get clusters$", "")
+
+    result = run_kind_up(fakes, NO_NETWORK)
+
+    assert result.returncode != 0
+    assert "Pool overlaps with other one" in result.stderr and "kamaji-hami-lab:kindSubnet" in result.stderr
+    assert fakes.calls("kind") == []
+
+
+def test_kind_up_checks_a_network_another_lab_created_meanwhile(fakes):
+    # Two labs coming up side by side: the other one's create won.
+    fakes.on("docker", NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK)
+    fakes.on("docker", r"^network inspect bridge ", "\n")
+    fakes.on("docker", r"^network create ", reply(exit=1, stderr="Error response from daemon: network with name kind "
+                                                          "already exists\n"))
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+
+    assert run_kind_up(fakes, NO_NETWORK).returncode == 0
+    assert fakes.calls("kind", "^create cluster")
+
+
+def test_kind_up_stops_when_docker_cannot_say_whether_the_network_exists(fakes):
+    result = run_kind_up(fakes, reply(exit=1, stderr="Cannot connect to the Docker daemon at unix:///var/run/docker.sock"))
+
+    assert result.returncode != 0
+    assert "cannot inspect docker network kind: Cannot connect to the Docker daemon" in result.stderr
+    assert fakes.calls("docker", "^network create") == [] and fakes.calls("kind") == []
 
 
 def test_kind_kubeconfig_prints_the_clusters_kubeconfig(fakes):
@@ -299,6 +411,35 @@ def test_kind_subnet_picks_ipv4_out_of_a_dual_stack_network(fakes):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "172.18.0.0/16\n"
     assert fakes.calls("docker")[0]["argv"][-1] == "kind"
+
+
+def test_kind_subnet_passes_the_subnet_the_lab_plans_with(fakes):
+    fakes.on("docker", r"^network inspect", "172.18.0.0/16 \n")
+
+    result = fakes.run("kind-subnet.sh", EXPECTED_SUBNET="172.18.0.0/16")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "172.18.0.0/16\n"
+
+
+def test_kind_subnet_refuses_a_network_other_than_the_one_the_lab_plans_with(fakes):
+    fakes.on("docker", r"^network inspect", "fc00:f853:ccd:e793::/64 172.19.0.0/16 \n")
+
+    result = fakes.run("kind-subnet.sh", EXPECTED_SUBNET="172.18.0.0/16")
+
+    assert result.returncode != 0 and result.stdout == ""
+    assert "kamaji-hami-lab:kindSubnet" in result.stderr
+    assert "plans its addresses in 172.18.0.0/16" in result.stderr and "has the subnet 172.19.0.0/16" in result.stderr
+    assert "pulumi config set kamaji-hami-lab:kindSubnet 172.19.0.0/16" in result.stderr
+
+
+def test_kind_subnet_fails_clearly_when_the_network_is_missing(fakes):
+    fakes.on("docker", r"^network inspect", NO_NETWORK)
+
+    result = fakes.run("kind-subnet.sh", EXPECTED_SUBNET="172.18.0.0/16")
+
+    assert result.returncode != 0 and result.stdout == ""
+    assert "cannot inspect docker network kind" in result.stderr
 
 
 def test_kind_subnet_fails_clearly_without_an_ipv4_subnet(fakes):

@@ -204,14 +204,15 @@ def test_asleep_the_workers_are_stopped_and_kept_not_removed(containers):
     assert all(r.inputs["mustRun"] is True for r in of_tenant(sleep, "b") if r.type == CONTAINER)
 
 
-def test_worker_addresses_are_left_to_docker_on_kinds_network(containers):
-    # Docker refuses a fixed IPv4 address on a network whose IPv4 subnet its IPAM chose, as it chose kind's
-    # (moby/moby api/types/network/endpoint.go@20e75cea, validateEndpointIPAddress; kind creates the network
-    # with only an IPv6 subnet of its own). A pinned address would fail every worker's creation.
-    awake, *_ = containers
-    for worker in (r for r in awake.registrations if r.type == CONTAINER):
-        (network,) = worker.inputs["networksAdvanced"]
-        assert set(network) == {"name"}, worker.name
+def test_workers_fall_asleep_and_wake_with_the_addresses_they_had(containers):
+    # Docker gives a restarted container a new address unless it has a fixed one (kubernetes-sigs/kind#2045).
+    def addresses(preview):
+        return {r.name: r.inputs["networksAdvanced"] for r in preview.registrations if r.type == CONTAINER}
+
+    awake, sleep, asleep, wake = containers
+    pinned = addresses(awake)
+    assert pinned and all(network[0].get("ipv4Address") for network in pinned.values())
+    assert addresses(sleep) == addresses(asleep) == addresses(wake) == pinned
 
 
 def test_workers_sleep_after_and_wake_after_the_control_plane(containers):

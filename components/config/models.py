@@ -31,7 +31,15 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from components.addresses import CARVED_POOL_SIZE, pool_for_subnet
+from components.addresses import (
+    CARVED_POOL_SIZE,
+    DEFAULT_KIND_SUBNET,
+    dynamic_range,
+    pool_for_subnet,
+    worker_address,
+    worker_address_clashes,
+    worker_part,
+)
 from components.config.values import (
     MAX_LABEL,
     AddressPool,
@@ -94,6 +102,8 @@ _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 # The management cluster's kubeconfig is written next to the tenants' as management.kubeconfig.
 _RESERVED_TENANT_NAMES = ("management",)
 _NODE_POD_SUBNET_SIZE = 256
+# Each quarter of the kind network keeps at least 4 addresses (components/addresses.py lays it out).
+_SMALLEST_KIND_SUBNET = 28
 _SMALLEST_SERVICE_PREFIX = 28
 _SET_KUBECONFIG = "set it with: pulumi config set --secret managementKubeconfig < FILE"
 _SET_SSH_KEYS = "set it with: pulumi config set --secret --path 'sshPrivateKeys.<name>' < KEY_FILE"
@@ -547,8 +557,8 @@ class StackConfig(ConfigModel):
     kind_subnet: KindSubnet = Field(
         "",
         validate_default=True,
-        description="IPv4 subnet of the kind docker network, if known in advance; used to check "
-        "metallbAddressRange before anything is created.",
+        description="IPv4 subnet of the kind docker network; empty: 172.18.0.0/16. The program creates the network "
+        "with it when missing, plans every address in it, and stops if the network has another.",
     )
     control_plane_replicas: CliPositiveInt = Field(
         1, description="API server replicas per tenant control plane (tenants may override).")
@@ -613,6 +623,8 @@ class StackConfig(ConfigModel):
                 pool_for_subnet(subnet, self.management_cluster_name)
             except ValueError as problem:
                 yield ("kindSubnet",), str(problem)
+        if self.management_cluster == "kind":
+            yield from self._kind_network_problems()
         if pool is not None and len(self.tenants) > pool.size:
             yield ("metallbAddressRange",), f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants each " \
                 "need one"
@@ -639,6 +651,35 @@ class StackConfig(ConfigModel):
                            f"{quota.gpucores} is more GPU cores than the tenant's GPUs have ({FULL_GPU_CORES * gpus}: "
                            f"{gpus} GPU(s) of {FULL_GPU_CORES} on {workers} worker(s)); the quota never limits "
                            "anything")
+
+    def _kind_network_problems(self) -> Iterator[Problem]:
+        """The pool and the workers' fixed addresses on the kind network as kind-up.sh lays it out (its lower
+        half is Docker's and the workers'), known before anything exists: kindSubnet, else the default."""
+        subnet = self.kind_subnet or DEFAULT_KIND_SUBNET
+        if subnet.prefixlen > _SMALLEST_KIND_SUBNET:
+            yield ("kindSubnet",), (f"{subnet} is too small to split into Docker's quarter, the workers' quarter "
+                                    f"and the MetalLB pools' half; give a /{_SMALLEST_KIND_SUBNET} or larger")
+            return
+        named = f"the kind network {subnet}" + ("" if self.kind_subnet else " (the default: kindSubnet is empty)")
+        pool = self.metallb_address_range
+        if pool is not None and self.kind_subnet is None and not pool.within(subnet):
+            yield ("metallbAddressRange",), f"{pool} lies outside {named}; set kamaji-hami-lab:kindSubnet to the " \
+                "subnet the range belongs to"
+        elif pool is not None and pool.within(subnet) and int(pool.first) < int(subnet[subnet.num_addresses // 2]):
+            yield ("metallbAddressRange",), (
+                f"{pool} reaches into the lower half of the kind network {subnet}, which holds Docker's own "
+                f"addresses ({dynamic_range(subnet)}) and the workers' fixed ones ({worker_part(subnet)}); choose "
+                "addresses of its upper half")
+        containers = [(index, tenant) for index, tenant in enumerate(self.tenants) if not tenant.machines]
+        workers = {worker_name(self.management_cluster_name, tenant.name, number): index
+                   for index, tenant in containers
+                   for number in range(1, (tenant.workers or self.workers_per_tenant) + 1)}
+        for worker, earlier in worker_address_clashes(subnet, list(workers)).items():
+            yield ("tenants", workers[worker], "name"), (
+                f"its worker {worker} would get the fixed address {worker_address(subnet, worker)}, which {earlier} "
+                f"already has on {named}; the address follows from the worker's name: rename the tenant, or give "
+                f"kindSubnet a larger subnet (the default /{DEFAULT_KIND_SUBNET.prefixlen} has "
+                f"{worker_part(DEFAULT_KIND_SUBNET).num_addresses} worker addresses)")
 
     def _ssh_key_problems(self) -> Iterator[Problem]:
         if self.ssh_private_keys and not any(tenant.machines for tenant in self.tenants):

@@ -1,0 +1,138 @@
+"""Container workers' fixed addresses on the kind network (issue 37: a worker wakes with the node address it had).
+
+Each is pinned at the first preview, distinct from every other worker's, clear of MetalLB's pool and of the
+range Docker hands out itself, and a function of its own worker alone: adding or removing a tenant moves none.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from components.config import ConfigError, parse_settings
+from tests.plan import dev_config, plan, resolve, tenants
+from tests.test_management_modes import EXISTING_KUBECONFIG, INSTALLED
+from tests.test_tenant_versions import CONTAINER
+
+# Docker refuses a fixed address outside the subnets a network was created with, and picks addresses for the
+# other containers only from its --ip-range (moby/moby api/types/network/endpoint.go@v28.5.2,
+# validateEndpointIPAddress; libnetwork/ipams/defaultipam/allocator.go@v28.5.2, getAddress).
+
+
+def pinned(preview) -> dict[str, ipaddress.IPv4Address]:
+    """Container name → its fixed address on the kind network."""
+    addresses = {}
+    for container in preview.of_type(CONTAINER):
+        (network,) = container.inputs["networksAdvanced"]
+        assert network["name"] == "kind"
+        addresses[container.inputs["name"]] = ipaddress.IPv4Address(network["ipv4Address"])
+    return addresses
+
+
+def network_of(preview) -> tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]:
+    """(subnet, Docker's own range) the kind network is created with, as the plan hands them to kind-up.sh."""
+    (kind,) = preview.commands("kind-up.sh")
+    env = kind.inputs["environment"]
+    return ipaddress.IPv4Network(env["KIND_SUBNET"]), ipaddress.IPv4Network(env["KIND_IP_RANGE"])
+
+
+def pool_of(preview) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address]:
+    first, last = resolve(preview.outputs["metallbAddressRange"]).split("-")
+    return ipaddress.IPv4Address(first), ipaddress.IPv4Address(last)
+
+
+MANY = tenants(10, workers=3)
+
+
+@pytest.fixture
+def many(shared):
+    """The first preview of a lab of 10 tenants of 3 workers each."""
+    return shared("ten-tenants-preview", lambda: plan(dev_config(tenants=MANY), preview=True))
+
+
+def test_every_worker_is_pinned_at_the_first_preview_to_its_own_address(many):
+    addresses = pinned(many)
+    assert len(addresses) == 30
+    assert len(set(addresses.values())) == 30
+
+
+@pytest.mark.parametrize("configured", [{}, {"kindSubnet": "10.89.0.0/16"}, {"kindSubnet": "192.168.64.0/20"}])
+def test_worker_addresses_lie_in_the_network_clear_of_dockers_range_and_the_pool(configured, shared):
+    preview = shared(f"ten-tenants-{configured}", lambda: plan(dev_config(tenants=MANY, **configured), preview=True))
+    subnet, dynamic = network_of(preview)
+    first, last = pool_of(preview)
+    assert dynamic.subnet_of(subnet)
+    for worker, address in pinned(preview).items():
+        assert address in subnet, worker
+        assert address not in dynamic, f"{worker}: Docker could hand {address} to another container"
+        assert not first <= address <= last, f"{worker}: {address} is in the MetalLB pool {first}-{last}"
+        assert address not in (subnet.network_address, subnet.broadcast_address, subnet.network_address + 1)
+
+
+def test_a_worker_keeps_its_address_when_other_tenants_come_and_go(many):
+    before = pinned(many)
+    # One tenant removed, one added before the others, one given another worker.
+    changed = [{"name": "new"}, *(t for t in MANY if t["name"] != "t3")]
+    changed[1] = {**changed[1], "workers": 4}
+    after = pinned(plan(dev_config(tenants=changed), preview=True))
+    kept = before.keys() & after.keys()
+    assert len(kept) == 27
+    assert {worker: after[worker] for worker in kept} == {worker: before[worker] for worker in kept}
+    assert len(set(after.values())) == len(after)
+
+
+def test_two_labs_on_one_kind_network_pin_the_same_tenant_to_different_addresses():
+    # Two checkouts with other managementClusterNames share the kind network and their tenants' names.
+    ours = pinned(plan(dev_config(tenants=tenants(2)), preview=True))
+    theirs = pinned(plan(dev_config(tenants=tenants(2), managementClusterName="lab2"), preview=True))
+    assert not set(ours.values()) & set(theirs.values())
+
+
+def test_workers_on_an_existing_clusters_docker_network_are_left_to_docker():
+    # That network is the platform team's: the lab does not lay it out, so it pins nothing there.
+    preview = plan(dev_config(**INSTALLED), preview=True, secrets={"managementKubeconfig": EXISTING_KUBECONFIG})
+    for container in preview.of_type(CONTAINER):
+        (network,) = container.inputs["networksAdvanced"]
+        assert network == {"name": "lab-net"}
+
+
+def refusal(**overrides) -> str:
+    with pytest.raises(ConfigError) as raised:
+        parse_settings(dev_config(**overrides))
+    return str(raised.value)
+
+
+def test_two_workers_that_would_share_an_address_are_refused_before_anything_exists():
+    # A /28's second quarter holds 4 addresses: a fifth worker must land on a taken one.
+    message = refusal(kindSubnet="10.1.0.0/28", metallbAddressRange="10.1.0.8-10.1.0.15",
+                      tenants=[{"name": "a", "workers": 5}])
+    assert "kamaji-hami-lab:tenants[0].name" in message
+    assert "would get the fixed address 10.1.0." in message and "kamaji-a-w" in message
+    assert "rename the tenant" in message and "kindSubnet" in message
+
+
+def test_the_smallest_kind_subnet_the_layout_splits_is_accepted_and_a_smaller_one_refused():
+    pool = {"metallbAddressRange": "10.1.0.8-10.1.0.15"}
+    lab = parse_settings(dev_config(kindSubnet="10.1.0.0/28", **pool, tenants=[{"name": "a"}]))
+    address = ipaddress.IPv4Address(lab.worker_address(lab.tenants[0], 1))
+    assert address in ipaddress.IPv4Network("10.1.0.4/30"), "the /28's second quarter"
+    message = refusal(kindSubnet="10.1.0.0/29", metallbAddressRange="10.1.0.4-10.1.0.7", tenants=[{"name": "a"}])
+    assert "kamaji-hami-lab:kindSubnet: 10.1.0.0/29 is too small" in message
+
+
+@pytest.mark.parametrize("pool", ["172.18.127.200-172.18.128.10", "172.18.0.100-172.18.0.150", "172.18.64.0/24"])
+def test_a_configured_pool_in_the_networks_lower_half_is_refused(pool):
+    message = refusal(metallbAddressRange=pool)
+    assert f"kamaji-hami-lab:metallbAddressRange: {pool.split('/')[0]}" in message
+    assert "lower half of the kind network 172.18.0.0/16" in message
+
+
+def test_a_configured_pool_from_the_first_address_of_the_upper_half_is_accepted():
+    assert parse_settings(dev_config(metallbAddressRange="172.18.128.0-172.18.128.50")).metallb_address_range
+
+
+def test_without_kind_subnet_a_pool_outside_the_default_network_is_refused_before_anything_exists():
+    message = refusal(metallbAddressRange="10.50.255.200-10.50.255.250")
+    assert "lies outside the kind network 172.18.0.0/16 (the default: kindSubnet is empty)" in message
+    assert "kamaji-hami-lab:kindSubnet" in message

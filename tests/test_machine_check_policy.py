@@ -363,3 +363,60 @@ def test_a_setting_live_but_not_persisted_is_a_warning_naming_its_fix(machine, f
     assert [w for w in warnings(result) if w.startswith(said)] == [
         f"{said}, but no modules-load.d or sysctl.d file under /etc, /run, /usr/local/lib, /usr/lib or /lib sets it, "
         f"so a reboot loses it; fix: {fix}"]
+
+
+SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d", "/lib/sysctl.d")
+MODULES_DIRS = tuple(path.replace("sysctl.d", "modules-load.d") for path in SYSCTL_DIRS)
+
+
+@pytest.fixture
+def booted_with(tmp_path):
+    """Makes a probed machine whose modules-load.d and sysctl.d directories hold only the given files: its sshd
+    runs in a mount namespace of its own, with an empty tmpfs over each such directory the test host has."""
+    import os
+
+    from tests.sshd import machine_fakes
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("mounts over /etc and /usr/lib directories in a namespace: needs root (as .ci/run runs)")
+    made = []
+
+    def make(files: dict[str, str]):
+        present = sorted({os.path.realpath(d) for d in SYSCTL_DIRS + MODULES_DIRS if os.path.isdir(d)})
+        layout = tmp_path / "layout"
+        for path, text in files.items():
+            if os.path.realpath(os.path.dirname(path)) not in present:
+                pytest.skip(f"this host has no {os.path.dirname(path)} to cover")
+            target = layout / os.path.realpath(path).lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        script = ('while [ "$1" != -- ]; do mount -t tmpfs tmpfs "$1" || exit 1; '
+                  f'[ ! -d "{layout}$1" ] || cp "{layout}$1"/* "$1"/; shift; done; shift; exec "$@"')
+        fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "sysctl",
+                                         "crictl", *KUBEADM_EXECUTABLES),
+                              wrap=("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "booted",
+                                    *present, "--"))
+        made.append(fakes)
+        return ready_tools(fakes)
+
+    yield make
+    for fakes in made:
+        fakes.stop()
+
+
+@pytest.mark.parametrize("persisted", [True, False], ids=["persisted-in-any-directory", "nowhere"])
+def test_the_probe_looks_for_persisted_settings_in_every_directory_systemd_reads(booted_with, persisted):
+    # sysctl.d(5): "key = value", a key with dots or slashes, "-" to ignore a failure; modules-load.d(5): a name a line.
+    files = {"/usr/lib/sysctl.d/60-forward.conf": "# the lab's\nnet.ipv4.ip_forward = 1\n",
+             "/etc/sysctl.d/70-bridge.conf": "-net/bridge/bridge-nf-call-iptables=1\n",
+             "/usr/lib/modules-load.d/br.conf": "; bridge\nbr_netfilter\n"}
+    machine = booted_with(files if persisted else {})
+
+    result = check(machine, f"127.0.0.1:{machine.port}", machine.port)
+
+    lost = [w.split(" now,", 1)[0] for w in warnings(result) if "a reboot loses it" in w]
+    expected = [] if persisted else ["net.ipv4.ip_forward is 1", "net.bridge.bridge-nf-call-iptables is 1"]
+    # br_netfilter counts only where this host has it loaded (the probe reads the real /sys/module).
+    if not persisted and Path("/sys/module/br_netfilter").is_dir():
+        expected.insert(0, "br_netfilter is loaded")
+    assert lost == expected, result.stderr

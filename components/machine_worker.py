@@ -77,6 +77,8 @@ class MachineWorker(pulumi.ComponentResource):
                 # Served beside the API server: logs, exec and HAMi's webhook go through it.
                 "KONNECTIVITY_PORT": str(KONNECTIVITY_PORT),
                 "REAL_GPUS": "true" if args.real_gpus else "false",
+                # Secret; read only to tell whether a machine with an older kubeadm is already joined.
+                "KUBECONFIG_DATA": args.tenant_kubeconfig,
             },
             opts=pulumi.ResourceOptions(
                 parent=self,

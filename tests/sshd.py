@@ -44,7 +44,8 @@ def keygen(path: Path) -> tuple[str, str]:
 class MachineFakes(Fakes):
     """Host fakes plus a loopback sshd whose sessions find `remote_tools` as fakes."""
 
-    def __init__(self, tmp_path: Path, remote_tools: tuple[str, ...]):
+    def __init__(self, tmp_path: Path, remote_tools: tuple[str, ...], wrap: tuple[str, ...] = ()):
+        """`wrap`: a command line sshd runs under (it must exec sshd's), e.g. in a namespace of its own."""
         super().__init__(tmp_path)
         self.rules_file = tmp_path / "rules.json"
         self.runtime = tmp_path / "runtime"
@@ -87,7 +88,7 @@ class MachineFakes(Fakes):
         )
         # Its log ("Accepted publickey ..." per connection) goes to a file a test can read while it runs.
         self.sshd_log = tmp_path / "sshd.log"
-        self.sshd = subprocess.Popen([str(SSHD), "-D", "-E", str(self.sshd_log), "-f", str(config)])
+        self.sshd = subprocess.Popen([*wrap, str(SSHD), "-D", "-E", str(self.sshd_log), "-f", str(config)])
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -149,7 +150,7 @@ class MachineFakes(Fakes):
         self.sshd.wait(timeout=10)
 
 
-def machine_fakes(tmp_path: Path, remote_tools: tuple[str, ...]):
+def machine_fakes(tmp_path: Path, remote_tools: tuple[str, ...], wrap: tuple[str, ...] = ()):
     if not SSHD.exists() or not shutil.which("ssh-keygen"):
         pytest.skip("needs Debian's openssh-server (.ci/run installs it)")
-    return MachineFakes(tmp_path, remote_tools)
+    return MachineFakes(tmp_path, remote_tools, wrap)

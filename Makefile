@@ -27,7 +27,7 @@ VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT) --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
 .PHONY: help venv test lint mutants preflight up validate status kubeconfigs preview down clean stack existing-stack passphrase \
-	snapshot restore snapshot-arguments sleep wake tenant-named
+	snapshot restore snapshot-arguments rejoin sleep wake tenant-named
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -145,6 +145,15 @@ snapshot: snapshot-arguments venv existing-stack ## save tenant TENANT to snapsh
 restore: snapshot-arguments venv existing-stack ## verify SNAPSHOT, then put tenant TENANT back as it was then (holds it asleep meanwhile)
 	@$(PREFLIGHT) --tools kubectl
 	$(PY) -m snapshot --stack $(STACK) restore $(TENANT) "$(SNAPSHOT)"
+
+# After a restore put back a CA other than the one the tenant was re-created with: the stack's admin kubeconfig
+# step is replaced, so it reads the one Kamaji re-issued; every worker's join step follows that CA, so each joins again.
+rejoin: snapshot-arguments venv existing-stack ## after `make restore` put back another CA: read TENANT's re-issued admin kubeconfig, re-join its workers, write kubeconfigs, validate
+	@$(PREFLIGHT) --tools kubectl
+	urn=$$(pulumi stack export --stack $(STACK) | $(PY) -m snapshot.urn $(TENANT)-admin-kubeconfig); \
+	  pulumi up --yes --stack $(STACK) --replace "$$urn"
+	$(WRITE_KUBECONFIGS)
+	$(VALIDATE)
 
 tenant-named:
 	@if [ -z "$(TENANT)" ]; then echo "error: name the tenant: make $(MAKECMDGOALS) TENANT=<name>" >&2; exit 64; fi

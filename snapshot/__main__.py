@@ -23,12 +23,19 @@ from validation.stack_outputs import DEFAULT_STACK, OutputsError, parse_outputs,
 SNAPSHOTS = Path("snapshots")
 # After a restore into a re-created tenant: what the snapshot's CA makes stale (docs/operations.md).
 CA_REPLACED = (
-    "The tenant's CA is the snapshot's again, not the one it was re-created with: kubeconfigs and service-account "
-    "tokens from the snapshot's time work again, and what the re-created lab issued does not. Kamaji re-issues "
-    "the tenant's certificates and kubeconfigs from the restored CA; read the new admin kubeconfig into the stack "
-    "with `pulumi up --replace <urn of {tenant}-admin-kubeconfig>` (`pulumi stack --show-urns` lists it), then "
-    "`make kubeconfigs`; workers joined with the replaced CA must join again (docs/operations.md, "
-    '"Snapshot and restore a tenant").'
+    "The tenant's CA is the snapshot's again, not the one it was re-created with, and Kamaji re-issued the "
+    "tenant's certificates and kubeconfigs from it: kubeconfigs and service-account tokens from the snapshot's "
+    "time work again (a kubeconfig as long as it names the tenant's address, now {endpoint})."
+)
+CA_NOT_KEPT = (
+    "Kamaji did not keep the snapshot's CA (invalid, or expiring within its 24-hour renewal deadline) and made a "
+    "new one: service-account tokens from the snapshot's time work again, kubeconfigs from then do not."
+)
+REJOIN = (
+    "What the re-created lab issued with its own CA no longer works: its workers and the stack's admin "
+    "kubeconfig. Run `make rejoin TENANT={tenant}`: it reads the re-issued admin kubeconfig into the stack, which "
+    "makes each worker join again, then writes kubeconfigs/ and validates (docs/operations.md, "
+    '"Into a re-created tenant").'
 )
 
 
@@ -101,7 +108,8 @@ def main(
                     file=out,
                 )
                 if live.ca_replaced:
-                    print(CA_REPLACED.format(tenant=args.tenant), file=out)
+                    kept = CA_REPLACED.format(endpoint=live.tenant.endpoint) if live.ca_kept else CA_NOT_KEPT
+                    print(kept, REJOIN.format(tenant=args.tenant), file=out)
             else:
                 target, secrets = live.target(), live.identity_secrets()
                 with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:

@@ -13,6 +13,7 @@ etcdctl verifies it through the forward. The price: the root key sits on this ho
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import re
 import select
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.kubeconfig import current_cluster
 from snapshot.archive import IDENTITY_SECRETS
 from snapshot.core import Target
 from snapshot.etcd import Etcdctl
@@ -39,11 +41,20 @@ ETCD_CLIENT_PORT = 2379  # kamaji-etcd values.yaml@92f31f0: clientPort
 FORWARD_TIMEOUT = 30
 # The original replica count while a tenant is held, so a restore run again after an interruption still knows it.
 HOLD_ANNOTATION = "kamaji-hami-lab/held-replicas"
+# Set while held once the restore has put back a CA other than the tenant's, so a restore run again after an
+# interruption still waits for Kamaji's re-issue and still says what the new CA makes stale.
+CA_ANNOTATION = "kamaji-hami-lab/restored-other-ca"
 # Kamaji runs two API server replicas when spec.controlPlane.deployment.replicas is unset
 # (clastix/kamaji internal/resources/k8s_deployment_resource.go@26.8.2-edge: ptr.Deref(..., 2)).
 DEFAULT_REPLICAS = 2
 SLEEP_TIMEOUT = 180
 WAKE_TIMEOUT = 600
+# Kamaji re-issues what the CA signs in the reconcile that the CA Secret's update starts; it reconciles a sleeping
+# tenant's certificates too (clastix/kamaji controllers/resources.go@26.8.2-edge: GetResources has no sleep branch).
+REISSUE_TIMEOUT = 300
+CA_CERT = "ca.crt"  # kubeadm's CACertName, the key of the CA Secret (ca_certificate.go@26.8.2-edge)
+# The admin kubeconfig Secret's key (clastix/kamaji internal/resources/kubeconfig.go@26.8.2-edge).
+ADMIN_CONF = "admin.conf"
 # The TenantControlPlane's status.certificates entry naming each identity Secret (Kamaji's CRD), by role.
 STATUS_ENTRY = {"ca": "ca", "sa-certificate": "sa", "front-proxy-ca-certificate": "frontProxyCA"}
 FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) -> \d+")
@@ -54,6 +65,8 @@ class LiveTenant:
     lab: Lab
     tenant: Tenant
     ca_replaced: bool = False  # the restore put back a CA other than the one the tenant had
+    restored_ca: str = ""  # the snapshot's ca.crt (base64), when the restore put it back
+    ca_kept: bool = True  # Kamaji kept the restored CA (False: it found it invalid or expiring and made a new one)
 
     def tcp(self) -> dict[str, Any]:
         return self.lab.management.get(TCP_RESOURCE, self.tenant.name, "-n", self.tenant.namespace)
@@ -81,19 +94,25 @@ class LiveTenant:
 
     def restore_secrets(self, secrets: dict[str, dict[str, Any]]) -> None:
         """The snapshot's identity Secrets over the tenant's: Kamaji keeps a valid one it finds and re-issues
-        what it signed (clastix/kamaji internal/resources/ca_certificate.go@26.8.2-edge, mutate)."""
+        what it signed (clastix/kamaji internal/resources/ca_certificate.go@26.8.2-edge, mutate). When that puts
+        back another CA, waits (still held) until Kamaji has re-issued the admin kubeconfig, so the API servers
+        the wake starts serve certificates of the restored CA."""
         management, namespace = self.lab.management, self.tenant.namespace
-        for role, name in self.secret_names(self.tcp()).items():
+        tcp = self.tcp()
+        self.ca_replaced |= bool(tcp.get("metadata", {}).get("annotations", {}).get(CA_ANNOTATION))
+        for role, name in self.secret_names(tcp).items():
             if role not in secrets:
                 continue
             found = management.run("get", "secret", name, "-n", namespace, "-o", "json", "--ignore-not-found")
             current = json.loads(management.checked(found).stdout or "null")
+            other = not current or current.get("data") != secrets[role]["data"]
+            if role == "ca" and other and not self.ca_replaced:
+                self.ca_replaced = True
+                self.patch({"metadata": {"annotations": {CA_ANNOTATION: "true"}}})
             if current:
-                self.ca_replaced |= role == "ca" and current.get("data") != secrets[role]["data"]
                 current["data"] = secrets[role]["data"]
                 management.checked(management.run("replace", "-f", "-", stdin=json.dumps(current)))
             else:
-                self.ca_replaced |= role == "ca"
                 fresh = {
                     "apiVersion": "v1",
                     "kind": "Secret",
@@ -102,6 +121,36 @@ class LiveTenant:
                     "data": secrets[role]["data"],
                 }
                 management.must_create(fresh, "-n", namespace)
+        if self.ca_replaced:
+            self.restored_ca = secrets.get("ca", {}).get("data", {}).get(CA_CERT, "")
+            self.wait(REISSUE_TIMEOUT, "re-issued from the restored CA", self.reissued)
+
+    def reissued(self) -> tuple[bool, str]:
+        """Whether Kamaji has re-issued the admin kubeconfig from the CA its Secret now holds. Kamaji keeps a valid
+        CA it finds and re-signs every certificate and kubeconfig that no longer verifies against it
+        (clastix/kamaji internal/resources/ca_certificate.go, api_server_certificate.go, kubeconfig.go@26.8.2-edge:
+        mutate); a CA that is invalid or expires within its --certificate-expiration-deadline (24 h by default,
+        cmd/manager/cmd.go@26.8.2-edge) it replaces with a new one instead, which the admin kubeconfig then names."""
+        tcp = self.tcp()
+        names = self.secret_names(tcp)
+        ca = self.lab.management.get("secret", names["ca"], "-n", self.tenant.namespace).get("data") or {}
+        admin_name = (tcp.get("status", {}).get("kubeconfig", {}).get("admin") or {}).get("secretName")
+        admin_name = admin_name or f"{self.tenant.name}-admin-kubeconfig"
+        found = self.lab.management.run(
+            "get", "secret", admin_name, "-n", self.tenant.namespace, "-o", "json", "--ignore-not-found"
+        )
+        admin = (json.loads(self.lab.management.checked(found).stdout or "null") or {}).get("data") or {}
+        self.ca_kept = ca.get(CA_CERT) == self.restored_ca
+        try:
+            conf = base64.b64decode(admin.get(ADMIN_CONF, ""), validate=True).decode()
+            named = current_cluster(conf).ca_data if conf else ""
+        except (ValueError, binascii.Error, UnicodeError):
+            return False, f"secret {self.tenant.namespace}/{admin_name} holds no readable {ADMIN_CONF}"
+        if not named:
+            return False, f"secret {self.tenant.namespace}/{admin_name} has no {ADMIN_CONF} yet"
+        if decoded(named) != decoded(ca.get(CA_CERT, "")):
+            return False, f"the {ADMIN_CONF} in secret {self.tenant.namespace}/{admin_name} still names the CA it had"
+        return True, ""
 
     @contextmanager
     def hold(self) -> Iterator[None]:
@@ -114,7 +163,8 @@ class LiveTenant:
         self.patch({"metadata": {"annotations": {HOLD_ANNOTATION: str(replicas)}}, "spec": replicas_spec(0)})
         self.wait(SLEEP_TIMEOUT, "no API server pod", self.asleep)
         yield
-        self.patch({"metadata": {"annotations": {HOLD_ANNOTATION: None}}, "spec": replicas_spec(replicas)})
+        woken = {"metadata": {"annotations": {HOLD_ANNOTATION: None, CA_ANNOTATION: None}}}
+        self.patch(woken | {"spec": replicas_spec(replicas)})
         if replicas:
             self.wait(WAKE_TIMEOUT, "Ready", self.awake)
 
@@ -138,6 +188,13 @@ class LiveTenant:
         done, last = poll(self.lab.clock, timeout, probe)
         if not done:
             raise CheckFailed(f"tenant {self.tenant.name} is not {goal} after {timeout}s: {last}")
+
+
+def decoded(value: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (ValueError, binascii.Error):
+        return b""
 
 
 def replicas_spec(replicas: int) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import pytest
 
 from snapshot.__main__ import main
 from snapshot.etcd import Etcdctl, EtcdFailed, PrefixWriter
-from snapshot.live import HOLD_ANNOTATION, forwarded_port
+from snapshot.live import CA_ANNOTATION, HOLD_ANNOTATION, REISSUE_TIMEOUT, forwarded_port
 from tests.etcd_pods import chart_secrets
 from tests.real_etcd import ETCDCTL, RealEtcd
 from tests.test_validation import FakeClock, FakeLab, error, ok, recorded
@@ -45,16 +45,39 @@ def identity(generation: str) -> dict[str, dict]:
     }
 
 
-class ManagementCluster:
-    """The TenantControlPlane, its Deployment and the Secrets, as kubectl would see them change."""
+def admin_conf(ca_crt: str) -> str:
+    """admin.conf as Kamaji writes it into "<tcp>-admin-kubeconfig", base64: kubeadm's kubeconfig of one cluster,
+    context and user, the CA inline (clastix/kamaji internal/resources/kubeconfig.go@26.8.2-edge, CreateKubeconfig;
+    the layout of kubernetes/kubernetes cmd/kubeadm/app/util/kubeconfig CreateWithCerts)."""
+    conf = (
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n"
+        f"    certificate-authority-data: {ca_crt}\n    server: https://172.18.255.200:6443\n  name: tenant-a\n"
+        "contexts:\n- context:\n    cluster: tenant-a\n    user: kubernetes-admin\n"
+        "  name: kubernetes-admin@tenant-a\ncurrent-context: kubernetes-admin@tenant-a\n"
+        "users:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: Y2VydA==\n    client-key-data: a2V5\n"
+    )
+    return b64(conf)
 
-    def __init__(self, server: RealEtcd, lab: FakeLab, generation: str):
-        self.server, self.lab = server, lab
+
+class ManagementCluster:
+    """The TenantControlPlane, its Deployment and the Secrets, as kubectl would see them change.
+
+    kamaji says what Kamaji does when the CA Secret is replaced: "keeps" a valid CA and re-issues the admin
+    kubeconfig from it (ca_certificate.go and kubeconfig.go@26.8.2-edge, mutate), "renews" one that is invalid or
+    expiring (a new CA, the kubeconfig from that), or "stalls" (not running: nothing is re-issued)."""
+
+    def __init__(self, server: RealEtcd, lab: FakeLab, generation: str, kamaji: str = "keeps"):
+        self.server, self.lab, self.kamaji = server, lab, kamaji
         self.tcp = recorded("tcp-tenant-a.json")
         self.secrets = {
             name: {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
                    "metadata": {"name": name, "namespace": "tenants", "uid": f"{generation}-{name}"}}
             for name, data in identity(generation).items()
+        }  # fmt: skip
+        self.secrets["tenant-a-admin-kubeconfig"] = {
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "tenant-a-admin-kubeconfig", "namespace": "tenants", "uid": f"{generation}-admin"},
+            "data": {"admin.conf": admin_conf(identity(generation)["tenant-a-ca"]["ca.crt"])},
         }  # fmt: skip
         self.events: list[str] = []  # hold, wake and Secret replacements, with what etcd held then
         root = {name: {key: base64.b64encode(path.read_bytes()).decode() for key, path in keys.items()}
@@ -79,6 +102,9 @@ class ManagementCluster:
                 annotations.pop(key, None)
             else:
                 annotations[key] = value
+        if "spec" not in change:
+            self.events.append("annotated " + ", ".join(change["metadata"]["annotations"]))
+            return ok(self.tcp)
         self.tcp["spec"]["controlPlane"]["deployment"]["replicas"] = change["spec"]["controlPlane"]["deployment"][
             "replicas"
         ]
@@ -103,10 +129,14 @@ class ManagementCluster:
         assert secret["metadata"]["uid"] == self.secrets[secret["metadata"]["name"]]["metadata"]["uid"]
         self.secrets[secret["metadata"]["name"]] = secret
         self.events.append(f"secret {secret['metadata']['name']}")
+        if secret["metadata"]["name"] == "tenant-a-ca" and self.kamaji != "stalls":
+            if self.kamaji == "renews":
+                secret["data"] = identity("renewed by Kamaji")["tenant-a-ca"]
+            self.secrets["tenant-a-admin-kubeconfig"]["data"]["admin.conf"] = admin_conf(secret["data"]["ca.crt"])
         return ok()
 
     def data(self) -> dict[str, dict]:
-        return {name: secret["data"] for name, secret in self.secrets.items()}
+        return {name: secret["data"] for name, secret in self.secrets.items() if name in identity("any")}
 
 
 def root(server: RealEtcd) -> Etcdctl:
@@ -192,12 +222,17 @@ def test_a_snapshot_restored_into_a_re_created_tenant_brings_back_its_keys_and_i
     assert root(real_etcd).json("get", "/tenants_tenant_b/", "--prefix")["kvs"] == neighbour
     # Asleep before etcd changed, Secrets back while asleep, woken (fresh API servers) last, onto restored keys.
     assert second.events == [
-        "replicas 0", "secret tenant-a-ca", "secret tenant-a-sa-certificate",
+        "replicas 0", f"annotated {CA_ANNOTATION}", "secret tenant-a-ca", "secret tenant-a-sa-certificate",
         "secret tenant-a-front-proxy-ca-certificate", "replicas 1",
     ]  # fmt: skip
     assert etcd_at_wake == [saved]
-    assert HOLD_ANNOTATION not in second.tcp["metadata"]["annotations"]
-    assert "tenant-a-admin-kubeconfig" in said and "must join again" in said
+    assert not {HOLD_ANNOTATION, CA_ANNOTATION} & set(second.tcp["metadata"]["annotations"])
+    # Woken only once Kamaji had re-issued the admin kubeconfig from the restored CA.
+    admin_reads = [i for i, call in enumerate(lab.calls) if "get secret tenant-a-admin-kubeconfig" in call.command]
+    wake = max(i for i, call in enumerate(lab.calls) if call.command.startswith("patch"))
+    assert admin_reads and max(admin_reads) < wake
+    assert "service-account tokens from the snapshot's time work again" in said
+    assert "make rejoin TENANT=tenant-a" in said and "https://172.18.255.200:6443" in said
 
 
 def test_a_refused_snapshot_changes_neither_the_tenant_nor_etcd(real_etcd, port_forward, tmp_path, monkeypatch):
@@ -241,7 +276,7 @@ def test_a_restore_that_failed_while_the_tenant_slept_is_run_again_and_wakes_it_
     monkeypatch.setattr(PrefixWriter, "commit", real_commit)
     code, said = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
     assert code == 0, said
-    assert "admin-kubeconfig" not in said  # the same lab: its CA never changed
+    assert "make rejoin" not in said  # the same lab: its CA never changed
     assert cluster.replicas() == 1 and HOLD_ANNOTATION not in cluster.tcp["metadata"]["annotations"]
     assert prefix(real_etcd) == saved
 
@@ -293,3 +328,81 @@ def test_a_root_secret_without_its_key_is_named(real_etcd, port_forward, tmp_pat
         capsys.readouterr().err
     )
     assert not (tmp_path / "snapshots").exists() or not any((tmp_path / "snapshots").iterdir())
+
+
+def rebuilt(real_etcd: RealEtcd, tmp_path: Path, kamaji: str) -> tuple[Path, ManagementCluster, FakeLab]:
+    """A snapshot of the first lab, then `make down; make up`: a new prefix, CA and keys, and Kamaji as given."""
+    seed(real_etcd, "first-lab")
+    ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+    assert run(lab, tmp_path, "take", "tenant-a")[0] == 0
+    (snapshot,) = (tmp_path / "snapshots").iterdir()
+    root(real_etcd).run("del", f"/{SCHEMA}/", "--prefix")
+    seed(real_etcd, "second-lab")
+    second = ManagementCluster(real_etcd, lab := FakeLab(), "second-lab", kamaji)
+    return snapshot, second, lab
+
+
+def test_a_ca_kamaji_renews_instead_of_keeping_brings_back_tokens_but_not_kubeconfigs(
+    real_etcd, port_forward, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    snapshot, second, lab = rebuilt(real_etcd, tmp_path, "renews")
+    code, said = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 0, said
+    assert "did not keep the snapshot's CA" in said and "kubeconfigs from then do not" in said
+    assert "kubeconfigs and service-account tokens from the snapshot's time work again" not in said
+    assert "make rejoin TENANT=tenant-a" in said and second.replicas() == 1
+
+
+def test_a_kamaji_that_re_issues_nothing_leaves_the_tenant_asleep_and_a_second_run_finishes(
+    real_etcd, port_forward, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    snapshot, second, lab = rebuilt(real_etcd, tmp_path, "stalls")
+    code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"not re-issued from the restored CA after {REISSUE_TIMEOUT}s" in err and "run the restore again" in err
+    assert "tenant-a-admin-kubeconfig still names the CA it had" in err
+    assert second.replicas() == 0 and second.tcp["metadata"]["annotations"][CA_ANNOTATION] == "true"
+
+    # Kamaji is back. The CA Secret already holds the snapshot's CA, yet the run still waits for the re-issue and
+    # still says what the other CA made stale: the annotation kept it.
+    second.kamaji = "keeps"
+    code, said = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 0, said
+    assert "make rejoin TENANT=tenant-a" in said and second.replicas() == 1
+    assert not {HOLD_ANNOTATION, CA_ANNOTATION} & set(second.tcp["metadata"]["annotations"])
+
+
+@pytest.mark.parametrize(
+    ("admin", "named"),
+    [
+        (None, "has no admin.conf yet"),  # Kamaji has not written it (yet)
+        ({"admin.conf": "not base64!"}, "holds no readable admin.conf"),
+        ({"admin.conf": b64("- a list, not a kubeconfig")}, "holds no readable admin.conf"),
+    ],
+)
+def test_an_admin_kubeconfig_that_never_names_the_restored_ca_is_named(
+    real_etcd, port_forward, tmp_path, monkeypatch, capsys, admin, named
+):
+    monkeypatch.chdir(tmp_path)
+    snapshot, second, lab = rebuilt(real_etcd, tmp_path, "stalls")
+    if admin is None:
+        del second.secrets["tenant-a-admin-kubeconfig"]
+    else:
+        second.secrets["tenant-a-admin-kubeconfig"]["data"] = admin
+    code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 1 and f"secret tenants/tenant-a-admin-kubeconfig {named}" in capsys.readouterr().err
+    assert second.replicas() == 0
+
+
+def test_a_failed_read_of_the_admin_kubeconfig_stops_the_restore(
+    real_etcd, port_forward, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    snapshot, second, lab = rebuilt(real_etcd, tmp_path, "keeps")
+    forbidden = error("Error from server (Forbidden): secrets is forbidden\n")
+    lab.on("management", r"^get secret tenant-a-admin-kubeconfig ", forbidden)
+    code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    assert code == 1 and "Forbidden" in capsys.readouterr().err and second.replicas() == 0

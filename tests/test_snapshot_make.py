@@ -45,3 +45,15 @@ def test_the_live_workflow_restores_after_the_drift_check_and_before_the_teardow
     runs = [index for index, run in enumerate(steps) if "live-snapshot-round-trip.sh" in run]
     drift = next(index for index, run in enumerate(steps) if "--expect-no-changes" in run)
     assert runs and drift < runs[0] < steps.index("make down")
+
+
+@needs_make
+def test_rejoin_names_the_tenant_first_then_replaces_its_admin_kubeconfig_step_and_validates(tmp_path):
+    done = make("rejoin", f"VENV={tmp_path / 'venv'}")
+    assert done.returncode != 0 and "make rejoin TENANT=<name>" in done.stderr
+    dry = make("-n", "rejoin", "TENANT=tenant-b", "STACK=lab2", f"VENV={tmp_path / 'venv'}")
+    assert "pulumi stack export --stack lab2" in dry.stdout
+    assert "-m snapshot.urn tenant-b-admin-kubeconfig" in dry.stdout
+    assert 'pulumi up --yes --stack lab2 --replace "$urn"' in dry.stdout
+    # Then kubeconfigs/ from the new outputs, and the lab validated.
+    assert dry.stdout.index("--replace") < dry.stdout.index("write_kubeconfigs.py") < dry.stdout.index("-m validation")

@@ -21,8 +21,6 @@ FLANNEL_CHART_VERSION = "v0.28.9"
 # The namespace flannel's README installs into, labelled privileged for Pod Security
 # admission: its pods use the host network and write /opt/cni/bin and /etc/cni/net.d.
 FLANNEL_NAMESPACE = "kube-flannel"
-# The chart's own flannel.args (chart/kube-flannel/values.yaml@v0.28.9), kept when interfaces are added.
-FLANNEL_DEFAULT_ARGS = ("--ip-masq", "--kube-subnet-mgr")
 
 
 @dataclass(frozen=True)
@@ -30,8 +28,6 @@ class FlannelArgs:
     provider: k8s.Provider
     """The tenant's own provider."""
     pod_cidr: str
-    interfaces: tuple[str, ...] = ()
-    """Machines' flannel interfaces (names or addresses); empty: each node's default route."""
 
 
 class Flannel(pulumi.ComponentResource):
@@ -56,19 +52,23 @@ class Flannel(pulumi.ComponentResource):
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=FLANNEL_REPO),
             version=FLANNEL_CHART_VERSION,
             namespace=namespace.metadata.name,
-            values=flannel_values(args.pod_cidr, args.interfaces),
+            values=flannel_values(args.pod_cidr),
             opts=in_tenant,
         )
 
         self.register_outputs({})
 
 
-def flannel_values(pod_cidr: str, interfaces: tuple[str, ...] = ()) -> dict:
-    """The chart has no values schema: every key here exists in its values.yaml (a test checks)."""
-    flannel: dict = {"backend": "vxlan"}  # VXLAN needs nothing between machines but UDP 8472
-    if interfaces:
-        # One DaemonSet for all machines: flannel tries each --iface in order and takes the first the node
-        # has (flannel-io/flannel main.go@v0.28.9), so each machine finds its own name or address.
-        flannel["args"] = [*FLANNEL_DEFAULT_ARGS, *(f"--iface={interface}" for interface in dict.fromkeys(interfaces))]
-    # podCidr must equal the tenant's pod CIDR, from which the controller manager hands out node podCIDRs.
-    return {"podCidr": pod_cidr, "flannel": flannel}
+def flannel_values(pod_cidr: str) -> dict:
+    """The chart has no values schema: every key here exists in its values.yaml (a test checks).
+
+    The same for every tenant, whatever its machines name: the DaemonSet's arguments apply to every
+    node, so no interface is chosen here. Each machine that names one gets it as its own Node's
+    annotation instead (scripts/join-worker.sh). Without --iface, --iface-regex or --iface-can-reach,
+    flanneld takes the interface holding that annotation's address, or else the default route's;
+    any of those flags would decide the interface on every node and keep the annotation only as
+    the advertised address (flannel-io/flannel main.go@v0.28.9).
+    """
+    # VXLAN needs nothing between machines but UDP 8472. podCidr must equal the tenant's pod
+    # CIDR, from which the controller manager hands out node podCIDRs.
+    return {"podCidr": pod_cidr, "flannel": {"backend": "vxlan"}}

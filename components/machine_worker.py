@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components.commands import script_command
+from components.flannel import FLANNEL_NAMESPACE
 from components.gpu_sharing import REAL_GPU_NODE_LABELS
 from components.gpus import GpuSpec
 from components.node_join import join_node
@@ -129,6 +130,10 @@ class MachineWorker(pulumi.ComponentResource):
         }
         if args.machine.node_ip:
             env["NODE_IP"] = args.machine.node_ip
+        if args.machine.flannel_interface:
+            # This machine's own: the join names its address to its flanneld alone, never the tenant's.
+            env["FLANNEL_INTERFACE"] = args.machine.flannel_interface
+            env["FLANNEL_NAMESPACE"] = FLANNEL_NAMESPACE
         if args.real_gpus:
             # The kubelet registers the label HAMi's NVIDIA plugin selects, so a re-joined Node has it at once.
             env["NODE_LABELS"] = ",".join(f"{key}={value}" for key, value in REAL_GPU_NODE_LABELS.items())

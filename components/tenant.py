@@ -179,7 +179,6 @@ class Tenant(pulumi.ComponentResource):
             FlannelArgs(
                 provider=control_plane.provider,
                 pod_cidr=tenant.pod_cidr,
-                interfaces=tuple(m.flannel_interface for m in tenant.machines if m.flannel_interface),
             ),
             opts=pulumi.ResourceOptions(parent=self),
         ).ready

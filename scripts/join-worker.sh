@@ -32,10 +32,13 @@
 #                          and re-marks one with an older mark (default false)
 #         NODE_LABELS      optional, labels the kubelet registers its Node with, e.g. gpu=on (kubelet --node-labels)
 #         NODE_IP          optional, the address the kubelet advertises (kubelet --node-ip); default: the one of its default route
+#         FLANNEL_INTERFACE optional, with ssh: the interface (name or IPv4 address) this machine's flanneld carries
+#                          pod traffic on, with FLANNEL_NAMESPACE (flannel's); default: its default route's
 #         BOOT_TIMEOUT     optional, seconds to wait for systemd in a container, or for a machine to answer (default 90)
 #         JOIN_ATTEMPTS    optional, kubeadm join attempts (default 3)
 #         NODE_TIMEOUT     optional, seconds a joined node's restarted kubelet has to register its missing Node (default 120)
-# bound:  1300 s (BOOT_TIMEOUT 90 + a 70 s reset + JOIN_ATTEMPTS 3 x (a 250 s attempt + a 70 s reset) + ssh calls)
+# bound:  1480 s (BOOT_TIMEOUT 90 + a 70 s reset + JOIN_ATTEMPTS 3 x (a 250 s attempt + a 70 s reset) + ssh calls;
+#         with FLANNEL_INTERFACE, NODE_TIMEOUT 120 for its Node and three 20 s API calls)
 # stdout: one summary line, e.g. "tenant-a-w1 joined 172.18.255.200:6443"
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -63,6 +66,30 @@ kubeconfig_file KUBECONFIG_DATA
 endpoint=$(kubeconfig_endpoint)
 ca_hash=$(tenant_ca_hash)
 
+# The address by which this machine's flanneld finds FLANNEL_INTERFACE: the address itself, or the
+# first global IPv4 address of the interface so named. Read before anything on the machine changes,
+# so an interface it lacks stops the join with the machine's own addresses in the message. The name
+# is looked up on this machine only; the tenant's flannel gets no interface (components/flannel.py).
+flannel_address=
+if [[ -n ${FLANNEL_INTERFACE:-} ]]; then
+	require_env FLANNEL_NAMESPACE
+	addresses=$(node_exec ip -4 -o addr show) || die "$NODE: could not list its IPv4 addresses (ip -4 -o addr show)"
+	# Lines: "<index>: <name> inet <address>/<prefix> [brd <address>] scope <scope> <name>\ ...".
+	# shellcheck disable=SC2016 # awk's own variables
+	by_address='$3 == "inet" { split($4, a, "/"); s = ""; for (i = 5; i < NF; i++) if ($i == "scope") s = $(i + 1)
+		print $2, a[1], s }'
+	addresses=$(awk "$by_address" <<<"$addresses")
+	if [[ $FLANNEL_INTERFACE =~ ^[0-9]+(\.[0-9]+){3}$ ]]; then
+		flannel_address=$(awk -v want="$FLANNEL_INTERFACE" '$2 == want { print $2; exit }' <<<"$addresses")
+		what="an interface with the address $FLANNEL_INTERFACE (its flannelInterface, or its nodeIp)"
+	else
+		flannel_address=$(awk -v want="$FLANNEL_INTERFACE" '$1 == want && $3 == "global" { print $2; exit }' <<<"$addresses")
+		what="an interface $FLANNEL_INTERFACE (its flannelInterface) with a global IPv4 address"
+	fi
+	[[ -n $flannel_address ]] ||
+		die "$NODE has no $what, so flannel could not carry its pods' traffic; its IPv4 addresses: $(awk '{ print $1, $2 }' <<<"$addresses" | paste -sd',' - | sed 's/,/, /g')"
+fi
+
 # mark_machine: write the lab's mark (lib.sh lab_marker) on the machine: this lab and stack,
 # the tenant, and the binding this join makes.
 # shellcheck disable=SC2016 # expanded by the machine's shell
@@ -73,6 +100,32 @@ mark_machine() {
 
 node_timeout=${NODE_TIMEOUT:-120}
 node_registered() { [[ -n $(kube get node "$NODE" --ignore-not-found -o name) ]]; }
+
+# point_flannel: with FLANNEL_INTERFACE, give this node's flanneld its address as a Node annotation. flanneld
+# reads it only when it starts and then takes the interface holding it (flannel-io/flannel main.go and
+# pkg/subnet/kube/kube.go GetStoredPublicIP@v0.28.9; key from pkg/subnet/kube/annotations.go@v0.28.9), so
+# a flannel pod already on the node (the DaemonSet's pods carry app=flannel, chart/kube-flannel/templates/
+# daemonset.yaml@v0.28.9) is deleted and its DaemonSet starts one that reads it. The address a running
+# flanneld advertises (public-ip, written in AcquireLease, kube.go@v0.28.9) tells whether it already uses it.
+node_address_key=flannel.alpha.coreos.com/node-public-ip
+point_flannel() {
+	[[ -n $flannel_address ]] || return 0
+	retry "$node_timeout" "$RETRY_INTERVAL" node_registered ||
+		die "$NODE: its Node did not appear within ${node_timeout}s of the join, so its pod network address could not be set (see: journalctl -u kubelet on $NODE)"
+	local seen
+	seen=$(kube get node "$NODE" -o 'jsonpath={.metadata.annotations.flannel\.alpha\.coreos\.com/node-public-ip} {.metadata.annotations.flannel\.alpha\.coreos\.com/public-ip}') ||
+		die "$NODE: could not read its Node's annotations"
+	if [[ $seen == "$flannel_address $flannel_address" ]]; then
+		log "$NODE: flannel already carries its pods' traffic on $flannel_address"
+		return 0
+	fi
+	kube annotate node "$NODE" --overwrite "$node_address_key=$flannel_address" >&2 ||
+		die "$NODE: could not annotate its Node with $node_address_key=$flannel_address; flannel would pick its default route's interface"
+	kube -n "$FLANNEL_NAMESPACE" delete pod -l app=flannel --field-selector "spec.nodeName=$NODE" \
+		--ignore-not-found --wait=false >&2 ||
+		die "$NODE: could not restart its flannel pod, which may use another interface; delete it: kubectl -n $FLANNEL_NAMESPACE delete pod -l app=flannel --field-selector spec.nodeName=$NODE"
+	log "$NODE: flannel carries its pods' traffic on the interface holding $flannel_address"
+}
 
 node_binding=$(node_binding)
 if [[ -n $node_binding ]]; then
@@ -92,6 +145,7 @@ if [[ -n $node_binding ]]; then
 			retry "$node_timeout" "$RETRY_INTERVAL" node_registered ||
 				die "$NODE: its kubelet did not register a Node within ${node_timeout}s of a restart (see: journalctl -u kubelet on $NODE)"
 		fi
+		point_flannel
 		log "$NODE already joined this tenant ($endpoint, CA $ca_hash); nothing to do"
 		printf '%s already joined %s\n' "$NODE" "$endpoint"
 		exit 0
@@ -280,5 +334,6 @@ until join_attempt; do
 	attempt=$((attempt + 1))
 done
 
+point_flannel
 log "$NODE joined the tenant at $endpoint"
 printf '%s joined %s\n' "$NODE" "$endpoint"

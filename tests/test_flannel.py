@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from components.flannel import flannel_values
-from tests.plan import dev_config, plan, resolve
+from tests.plan import changed, dev_config, plan, resolve
 from tests.test_machines import MOCK_GPU_TENANT, SECRETS
 
 # Key paths of chart/kube-flannel/values.yaml@v0.28.9 that the templates read for the net config.
@@ -20,9 +22,10 @@ CHART_VALUE_PATHS = {("podCidr",), ("podCidrv6",), ("flannel", "backend"), ("fla
 # "Backend.Type" from flannel.backend; the vxlan backend then uses UDP 8472 (its default port).
 NET_CONF_SOURCES = {"Network": ("podCidr",), "Backend.Type": ("flannel", "backend")}
 BACKENDS = ("vxlan", "host-gw", "wireguard", "udp")
-# values.yaml@v0.28.9 flannel.args, which the DaemonSet passes to flanneld as they are; main.go@v0.28.9:
-# --iface (a name or an IP) may be given several times, and flanneld takes the first the node has.
-CHART_DEFAULT_ARGS = ["--ip-masq", "--kube-subnet-mgr"]
+# flannel-io/flannel main.go@v0.28.9: any of these flags decides a node's interface, and then the Node's
+# address annotation (pkg/subnet/kube/annotations.go@v0.28.9) is only the address it advertises; without
+# them flanneld takes the interface holding that address, or else the default route's.
+INTERFACE_FLAGS = ("--iface", "--iface-regex", "--iface-can-reach", "--public-ip")
 
 
 def leaf_paths(values: dict, above: tuple = ()) -> set[tuple]:
@@ -78,20 +81,84 @@ def test_container_tenants_keep_kindnet_from_their_image():
     assert json.dumps([r.name for r in lab.of_type("kubernetes:helm.sh/v3:Release")]).count("flannel") == 1
 
 
-def test_without_interfaces_flannel_keeps_the_charts_arguments():
-    assert "args" not in flannel_values("10.250.0.0/16")["flannel"]
-
-
-def test_machines_interfaces_are_tried_in_order_beside_the_charts_own_arguments():
-    tenant = {**MOCK_GPU_TENANT, "machines": [
-        {**MOCK_GPU_TENANT["machines"][0], "nodeIp": "10.1.0.11"},
-        {**MOCK_GPU_TENANT["machines"][1], "nodeIp": "10.1.0.12", "flannelInterface": "bond0"},
-    ]}
-    lab = plan(dev_config(tenants=[tenant]), preview=True, secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+def flannel_release(lab):
     (release,) = [r for r in lab.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "flannel"]
-    values = resolve(release.inputs["values"])
-    assert leaf_paths(values) <= CHART_VALUE_PATHS
-    assert values["flannel"]["args"] == [*CHART_DEFAULT_ARGS, "--iface=10.1.0.11", "--iface=bond0"]
-    joins = {resolve(c.inputs["environment"])["NODE"]: resolve(c.inputs["environment"])
-             for c in lab.commands("join-worker.sh")}
-    assert (joins["gpu-1"]["NODE_IP"], joins["gpu-2"]["NODE_IP"]) == ("10.1.0.11", "10.1.0.12")
+    return release
+
+
+def join_envs(lab) -> dict[str, dict]:
+    return {env["NODE"]: env for env in (resolve(c.inputs["environment"]) for c in lab.commands("join-worker.sh"))}
+
+
+def interface_flags(values: dict) -> list[str]:
+    return [arg for arg in values["flannel"].get("args", []) if arg.split("=", 1)[0] in INTERFACE_FLAGS]
+
+
+# A mixed tenant: one machine names an interface, one only the kubelet's address, one neither.
+MIXED = [
+    {**MOCK_GPU_TENANT["machines"][0], "flannelInterface": "bond0"},
+    {**MOCK_GPU_TENANT["machines"][1], "nodeIp": "10.1.0.12"},
+    {"name": "gpu-3", "address": "10.0.0.13", "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfGpu3"},
+]
+
+
+def lab_of(machines: list[dict], preview: bool = True, previous=None):
+    """The machine tenant `research` beside the container tenant `web`."""
+    tenant = {**MOCK_GPU_TENANT, "machines": machines}
+    return plan(dev_config(tenants=[tenant, {"name": "web"}]), preview=preview, previous=previous,
+                secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+
+
+def test_a_mixed_tenant_gives_each_machine_its_own_interface_and_the_tenant_none():
+    lab = lab_of(MIXED)
+    values = resolve(flannel_release(lab).inputs["values"])
+    # One DaemonSet runs on every node: an interface flag there would apply to every machine.
+    assert leaf_paths(values) <= CHART_VALUE_PATHS and interface_flags(values) == []
+    joins = join_envs(lab)
+    # Each machine that names an interface or an address gets it for its own flanneld...
+    assert joins["gpu-1"]["FLANNEL_INTERFACE"] == "bond0"
+    assert joins["gpu-2"]["FLANNEL_INTERFACE"] == "10.1.0.12"  # nodeIp, when it names no interface
+    assert {joins[m]["FLANNEL_NAMESPACE"] for m in ("gpu-1", "gpu-2")} == {release_namespace(lab)}
+    # ...and the one that names neither keeps flannel's choice, its default route's interface.
+    assert not {"FLANNEL_INTERFACE", "FLANNEL_NAMESPACE"} & set(joins["gpu-3"])
+    # No interface name reaches a machine that did not name it, nor the container tenant's workers.
+    for node, env in joins.items():
+        if node != "gpu-1":
+            assert "bond0" not in [value for value in env.values() if isinstance(value, str)], node
+    containers = [env for node, env in joins.items() if node not in ("gpu-1", "gpu-2", "gpu-3")]
+    assert containers and not any({"FLANNEL_INTERFACE", "FLANNEL_NAMESPACE"} & set(env) for env in containers)
+
+
+def release_namespace(lab) -> str:
+    (namespace,) = [r for r in lab.of_type("kubernetes:core/v1:Namespace")
+                    if r.provider_urn == flannel_release(lab).provider_urn]
+    return namespace.inputs["metadata"]["name"]
+
+
+def test_an_all_plain_tenant_keeps_the_charts_arguments_and_joins_without_an_interface():
+    lab = lab_of([{key: value for key, value in m.items() if key != "flannelInterface"} for m in MIXED[::2]])
+    values = resolve(flannel_release(lab).inputs["values"])
+    assert "args" not in values["flannel"]  # the chart's own: --ip-masq --kube-subnet-mgr (values.yaml@v0.28.9)
+    assert not any({"FLANNEL_INTERFACE", "FLANNEL_NAMESPACE"} & set(env) for env in join_envs(lab).values())
+
+
+@pytest.mark.parametrize("key, value", [("flannelInterface", "bond0"), ("flannelInterface", "10.2.0.13"),
+                                        ("nodeIp", "10.1.0.13")])
+def test_naming_an_interface_on_one_machine_touches_only_that_machines_join(key, value):
+    plain = [{k: v for k, v in m.items() if k not in ("flannelInterface", "nodeIp")} for m in MIXED]
+    first_up = lab_of(plain, preview=False)
+    named = [*plain[:2], {**plain[2], key: value}]
+
+    later = lab_of(named, previous=first_up)
+
+    changed_names = {later.by_urn[urn].name for urn in changed(later, first_up)}
+    # Neither the tenant's flannel nor another machine changes. New join inputs run the join script
+    # again (pulumi-command runs create when a Command without `update` changes: pulumi/pulumi-command
+    # local.Command docs@v1.2.1), which sets the Node's address; so does upgrading a lab whose tenant
+    # flannel had an --iface list.
+    assert flannel_release(later).name not in changed_names
+    assert not [name for name in changed_names if name.startswith(("gpu-1", "gpu-2"))], changed_names
+    (join,) = [c for c in later.commands("join-worker.sh") if c.name in changed_names]
+    assert join.name.startswith("gpu-3")
+    assert join_envs(later)["gpu-3"]["FLANNEL_INTERFACE"] == value and not join.inputs.get("update")
+

@@ -70,8 +70,10 @@ if lab.observability:
             provider=management.provider,
             platform=platform,
             tenants=[
-                TenantAccess(name=name, provider=tenant.provider, kubeconfig=tenant.kubeconfig, ready=tenant)
-                for name, tenant in tenants.items()
+                TenantAccess(name=settings.name, kubernetes_version=settings.kubernetes_version,
+                             provider=tenants[settings.name].provider, kubeconfig=tenants[settings.name].kubeconfig,
+                             ready=tenants[settings.name])
+                for settings in lab.tenants
             ],
             kamaji_installed=not lab.provided.kamaji,
         ),

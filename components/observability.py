@@ -26,6 +26,7 @@ from components.gpu_sharing import (
     KUBE_SCHEDULER_PORT,
 )
 from components.platform import KAMAJI_NAMESPACE, KAMAJI_RELEASE, TENANTS_NAMESPACE
+from components.tenant_control_plane import konnectivity_metrics_port
 
 # Names of the lab's own, so a management cluster that already runs a Prometheus or Grafana (a provided
 # one often does, in `monitoring`) keeps its namespace and its charts' cluster-wide RBAC objects.
@@ -78,13 +79,10 @@ QUEUE_SERIES = "scheduler_pending_pods"
 TENANT_API_PORT = 6443
 # Where Prometheus finds each tenant's token and CA (one Secret mounted per tenant).
 TENANT_SECRETS_DIR = "/etc/tenant-metrics"
-# konnectivity-server serves /metrics on its health port, on every interface, from v0.34.0 on; its
-# admin port 8133 binds 127.0.0.1 (kubernetes-sigs/apiserver-network-proxy cmd/server/app/server.go
-# and options.go@v0.36.0). Kamaji names the sidecar and the port (clastix/kamaji
-# internal/builders/controlplane/konnectivity_server.go@ddbabd8: konnectivity-server, healthport 8134)
-# and labels control-plane pods kamaji.clastix.io/name=<tenant> (deployment.go@ddbabd8).
+# Kamaji names the sidecar (clastix/kamaji internal/builders/controlplane/konnectivity_server.go@ddbabd8) and
+# labels control-plane pods kamaji.clastix.io/name=<tenant> (deployment.go@ddbabd8); which of its ports serves
+# /metrics depends on the tenant's version (components/tenant_control_plane.py: konnectivity_metrics_port).
 KONNECTIVITY_CONTAINER = "konnectivity-server"
-KONNECTIVITY_PORT_NAME = "healthport"
 # Kamaji's controller-runtime metrics Service, plain HTTP (charts/kamaji/templates/service_metrics.yaml@ddbabd8).
 KAMAJI_METRICS_TARGET = f"{KAMAJI_RELEASE}-metrics-service.{KAMAJI_NAMESPACE}.svc:8080"
 # Kamaji's per-TenantControlPlane series (internal/metrics/metrics.go@ddbabd8); its other series
@@ -108,7 +106,7 @@ def tenant_secret_name(tenant: str) -> str:
 
 
 def scrape_configs(
-    tenants: Sequence[str],
+    tenants: Mapping[str, str],
     kamaji_installed: bool,
     secrets_dir: str = TENANT_SECRETS_DIR,
     api_server: Callable[[str], str] = tenant_api_server,
@@ -116,7 +114,8 @@ def scrape_configs(
 ) -> list[dict]:
     """Prometheus scrape_configs: per tenant a HAMi and a GPU queue job, Konnectivity by pod discovery, Kamaji once.
 
-    Tests point `api_server`, `kamaji_target` and `secrets_dir` at loopback fakes; nothing else differs.
+    `tenants`: each tenant's name and Kubernetes version. Tests point `api_server`, `kamaji_target` and
+    `secrets_dir` at loopback fakes; nothing else differs.
     """
 
     def through_proxy(job: str, tenant: str, path: str) -> dict:
@@ -135,15 +134,19 @@ def scrape_configs(
          "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": QUEUE_SERIES, "action": "keep"}]}
         for tenant in tenants
     ]
+    # Each tenant's sidecar on the port that serves /metrics at its version; only this lab's tenants: a
+    # control plane of someone else in the namespace is not ours to watch.
+    by_port: dict[str, list[str]] = {}
+    for tenant, version in tenants.items():
+        by_port.setdefault(konnectivity_metrics_port(version), []).append(tenant)
+    sidecars = "|".join(f"{port};({'|'.join(names)})" for port, names in sorted(by_port.items()))
     konnectivity = {
         "job_name": JOB_KONNECTIVITY,
         "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [TENANTS_NAMESPACE]}}],
         "relabel_configs": [
-            {"source_labels": ["__meta_kubernetes_pod_container_name", "__meta_kubernetes_pod_container_port_name"],
-             "regex": f"{KONNECTIVITY_CONTAINER};{KONNECTIVITY_PORT_NAME}", "action": "keep"},
-            # Only this lab's tenants: a control plane of someone else in the namespace is not ours to watch.
-            {"source_labels": ["__meta_kubernetes_pod_label_kamaji_clastix_io_name"],
-             "regex": "|".join(tenants), "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_pod_container_name", "__meta_kubernetes_pod_container_port_name",
+                               "__meta_kubernetes_pod_label_kamaji_clastix_io_name"],
+             "regex": f"{KONNECTIVITY_CONTAINER};({sidecars})", "action": "keep"},
             {"source_labels": ["__meta_kubernetes_pod_label_kamaji_clastix_io_name"], "target_label": "tenant"},
             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
         ],
@@ -160,7 +163,7 @@ def scrape_configs(
     return [*hami, *queue, konnectivity, *([kamaji] if kamaji_installed else [])]
 
 
-def prometheus_config(tenants: Sequence[str], kamaji_installed: bool, **where: object) -> dict:
+def prometheus_config(tenants: Mapping[str, str], kamaji_installed: bool, **where: object) -> dict:
     """The prometheus.yml the chart renders from prometheus_values (global and scrape jobs)."""
     return {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
@@ -177,7 +180,7 @@ CHART_SCRAPE_JOBS = (
 )
 
 
-def prometheus_values(tenants: Sequence[str], kamaji_installed: bool) -> dict:
+def prometheus_values(tenants: Mapping[str, str], kamaji_installed: bool) -> dict:
     """Helm values of the prometheus chart; every key is one its values.yaml@prometheus-29.27.0 has."""
     config = prometheus_config(tenants, kamaji_installed)
     return {
@@ -243,9 +246,10 @@ def token_secret_data(answer: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class TenantAccess:
-    """What the observability layer takes from one tenant: its name, provider and admin kubeconfig."""
+    """What the observability layer takes from one tenant: its name, version, provider and admin kubeconfig."""
 
     name: str
+    kubernetes_version: str
     provider: k8s.Provider
     kubeconfig: pulumi.Input[str]
     """Secret; read on the host only, to fetch the reader's token."""
@@ -280,7 +284,7 @@ class Observability(pulumi.ComponentResource):
         in_namespace = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[namespace]))
 
         tokens = [self._tenant_reader(name, tenant, in_namespace) for tenant in args.tenants]
-        names = [tenant.name for tenant in args.tenants]
+        versions = {tenant.name: tenant.kubernetes_version for tenant in args.tenants}
         prometheus = k8s.helm.v3.Release(
             f"{name}-prometheus",
             name=PROMETHEUS_RELEASE,
@@ -288,7 +292,7 @@ class Observability(pulumi.ComponentResource):
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=PROMETHEUS_REPO),
             version=PROMETHEUS_CHART_VERSION,
             namespace=MONITORING_NAMESPACE,
-            values=prometheus_values(names, args.kamaji_installed),
+            values=prometheus_values(versions, args.kamaji_installed),
             timeout=HELM_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=tokens)),
         )

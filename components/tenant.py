@@ -61,6 +61,7 @@ class Tenant(pulumi.ComponentResource):
                 management_provider=args.management_provider,
                 management_kubeconfig=args.management_kubeconfig,
                 platform=args.platform,
+                konnectivity_metrics=lab.observability,
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -23,6 +23,19 @@ RUNNING_VERSION_PATH = "{.status.kubernetesResources.version.version}"
 # api/v1alpha1/tenantcontrolplane_status.go@26.8.2-edge, VersionSleeping).
 SLEEPING_STATUS = "Sleeping"
 DISK_EVICTION_OFF = {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}
+# konnectivity-server serves /metrics on its health port from v0.34.0 on; before, only on its admin port, which
+# binds 127.0.0.1 unless told otherwise (kubernetes-sigs/apiserver-network-proxy cmd/server/app/server.go and
+# cmd/server/app/options/options.go@v0.33.0, @v0.34.0). Kamaji runs v0.<tenant's minor>.0, names the ports
+# adminport (8133) and healthport (8134), and keeps the extraArgs it does not set itself (clastix/kamaji
+# internal/builders/controlplane/konnectivity_server.go@ddbabd8: serverVersion, buildKonnectivityContainer).
+KONNECTIVITY_METRICS_ON_HEALTH_PORT = (1, 34)
+KONNECTIVITY_ADMIN_ON_ALL_INTERFACES = "--admin-bind-address=0.0.0.0"
+
+
+def konnectivity_metrics_port(kubernetes_version: str) -> str:
+    """The port (as Kamaji names it) on which a tenant's konnectivity-server serves /metrics."""
+    major, minor = (int(part) for part in kubernetes_version.lstrip("v").split(".")[:2])
+    return "healthport" if (major, minor) >= KONNECTIVITY_METRICS_ON_HEALTH_PORT else "adminport"
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,8 @@ class TenantControlPlaneArgs:
     """Secret; used on the host to read the tenant's admin kubeconfig."""
     platform: pulumi.Resource
     """Kamaji's webhooks reject control planes until Kamaji and its DataStore are ready."""
+    konnectivity_metrics: bool = False
+    """Prometheus scrapes the konnectivity-server (observability on)."""
 
 
 class TenantControlPlane(pulumi.ComponentResource):
@@ -84,7 +99,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                 # update (the status still describes the old version), so also wait for the version.
                 "annotations": {"pulumi.com/waitFor": wait_for(args.kubernetes_version, tenant.sleeping)},
             },
-            spec=control_plane_spec(tenant, args.kubernetes_version),
+            spec=control_plane_spec(tenant, args.kubernetes_version, args.konnectivity_metrics),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.management_provider,
@@ -145,8 +160,15 @@ SHARED_HOST_KUBELET_PATCHES = [
 ]
 
 
-def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
-    """The TenantControlPlane spec of a tenant, for its container or machine workers."""
+def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnectivity_metrics: bool = False) -> dict:
+    """The TenantControlPlane spec of a tenant, for its container or machine workers.
+
+    With `konnectivity_metrics`, a konnectivity-server that serves /metrics only on its admin port opens that
+    port on the pod's address, for Prometheus.
+    """
+    konnectivity_server: dict = {"port": KONNECTIVITY_PORT}
+    if konnectivity_metrics and konnectivity_metrics_port(kubernetes_version) == "adminport":
+        konnectivity_server["extraArgs"] = [KONNECTIVITY_ADMIN_ON_ALL_INTERFACES]
     # Named only when it is not Kamaji's default: a provided Kamaji's default need not be the configured one.
     data_store = {"dataStore": tenant.data_store} if tenant.data_store else {}
     return {
@@ -187,7 +209,7 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str) -> dict:
             # worker container cannot write; components/kube_proxy.py installs it instead.
             # Carries API-server-to-node traffic (logs, exec, HAMi's webhook) from the
             # management cluster into the tenant's nodes.
-            "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},
+            "konnectivity": {"server": konnectivity_server, "agent": {"mode": "DaemonSet"}},
         },
     }
 

@@ -139,7 +139,7 @@ def observability_charts(lab: LabSettings) -> list[Chart]:
     """Prometheus and Grafana, with observability on (as components/observability.py installs them)."""
     if not lab.observability:
         return []
-    tenants = [tenant.name for tenant in lab.tenants]
+    tenants = {tenant.name: tenant.kubernetes_version for tenant in lab.tenants}
     return [
         Chart(observability.PROMETHEUS_CHART, observability.PROMETHEUS_REPO, observability.PROMETHEUS_CHART_VERSION,
               observability.MONITORING_NAMESPACE,

@@ -35,3 +35,23 @@ def test_pip_and_pulumi_plugins_are_cached():
     (plugins,) = [step for step in steps() if step.get("uses", "").startswith("actions/cache@")]
     assert plugins["with"]["path"] == "~/.pulumi/plugins"
     assert "hashFiles('requirements.txt')" in plugins["with"]["key"]
+
+
+def test_the_pr_job_installs_prometheus_before_the_tests_which_fail_without_it_under_ci(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    runs = [step.get("run", "") for step in steps()]
+    install = next(i for i, run in enumerate(runs) if "apt-get install" in run and " prometheus " in f"{run} ")
+    assert install < next(i for i, run in enumerate(runs) if " test" in run and run.startswith("make "))
+    # Without the binaries: skipped on a laptop, a failure where CI is set.
+    bare = {**os.environ, "PATH": str(tmp_path)}
+    bare.pop("CI", None)
+    module = str(ROOT / "tests" / "test_observability_prometheus.py")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", module, "-k", "promtool_refuses"]
+    laptop = subprocess.run(command, env=bare, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert laptop.returncode == 0 and "skipped" in laptop.stdout, laptop.stdout
+    ci = subprocess.run(command, env={**bare, "CI": "true"}, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert ci.returncode != 0, ci.stdout
+    assert "CI is set but these are not installed: prometheus, promtool, openssl" in ci.stdout, ci.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,7 @@ def test_the_key_check_catches_a_misspelt_key():
 
 def test_every_default_scrape_job_of_the_chart_is_switched_off():
     chart_jobs = {path[1] for path in PROMETHEUS_KEYS if len(path) == 2 and path[0] == "scrapeConfigs"}
-    values = observability.prometheus_values(["tenant-a"], True)
+    values = observability.prometheus_values({"tenant-a": "v1.36.4"}, True)
     assert set(values["scrapeConfigs"]) == chart_jobs
     assert all(job == {"enabled": False} for job in values["scrapeConfigs"].values())
 
@@ -255,17 +256,53 @@ def test_adding_or_removing_a_tenant_adds_or_removes_its_job(count):
 
 
 def test_konnectivity_and_kamaji_jobs_keep_only_this_labs_tenants_and_label_them():
-    jobs = {job["job_name"]: job for job in observability.scrape_configs(["tenant-a", "tenant-b"], True)}
-    keep, tenants, label, _ = jobs["konnectivity"]["relabel_configs"]
+    jobs = {job["job_name"]: job for job in observability.scrape_configs(
+        {"tenant-a": "v1.36.4", "tenant-b": "v1.36.4"}, True)}
+    keep, label, _ = jobs["konnectivity"]["relabel_configs"]
     assert jobs["konnectivity"]["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": ["tenants"]}}]
-    assert keep["regex"] == "konnectivity-server;healthport" and keep["action"] == "keep"
-    assert tenants["regex"] == "tenant-a|tenant-b" and tenants["action"] == "keep"
+    assert keep["action"] == "keep"
+    assert keep["regex"] == "konnectivity-server;(healthport;(tenant-a|tenant-b))"
     assert label == {"source_labels": ["__meta_kubernetes_pod_label_kamaji_clastix_io_name"], "target_label": "tenant"}
     assert jobs["kamaji"]["static_configs"] == [{"targets": ["kamaji-metrics-service.kamaji-system.svc:8080"]}]
 
 
+# Upstream facts: konnectivity-server serves /metrics on its health port from v0.34.0, before only on its admin
+# port bound to 127.0.0.1 unless --admin-bind-address (kubernetes-sigs/apiserver-network-proxy
+# cmd/server/app/server.go, options.go@v0.33.0, @v0.34.0); Kamaji runs v0.<minor>.0 and names the ports
+# adminport and healthport (clastix/kamaji internal/builders/controlplane/konnectivity_server.go@ddbabd8).
+OLD_TENANT_VERSION, NEW_TENANT_VERSION = "v1.33.4", "v1.36.4"
+
+
+def konnectivity_server_of(plan_, tenant):
+    from tests.test_tenants import control_planes
+
+    return control_planes(plan_)[tenant].inputs["spec"]["addons"]["konnectivity"]["server"]
+
+
+@pytest.mark.parametrize("observed", [True, False])
+def test_a_tenant_before_v1_34_opens_its_admin_port_to_prometheus_only_with_observability_on(observed):
+    lab = plan(dev_config(observability=observed, tenants=[
+        {"name": "old", "kubernetesVersion": OLD_TENANT_VERSION}, {"name": "new"}]), preview=True)
+    from tests.test_tenants import control_planes, problems, with_spec
+
+    old, new = konnectivity_server_of(lab, "old"), konnectivity_server_of(lab, "new")
+    assert problems(with_spec(control_planes(lab)["old"].inputs["spec"])) == []  # Kamaji's CRD takes extraArgs
+    assert old.get("extraArgs") == (["--admin-bind-address=0.0.0.0"] if observed else None)
+    assert "extraArgs" not in new
+    if observed:
+        [prometheus] = releases(lab, "prometheus")
+        jobs = prometheus.inputs["values"]["serverFiles"]["prometheus.yml"]["scrape_configs"]
+        [job] = [j for j in jobs if j["job_name"] == "konnectivity"]
+        regex = re.compile(job["relabel_configs"][0]["regex"])
+        # Prometheus anchors relabel regexes; the pod's container, port name and tenant label, joined by ";".
+        assert regex.fullmatch("konnectivity-server;adminport;old") and not regex.fullmatch(
+            "konnectivity-server;healthport;old")
+        assert regex.fullmatch("konnectivity-server;healthport;new") and not regex.fullmatch(
+            "konnectivity-server;adminport;new")
+
+
 def test_a_provided_kamaji_is_not_scraped_at_an_address_the_lab_did_not_choose():
-    jobs = [job["job_name"] for job in observability.scrape_configs(["tenant-a"], False)]
+    jobs = [job["job_name"] for job in observability.scrape_configs({"tenant-a": "v1.36.4"}, False)]
     assert jobs == ["hami-tenant-a", "gpu-queue-tenant-a", "konnectivity"]
 
 
@@ -423,10 +460,14 @@ def test_every_query_is_of_the_selected_tenant_on_the_provisioned_datasource(up_
     [source] = grafana.inputs["values"]["datasources"]["datasources.yaml"]["datasources"]
     [variable] = board["templating"]["list"]
     assert variable["name"] == "tenant" and variable["datasource"]["uid"] == source["uid"]
-    queries = [t for p in board["panels"] for t in p["targets"]]
+    queries = [(p, t) for p in board["panels"] for t in p["targets"]]
     assert len(queries) >= 9
-    for target in queries:
-        assert 'tenant="$tenant"' in target["expr"] and target["datasource"]["uid"] == source["uid"], target
+    for panel, target in queries:
+        assert target["datasource"]["uid"] == source["uid"], target
+        # One panel shows every tenant at once, by tenant; every other one the selected tenant.
+        mine = 'tenant="$tenant"' in target["expr"] or (
+            "every tenant" in panel["title"] and "by (tenant)" in target["expr"])
+        assert mine, target
 
 
 def test_the_dashboard_has_the_panels_the_issue_asks_for_and_says_the_gpus_are_mocks(up_plan):

@@ -9,7 +9,8 @@ HAMi's kube-scheduler (kubernetes/kubernetes pkg/scheduler/metrics/metrics.go an
 test/instrumentation/testdata/stable-metrics-list.yaml: `scheduler_pending_pods`, a STABLE gauge whose name
 and `queue` label cannot change within v1.36; k8s.io/component-base metrics/opts.go@v0.36.3 prefixes its
 help with "[STABLE] "), konnectivity-server (kubernetes-sigs/apiserver-network-proxy
-pkg/server/metrics/metrics.go@v0.36.0) and Kamaji (clastix/kamaji internal/metrics/metrics.go@ddbabd8).
+pkg/server/metrics/metrics.go@v0.33.0 and @v0.36.0: the dial-failure counter has a series only once a dial
+failed, `ready_backends` exists from v0.34.0 on) and Kamaji (clastix/kamaji internal/metrics/metrics.go@ddbabd8).
 The HAMi fake stands where the tenant API server's service proxy would: HTTPS with the tenant's CA,
 answering only the two proxy paths and only that tenant's bearer token.
 """
@@ -17,6 +18,7 @@ answering only the two proxy paths and only that tenant's bearer token.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import ssl
@@ -36,19 +38,44 @@ import yaml
 from components import observability
 from components.config import parse_settings
 from components.dashboard import dashboard
+from components.gpu_sharing import GPU_MEMORY_RESOURCE
 from components.gpus import node_gpu_count, register_annotation
 from tests.plan import dev_config
 from tests.real_etcd import free_port
 
+MISSING = [tool for tool in ("prometheus", "promtool", "openssl") if not shutil.which(tool)]
+if MISSING and os.environ.get("CI"):
+    # CI (GitHub Actions sets CI) installs them: a skip there would hide that these tests never ran.
+    pytest.fail(f"CI is set but these are not installed: {', '.join(MISSING)} (Debian's prometheus, openssl)",
+                pytrace=False)
 pytestmark = pytest.mark.skipif(
-    not (shutil.which("prometheus") and shutil.which("promtool") and shutil.which("openssl")),
-    reason="needs Debian's prometheus package and openssl (.ci/run installs them)",
+    bool(MISSING), reason="needs Debian's prometheus package and openssl (.ci/run installs them)",
 )
 
-LAB = parse_settings(dev_config())
+# The dev stack's two tenants (v1.36, no quota), and a third on v1.33 with a GPU memory quota: its
+# konnectivity-server (v0.33.0) serves /metrics only on its admin port.
+OLD_TENANT = {"name": "tenant-c", "kubernetesVersion": "v1.33.4", "gpus": [{"model": "NVIDIA L4 24GB", "count": 1}],
+              "quotas": [{"namespace": "team-c", "gpumemMiB": 8192}]}
+LAB = parse_settings(dev_config(tenants=[*dev_config()["tenants"], OLD_TENANT]))
 TENANTS = [tenant.name for tenant in LAB.tenants]
-QUOTA_NAMESPACE = "team-a"
+VERSIONS = {tenant.name: tenant.kubernetes_version for tenant in LAB.tenants}
+WITH_QUOTA = {tenant.name for tenant in LAB.tenants if tenant.quotas}
 STARTUP_SECONDS = 60
+
+# Upstream facts (kubernetes-sigs/apiserver-network-proxy pkg/server/metrics/metrics.go@v0.33.0, DialFailureReason;
+# cmd/server/app/server.go@v0.33.0 and @v0.34.0: where /metrics is served).
+DIAL_FAILURE_REASONS = ("no_agent", "error_response", "unrecognized_response", "send_rsp", "backend_close",
+                        "frontend_close")
+FIRST_SERVER_WITH_METRICS_ON_HEALTH_PORT = (0, 34)
+# Agents and dial failures per tenant: tenant-a has never failed a dial (so no failure series at all),
+# tenant-b's tunnel has no agent.
+AGENTS = {"tenant-a": 1, "tenant-b": 0, "tenant-c": 1}
+DIAL_FAILURES = {"tenant-a": {}, "tenant-b": {"no_agent": 3}, "tenant-c": {"error_response": 2}}
+
+
+def server_version(tenant: str) -> tuple[int, int]:
+    """The konnectivity-server Kamaji runs for the tenant: v0.<minor>.0 (konnectivity_server.go@ddbabd8)."""
+    return 0, int(VERSIONS[tenant].split(".")[1])
 
 
 def hami_exposition(tenant_name: str) -> str:
@@ -84,15 +111,20 @@ def hami_exposition(tenant_name: str) -> str:
            [(labels, d["devmem"] * mib) for labels, d in base])
     metric("hami_gpu_shared_count", "gauge", "Number of containers sharing this GPU",
            [(labels, 2) for labels, _ in base])
-    quota = {"namespace": QUOTA_NAMESPACE, "quota_name": "nvidia.com/gpumem", "zone": "vGPU"}
-    metric("hami_resource_quota_limit", "gauge", "resourcequota limit for a certain device", [(quota, 40960)])
-    metric("hami_resource_quota_used", "gauge", "resourcequota usage for a certain device",
-           [({**quota, "limit": "40960"}, 8192)])
+    # Only a namespace with a ResourceQuota of HAMi's resources has quota series.
+    quotas = [({"namespace": q.namespace, "quota_name": GPU_MEMORY_RESOURCE, "zone": "vGPU"}, q.gpumem_mib)
+              for q in tenant.quotas if q.gpumem_mib]
+    if quotas:
+        metric("hami_resource_quota_limit", "gauge", "resourcequota limit for a certain device",
+               [(labels, limit) for labels, limit in quotas])
+        metric("hami_resource_quota_used", "gauge", "resourcequota usage for a certain device",
+               [({**labels, "limit": str(limit)}, limit // 4) for labels, limit in quotas])
     return "\n".join(lines) + "\n"
 
 
-# Pending GPU pods per tenant and queue: tenant-a has one pod no GPU can take, tenant-b one about to be tried.
-PENDING = {TENANTS[0]: {"unschedulable": 1}, TENANTS[1]: {"active": 1}}
+# Pending GPU pods per tenant and queue: tenant-a has one pod no GPU can take, tenant-b one about to be tried,
+# tenant-c two waiting to retry.
+PENDING = {TENANTS[0]: {"unschedulable": 1}, TENANTS[1]: {"active": 1}, TENANTS[2]: {"backoff": 2}}
 QUEUES = ("active", "backoff", "gated", "unschedulable")
 
 
@@ -112,21 +144,28 @@ def kube_scheduler_exposition(tenant: str) -> str:
     ]) + "\n"
 
 
-def konnectivity_exposition(agents: int) -> str:
-    return "\n".join([
-        "# HELP konnectivity_network_proxy_server_dial_failure_count Number of dial failures observed. "
-        "Multiple failures can occur for a single dial request.",
-        "# TYPE konnectivity_network_proxy_server_dial_failure_count counter",
-        'konnectivity_network_proxy_server_dial_failure_count{reason="dial_timeout"} 3',
-        "# HELP konnectivity_network_proxy_server_ready_backend_connections Number of konnectivity agent "
-        "connected to the proxy server. DEPRECATED, please use ready_backends",
-        "# TYPE konnectivity_network_proxy_server_ready_backend_connections gauge",
-        f"konnectivity_network_proxy_server_ready_backend_connections {agents}",
-        "# HELP konnectivity_network_proxy_server_ready_backends Number of konnectivity agent connected to the "
-        "proxy server",
-        "# TYPE konnectivity_network_proxy_server_ready_backends gauge",
-        f'konnectivity_network_proxy_server_ready_backends{{proxy_strategy="default"}} {agents}',
-    ]) + "\n"
+def konnectivity_exposition(tenant: str) -> str:
+    """What the tenant's konnectivity-server serves: no dial-failure series before a first failure, and
+    `ready_backends` beside the deprecated gauge only from v0.34.0 on."""
+    agents = AGENTS[tenant]
+    lines = []
+    if DIAL_FAILURES[tenant]:
+        lines += ["# HELP konnectivity_network_proxy_server_dial_failure_count Number of dial failures observed. "
+                  "Multiple failures can occur for a single dial request.",
+                  "# TYPE konnectivity_network_proxy_server_dial_failure_count counter",
+                  *(f'konnectivity_network_proxy_server_dial_failure_count{{reason="{reason}"}} {count}'
+                    for reason, count in DIAL_FAILURES[tenant].items())]
+    new = server_version(tenant) >= FIRST_SERVER_WITH_METRICS_ON_HEALTH_PORT
+    lines += ["# HELP konnectivity_network_proxy_server_ready_backend_connections Number of konnectivity agent "
+              "connected to the proxy server" + (". DEPRECATED, please use ready_backends" if new else ""),
+              "# TYPE konnectivity_network_proxy_server_ready_backend_connections gauge",
+              f"konnectivity_network_proxy_server_ready_backend_connections {agents}"]
+    if new:
+        lines += ["# HELP konnectivity_network_proxy_server_ready_backends Number of konnectivity agent connected to "
+                  "the proxy server",
+                  "# TYPE konnectivity_network_proxy_server_ready_backends gauge",
+                  f'konnectivity_network_proxy_server_ready_backends{{proxy_strategy="default"}} {agents}']
+    return "\n".join(lines) + "\n"
 
 
 def kamaji_exposition() -> str:
@@ -208,7 +247,8 @@ class Lab:
 
 
 def konnectivity_targets(fakes: dict[str, Fake], decoy: Fake) -> list[dict]:
-    """What pod discovery in the tenants namespace would find: each tenant's sidecar, plus pods to skip."""
+    """What pod discovery in the tenants namespace would find: each tenant's sidecar with both its ports (the one
+    that serves /metrics at its version is a fake, the other the decoy), plus pods to skip."""
 
     def pod(port: int, tenant: str, container: str, port_name: str) -> dict:
         return {"targets": [f"127.0.0.1:{port}"], "labels": {
@@ -218,8 +258,13 @@ def konnectivity_targets(fakes: dict[str, Fake], decoy: Fake) -> list[dict]:
             "__meta_kubernetes_pod_container_name": container,
             "__meta_kubernetes_pod_container_port_name": port_name}}
 
+    def sidecar(tenant: str) -> list[dict]:
+        metrics = "healthport" if server_version(tenant) >= FIRST_SERVER_WITH_METRICS_ON_HEALTH_PORT else "adminport"
+        return [pod(fakes[f"konnectivity-{tenant}"].port if name == metrics else decoy.port, tenant,
+                    "konnectivity-server", name) for name in ("adminport", "healthport", "agentport")]
+
     return [
-        *(pod(fakes[f"konnectivity-{t}"].port, t, "konnectivity-server", "healthport") for t in TENANTS),
+        *(target for t in TENANTS for target in sidecar(t)),
         pod(decoy.port, TENANTS[0], "kube-apiserver", "kube-apiserver"),  # another container of the pod
         pod(decoy.port, "not-ours", "konnectivity-server", "healthport"),  # a control plane the lab did not make
     ]
@@ -237,14 +282,12 @@ def prometheus(tmp_path_factory) -> Iterator[Lab]:
         fakes[f"hami-{tenant}"] = serve({observability.HAMI_METRICS_PATH: hami_exposition(tenant),
                                          observability.HAMI_QUEUE_PATH: kube_scheduler_exposition(tenant)},
                                         token, context)
-        # tenant-b's tunnel has no agent: the dashboard must show it.
-        fakes[f"konnectivity-{tenant}"] = serve(
-            {"/metrics": konnectivity_exposition(0 if tenant == TENANTS[1] else 1)})
+        fakes[f"konnectivity-{tenant}"] = serve({"/metrics": konnectivity_exposition(tenant)})
     fakes["kamaji"] = serve({"/metrics": kamaji_exposition()})
     decoy = serve({"/metrics": "decoy_metric 1\n"})
 
     config = observability.prometheus_config(
-        TENANTS, True, secrets_dir=str(root / "secrets"),
+        VERSIONS, True, secrets_dir=str(root / "secrets"),
         api_server=lambda tenant: f"127.0.0.1:{fakes[f'hami-{tenant}'].port}",
         kamaji_target=f"127.0.0.1:{fakes['kamaji'].port}",
     )
@@ -321,8 +364,8 @@ def debian_buildable(config: dict) -> dict:
     """The configuration with pod discovery swapped for targets labelled as it would label them.
 
     Debian's prometheus is built without Kubernetes service discovery ("field kubernetes_sd_configs not
-    found"), so this is the most of the configuration it can read; the discovery block itself is checked
-    in tests/test_observability.py against Prometheus' documented fields.
+    found"), so this is the most of the configuration it can read. No Prometheus here reads the discovery
+    block itself: tests/test_observability.py only compares it with the block the lab means to write.
     """
     for job in config["scrape_configs"]:
         if "kubernetes_sd_configs" in job:
@@ -338,7 +381,7 @@ def test_promtool_accepts_the_configuration_the_chart_gets(tmp_path):
         (secrets / tenant).mkdir(parents=True)
         (secrets / tenant / "token").write_text("t")
         (secrets / tenant / "ca.crt").write_text("")
-    values = observability.prometheus_values(TENANTS, True)
+    values = observability.prometheus_values(VERSIONS, True)
     config = debian_buildable({"global": values["server"]["global"],
                                "scrape_configs": values["serverFiles"]["prometheus.yml"]["scrape_configs"]})
     text = yaml.safe_dump(config).replace(observability.TENANT_SECRETS_DIR, str(secrets))
@@ -351,7 +394,7 @@ def test_promtool_accepts_the_configuration_the_chart_gets(tmp_path):
 
 def test_promtool_refuses_a_broken_configuration(tmp_path):
     # The check above can fail: a relabel action Prometheus does not know.
-    config = debian_buildable(observability.prometheus_config(TENANTS, True))
+    config = debian_buildable(observability.prometheus_config(VERSIONS, True))
     config["scrape_configs"][-2]["relabel_configs"][0]["action"] = "keepp"
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     checked = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
@@ -366,7 +409,23 @@ def test_promtool_refuses_a_broken_configuration(tmp_path):
 @pytest.mark.parametrize(("title", "expr"), dashboard_queries())
 def test_every_dashboard_query_returns_data_for_each_tenant(prometheus, tenant, title, expr):
     result = query(prometheus, for_tenant(expr, tenant))
-    assert result, f"{title}: {expr} returned nothing for {tenant}"
+    if "$tenant" not in expr:
+        # The all-tenants panel: one series per tenant, this one's among them.
+        assert tenant in {r["metric"].get("tenant") for r in result}, f"{title}: {expr} has no series of {tenant}"
+    elif "hami_resource_quota" in expr and tenant not in WITH_QUOTA:
+        # HAMi has quota series only for namespaces with a ResourceQuota: none for a tenant without quotas.
+        assert result == [], f"{title}: {expr} returned data for {tenant}, which has no quota"
+    else:
+        assert result, f"{title}: {expr} returned nothing for {tenant}"
+
+
+def test_the_quota_panel_shows_each_configured_quota_and_nothing_else(prometheus):
+    [panel] = [p for p in dashboard()["panels"] if p["title"] == "GPU quota used vs limit"]
+    limit = next(t["expr"] for t in panel["targets"] if "limit" in t["expr"])
+    for tenant in LAB.tenants:
+        answer = query(prometheus, for_tenant(limit, tenant.name))
+        shown = {(r["metric"]["namespace"], float(r["value"][1])) for r in answer}
+        assert shown == {(q.namespace, q.gpumem_mib) for q in tenant.quotas}, tenant.name
 
 
 def test_every_scraped_series_carries_a_tenant_label(prometheus):
@@ -414,13 +473,69 @@ def test_konnectivity_discovery_keeps_only_the_sidecar_of_this_labs_tenants(prom
     assert prometheus.fakes["decoy"].requests == []
 
 
-def test_a_tunnel_without_agents_reads_as_zero_which_the_dashboard_marks(prometheus):
-    [stat] = [p for p in dashboard()["panels"] if p["title"] == "Konnectivity agents connected"]
+def panel_titled(title: str) -> dict:
+    [panel] = [p for p in dashboard()["panels"] if p["title"] == title]
+    return panel
+
+
+def shown_as(panel: dict, result: list[dict]) -> list[tuple[str, str]]:
+    """(text, colour) of each value a Grafana stat shows, as its display processor picks them: the mapping that
+    matches the value (with no series at all, null), else the value and its threshold colour."""
+    defaults = panel["fieldConfig"]["defaults"]
+
+    def display(value: float | None) -> tuple[str, str]:
+        for mapping in defaults["mappings"]:
+            if mapping["type"] == "value" and value is not None and f"{value:g}" in mapping["options"]:
+                hit = mapping["options"][f"{value:g}"]
+                return hit["text"], hit["color"]
+            if mapping["type"] == "special" and value is None and mapping["options"]["match"] in ("null", "null+nan"):
+                return mapping["options"]["result"]["text"], mapping["options"]["result"]["color"]
+        if value is None:
+            return defaults.get("noValue", "No data"), defaults["thresholds"]["steps"][0]["color"]
+        steps = [step for step in defaults["thresholds"]["steps"] if step["value"] is None or value >= step["value"]]
+        return f"{value:g}", steps[-1]["color"]
+
+    return [display(float(r["value"][1])) for r in result] or [display(None)]
+
+
+def test_a_tunnel_without_agents_and_one_without_series_are_both_marked_red(prometheus):
+    stat = panel_titled("Konnectivity agents connected")
     expr = stat["targets"][0]["expr"]
-    values = {t: float(query(prometheus, for_tenant(expr, t))[0]["value"][1]) for t in TENANTS}
-    assert values == {TENANTS[0]: 1, TENANTS[1]: 0}
-    mapping = stat["fieldConfig"]["defaults"]["mappings"][0]["options"]
-    assert mapping["0"]["text"] == "NO AGENTS"
+    shown = {t: shown_as(stat, query(prometheus, for_tenant(expr, t))) for t in TENANTS}
+    # Old (v0.33) and new servers alike: the agents of each, and a tunnel with none in red.
+    assert shown == {t: [("NO AGENTS", "red")] if AGENTS[t] == 0 else [(f"{AGENTS[t]}", "green")] for t in TENANTS}
+    # A control plane whose sidecar is not scraped has no series at all: red too, not "No data".
+    assert query(prometheus, for_tenant(expr, "not-ours")) == []
+    assert shown_as(stat, []) == [("NO AGENTS", "red")]
+
+
+def test_the_all_tenants_panel_shows_every_tenants_agents_whichever_is_selected(prometheus):
+    stat = panel_titled("Konnectivity agents connected, every tenant")
+    [target] = stat["targets"]
+    assert "$tenant" not in target["expr"]
+    result = query(prometheus, target["expr"])
+    by_tenant = {r["metric"]["tenant"]: shown_as(stat, [r]) for r in result}
+    assert by_tenant == {t: [("NO AGENTS", "red")] if AGENTS[t] == 0 else [(f"{AGENTS[t]}", "green")] for t in TENANTS}
+
+
+def test_dial_failures_read_zero_for_a_tenant_that_never_failed_and_the_reasons_of_the_others(prometheus):
+    [target] = panel_titled("Konnectivity dial failures")["targets"]
+    for tenant in TENANTS:
+        reasons = {r["metric"].get("reason") for r in query(prometheus, for_tenant(target["expr"], tenant))}
+        assert reasons == (set(DIAL_FAILURES[tenant]) or {"none"}), tenant
+        assert reasons <= {*DIAL_FAILURE_REASONS, "none"}
+    # Not a 0 for a tenant whose konnectivity-server is not scraped at all.
+    assert query(prometheus, for_tenant(target["expr"], "not-ours")) == []
+
+
+def test_each_konnectivity_server_is_scraped_on_the_port_that_serves_metrics_at_its_version(prometheus):
+    targets = [t for t in api(prometheus, "/api/v1/targets")["activeTargets"]
+               if t["labels"]["job"] == observability.JOB_KONNECTIVITY]
+    ports = {t["labels"]["tenant"]: t["discoveredLabels"]["__meta_kubernetes_pod_container_port_name"]
+             for t in targets}
+    assert ports == {t: "healthport" if server_version(t) >= FIRST_SERVER_WITH_METRICS_ON_HEALTH_PORT else "adminport"
+                     for t in TENANTS}
+    assert {t["health"] for t in targets} == {"up"}
 
 
 def test_kamaji_series_of_other_namespaces_are_dropped(prometheus):

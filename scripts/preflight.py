@@ -510,8 +510,10 @@ def _capacity_finding(what: str, need: float, terms: list[str], have: str, fix: 
     )
 
 
-# The kind network as scripts/kind-up.sh creates it, kept here because the preflight runs on the standard library:
-# its subnet when kindSubnet is empty (components/addresses.py DEFAULT_KIND_SUBNET) and the label that marks it.
+# The lab's docker network as scripts/kind-up.sh creates it, kept here because the preflight runs on the standard
+# library: its name (components/kind_management_cluster.py KIND_NETWORK), its subnet when kindSubnet is empty
+# (components/addresses.py DEFAULT_KIND_SUBNET) and the label that marks it.
+LAB_NETWORK = "kamaji-hami-lab"
 DEFAULT_KIND_SUBNET = ipaddress.IPv4Network("172.18.0.0/16")
 LAYOUT_LABEL = "kamaji-hami-lab.io/layout"
 
@@ -524,10 +526,10 @@ class KindNetwork:
 
 
 def kind_network(host: Host) -> KindNetwork | None:
-    """The `kind` docker network's IPv4 layout, as kind-up.sh reads it; None until it exists."""
+    """The lab's docker network's IPv4 layout, as kind-up.sh reads it; None until it exists."""
     status, answer = host.run(["docker", "network", "inspect", "--format",
                                f'{{{{index .Labels "{LAYOUT_LABEL}"}}}}|'
-                               "{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}", "kind"])
+                               "{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}", LAB_NETWORK])
     label, _, ipam = answer.strip().partition("|") if status == 0 else ("", "", "")
     for entry in ipam.split():
         subnet, _, ip_range = entry.partition("=")
@@ -568,11 +570,11 @@ def check_kind_network(host: Host, mode: Mode) -> list[Finding]:
         given = f"addresses of {network.ip_range}" if network.ip_range else f"any address of {network.subnet}"
         findings.append(Finding(
             "error",
-            f"the kind docker network ({origin}) lets Docker give {given} to containers, beyond its first quarter "
-            f"{first_quarter}: the workers' fixed addresses could be taken, and Docker refuses fixed addresses on a "
-            "subnet it picked itself",
-            "once no kind cluster uses it (kind get clusters), docker network rm kind; make up then creates it "
-            "with room for them",
+            f"the docker network {LAB_NETWORK} ({origin}) lets Docker give {given} to containers, beyond its "
+            f"first quarter {first_quarter}: the workers' fixed addresses could be taken, and Docker refuses "
+            "fixed addresses on a subnet it picked itself",
+            f"once no container uses it (docker network inspect {LAB_NETWORK}), docker network rm {LAB_NETWORK}; "
+            "make up then creates it with room for them",
         ))
     try:
         subnet = ipaddress.IPv4Network(mode.kind_subnet, strict=True) if mode.kind_subnet else DEFAULT_KIND_SUBNET
@@ -582,15 +584,15 @@ def check_kind_network(host: Host, mode: Mode) -> list[Finding]:
         said = f"is {subnet}" if mode.kind_subnet else f"is empty, so the lab plans with its default {subnet}"
         findings.append(Finding(
             "error",
-            f"kamaji-hami-lab:kindSubnet {said}, but the kind docker network is {network.subnet}: MetalLB would "
-            "announce addresses, and workers would get fixed ones, outside it",
+            f"kamaji-hami-lab:kindSubnet {said}, but the docker network {LAB_NETWORK} is {network.subnet}: "
+            "MetalLB would announce addresses, and workers would get fixed ones, outside it",
             f"pulumi config set kamaji-hami-lab:kindSubnet {network.subnet}",
         ))
     pool = _address_range(mode.address_range)
     if pool is not None and not (pool[0] in network.subnet and pool[1] in network.subnet):
         findings.append(Finding(
             "error",
-            f"kamaji-hami-lab:metallbAddressRange {mode.address_range} lies outside the kind docker network "
+            f"kamaji-hami-lab:metallbAddressRange {mode.address_range} lies outside the docker network {LAB_NETWORK} "
             f"{network.subnet}: the tenants' API servers would be unreachable",
             f"choose free addresses of {network.subnet}, or leave metallbAddressRange empty to carve the lab's "
             "own block",

@@ -557,8 +557,9 @@ class StackConfig(ConfigModel):
     kind_subnet: KindSubnet = Field(
         "",
         validate_default=True,
-        description="IPv4 subnet of the kind docker network; empty: 172.18.0.0/16. The program creates the network "
-        "with it when missing, plans every address in it, and stops if the network has another.",
+        description=f"IPv4 subnet of the lab's docker network, where kind puts its node; empty: {DEFAULT_KIND_SUBNET}. "
+        "The program creates the network with it when missing, plans every address in it, and stops if the network "
+        "has another.",
     )
     control_plane_replicas: CliPositiveInt = Field(
         1, description="API server replicas per tenant control plane (tenants may override).")

@@ -551,8 +551,8 @@ class StackConfig(ConfigModel):
     metallb_address_range: AddressPool = Field(
         "",
         validate_default=True,
-        description="MetalLB pool as a.b.c.d-a.b.c.e or a CIDR; empty carves 51 addresses of the kind docker "
-        "network's upper half, in a block picked by managementClusterName.",
+        description="MetalLB pool as a.b.c.d-a.b.c.e or a CIDR; empty carves 51 addresses of the lab's "
+        "docker network's upper half, in a block picked by managementClusterName.",
     )
     kind_subnet: KindSubnet = Field(
         "",

@@ -1,4 +1,4 @@
-"""Addresses on the kind docker network: its layout, MetalLB pools and the container workers' fixed addresses."""
+"""Addresses on the lab's docker network: its layout, MetalLB pools and the container workers' fixed addresses."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 # Docker hands container addresses out from the bottom of the subnet, so pools
 # sit in its upper half: blocks of 51 addresses counted down from a few below the
 # broadcast address. Each lab takes the block its name hashes to, so labs on one
-# kind network (every kind cluster shares it) get different blocks; whether a
+# network (every lab on a host shares it) get different blocks; whether a
 # block is really free is checked on the host (scripts/check-address-pool.sh).
 CARVED_POOL_SIZE = 51
 _GAP_BELOW_BROADCAST = 5
@@ -74,7 +74,7 @@ def metallb_pool(kind_subnet: str, override: AddressRange | None, lab_name: str)
     return str(override)
 
 
-# The kind network as this lab lays it out (scripts/kind-up.sh creates it so): the first quarter
+# The lab's network as this lab lays it out (scripts/kind-up.sh creates it so): the first quarter
 # is Docker's own (--ip-range: the kind nodes and any container without a fixed address), the
 # second quarter holds the workers' fixed addresses, and the upper half the MetalLB pools above.
 # Docker gives a restarted container a new address unless it has a fixed one
@@ -82,9 +82,11 @@ def metallb_pool(kind_subnet: str, override: AddressRange | None, lab_name: str)
 # (moby/moby api/types/network/endpoint.go@v28.5.2, validateEndpointIPAddress). Docker hands
 # addresses without a fixed one out of the --ip-range only, while a fixed one may lie anywhere
 # in the subnet (libnetwork/ipams/defaultipam/allocator.go@v28.5.2, getAddress).
-DEFAULT_KIND_SUBNET = ipaddress.IPv4Network("172.18.0.0/16")
-"""The subnet kind-up.sh creates the kind network with when kindSubnet is empty: the one Docker
-usually gives kind's network on a fresh host (its default pools start at 172.17.0.0/16, docker0's)."""
+DEFAULT_KIND_SUBNET = ipaddress.IPv4Network("172.30.0.0/16")
+"""The subnet kind-up.sh creates the lab's network with when kindSubnet is empty. Not 172.18.0.0/16, where
+Docker usually puts kind's own `kind` network: Docker refuses a subnet another network has. At the top of
+Docker's default pools (172.17.0.0/16, docker0's, upwards), far from the low ones it hands out first, and
+skipped by Docker once the lab's network uses it; not 172.31.0.0/16, the AWS default VPC's."""
 
 
 def dynamic_range(subnet: ipaddress.IPv4Network) -> ipaddress.IPv4Network:

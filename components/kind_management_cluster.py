@@ -10,7 +10,10 @@ from components.commands import script_command
 from components.docker_host import DockerHost, docker_host
 from components.settings import LabSettings
 
-KIND_NETWORK = "kind"
+# The lab's own docker network for the kind node, the container workers and the MetalLB pools, which
+# kind-up.sh lays out with room for fixed addresses; on kind's own `kind` network Docker picked the IPv4
+# subnet, and it pins no address on such a subnet (docs/architecture.md).
+KIND_NETWORK = "kamaji-hami-lab"
 
 
 class KindManagementCluster(pulumi.ComponentResource):
@@ -46,7 +49,8 @@ class KindManagementCluster(pulumi.ComponentResource):
                 "NODE_IMAGE": lab.node_image,
                 # Marks the cluster as this stack's: kind-up.sh refuses to adopt any other.
                 "LAB_OWNER": f"{pulumi.get_project()}.{pulumi.get_stack()}",
-                # The kind network, created with this layout when it does not exist yet.
+                "KIND_NETWORK": KIND_NETWORK,
+                # The network, created with this layout when it does not exist yet.
                 "KIND_SUBNET": str(subnet),
                 "KIND_IP_RANGE": str(dynamic_range(subnet)),
             },

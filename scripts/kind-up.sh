@@ -3,7 +3,8 @@
 # before (a re-run after a failed `pulumi up`). A same-named cluster that
 # someone else created is refused: `pulumi destroy` would delete it.
 #
-# First it makes sure the `kind` docker network leaves room for fixed addresses:
+# First it makes sure the lab's docker network (KIND_NETWORK, shared by the labs on
+# this host) leaves room for fixed addresses:
 # it creates the network when it is missing, with a subnet and an --ip-range
 # that keeps Docker's own addresses in the subnet's first quarter (the workers'
 # fixed ones are in the second, the MetalLB pools in the upper half:
@@ -15,7 +16,8 @@
 # env:    CLUSTER_NAME   kind cluster name
 #         NODE_IMAGE     kindest/node image for a new cluster (ignored when adopting)
 #         LAB_OWNER      ownership mark (project.stack) put on the cluster's node as a label
-#         KIND_SUBNET    IPv4 subnet of a new kind network (kindSubnet, or the lab's default)
+#         KIND_NETWORK   the lab's docker network, where kind puts the cluster's node
+#         KIND_SUBNET    IPv4 subnet of a new network (kindSubnet, or the lab's default)
 #         KIND_IP_RANGE  its first quarter, where Docker picks addresses (docker network create --ip-range)
 # bound:  600 s (kind create --wait 120s, after pulling the node image, which no flag bounds)
 # stdout: nothing (kind-kubeconfig.sh reads the kubeconfig)
@@ -23,12 +25,13 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-require_env CLUSTER_NAME NODE_IMAGE LAB_OWNER KIND_SUBNET KIND_IP_RANGE
-# kind would put its nodes on this network instead of `kind`; the workers, the
-# subnet and the MetalLB pool are all on `kind`, so kind must be too.
-unset KIND_EXPERIMENTAL_DOCKER_NETWORK
+require_env CLUSTER_NAME NODE_IMAGE LAB_OWNER KIND_NETWORK KIND_SUBNET KIND_IP_RANGE
+network=$KIND_NETWORK
+# The lab's own network, not kind's `kind`: Docker picked that one's IPv4 subnet, and Docker gives fixed
+# addresses only on a subnet the network was created with. kind puts the cluster's node on the network
+# this names (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/provider.go@v0.33.0-alpha, Provision).
+export KIND_EXPERIMENTAL_DOCKER_NETWORK=$network
 owner_label=kamaji-hami-lab.io/owner
-network=kind
 network_label=kamaji-hami-lab.io/layout
 
 # network_layout: "<the lab's label>|<subnet>=<its ip-range> ..." of the network; fails if it is missing.
@@ -76,7 +79,7 @@ for entry in $ipam; do
 		break
 	fi
 done
-[[ -n $subnet ]] || die "docker network $network has no IPv4 subnet (IPAM: ${ipam:-none}); remove it once no kind cluster uses it (docker network rm $network) and run again"
+[[ -n $subnet ]] || die "docker network $network has no IPv4 subnet (IPAM: ${ipam:-none}); remove it once no container uses it (docker network inspect $network) with docker network rm $network, and run again"
 origin="not created by kamaji-hami-lab"
 [[ -z $label ]] || origin="labelled $network_label=$label"
 if [[ -z $ip_range ]]; then
@@ -87,7 +90,7 @@ else
 	dynamic=''
 fi
 [[ -z $dynamic ]] ||
-	die "docker network $network ($origin) lets Docker give $dynamic to containers, so the workers' fixed addresses could be taken (and Docker refuses fixed addresses on a subnet it picked itself). Once no kind cluster uses it (kind get clusters), remove it (docker network rm $network) and run again: the lab then creates it with room for them"
+	die "docker network $network ($origin) lets Docker give $dynamic to containers, so the workers' fixed addresses could be taken (and Docker refuses fixed addresses on a subnet it picked itself). Once no container uses it (docker network inspect $network), remove it (docker network rm $network) and run again, or name another network: the lab then creates it with room for them"
 [[ -n $label ]] ||
 	warn "docker network $network was not created by kamaji-hami-lab, but its --ip-range $ip_range keeps Docker's own addresses in the first quarter of $subnet as the lab needs; using it"
 
@@ -100,6 +103,11 @@ if grep -Fxq -- "$CLUSTER_NAME" <<<"$clusters"; then
 		die "kind cluster $CLUSTER_NAME exists but its API server does not answer; start its container or delete it (kind delete cluster --name $CLUSTER_NAME)"
 	[[ $owner == "$LAB_OWNER" ]] ||
 		die "a kind cluster named $CLUSTER_NAME already exists and was not created by this lab ($LAB_OWNER); delete it (kind delete cluster --name $CLUSTER_NAME) or choose another kamaji-hami-lab:managementClusterName"
+	# A cluster made before the lab had its own network sits on kind's `kind`, where the workers cannot reach it.
+	attached=$(docker inspect --format "{{if index .NetworkSettings.Networks \"$network\"}}yes{{end}}" \
+		"$CLUSTER_NAME-control-plane") || die "cannot inspect the node container $CLUSTER_NAME-control-plane of kind cluster $CLUSTER_NAME"
+	[[ $attached == yes ]] ||
+		die "kind cluster $CLUSTER_NAME belongs to this lab but its node is not on docker network $network, where the lab now puts its workers at fixed addresses (it was created on kind's own network by an earlier version); make down, then make up re-creates it there"
 	log "kind cluster $CLUSTER_NAME already exists and belongs to $LAB_OWNER; adopting it (NODE_IMAGE is not applied)"
 else
 	cluster_config=$(mktemp)

@@ -510,10 +510,16 @@ def _capacity_finding(what: str, need: float, terms: list[str], have: str, fix: 
     )
 
 
-# The kind network as scripts/kind-up.sh creates it, kept here because the preflight runs on the standard library:
-# its subnet when kindSubnet is empty (components/addresses.py DEFAULT_KIND_SUBNET) and the label that marks it.
-DEFAULT_KIND_SUBNET = ipaddress.IPv4Network("172.18.0.0/16")
+# The lab's docker network as scripts/kind-up.sh creates it, kept here because the preflight runs on the standard
+# library: its name (components/kind_management_cluster.py KIND_NETWORK), its subnet when kindSubnet is empty
+# (components/addresses.py DEFAULT_KIND_SUBNET) and the label that marks it.
+LAB_NETWORK = "kamaji-hami-lab"
+DEFAULT_KIND_SUBNET = ipaddress.IPv4Network("172.30.0.0/16")
 LAYOUT_LABEL = "kamaji-hami-lab.io/layout"
+# What the preflight suggests for kindSubnet when the planned one is taken, first fit: the top of Docker's default
+# pools, which Docker hands out from 172.17 up (172.31 left out: the AWS default VPC's), then a corner of 10/8.
+SPARE_SUBNETS = tuple(ipaddress.IPv4Network(f"172.{octet}.0.0/16") for octet in range(30, 19, -1)) + tuple(
+    ipaddress.IPv4Network(f"10.{octet}.0.0/16") for octet in range(201, 211))
 
 
 @dataclass(frozen=True)
@@ -524,10 +530,10 @@ class KindNetwork:
 
 
 def kind_network(host: Host) -> KindNetwork | None:
-    """The `kind` docker network's IPv4 layout, as kind-up.sh reads it; None until it exists."""
+    """The lab's docker network's IPv4 layout, as kind-up.sh reads it; None until it exists."""
     status, answer = host.run(["docker", "network", "inspect", "--format",
                                f'{{{{index .Labels "{LAYOUT_LABEL}"}}}}|'
-                               "{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}", "kind"])
+                               "{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}", LAB_NETWORK])
     label, _, ipam = answer.strip().partition("|") if status == 0 else ("", "", "")
     for entry in ipam.split():
         subnet, _, ip_range = entry.partition("=")
@@ -537,6 +543,32 @@ def kind_network(host: Host) -> KindNetwork | None:
         except ValueError:
             continue  # the network's IPv6 /64, or no subnet at all
     return None
+
+
+def docker_subnets(host: Host) -> dict[str, list[ipaddress.IPv4Network]] | None:
+    """Every docker network's name with its IPv4 subnets; None when Docker does not say."""
+    status, ids = host.run(["docker", "network", "ls", "--quiet"])
+    if status != 0:
+        return None
+    if not ids.split():
+        return {}
+    status, answer = host.run(["docker", "network", "inspect", "--format",
+                               "{{.Name}}|{{range .IPAM.Config}}{{.Subnet}} {{end}}", *ids.split()])
+    if status != 0:
+        return None  # e.g. a network removed in between; kind-up.sh still names an overlap when it creates
+    subnets = {}
+    for line in answer.splitlines():
+        name, _, listed = line.partition("|")
+        subnets[name.strip()] = [ipaddress.IPv4Network(text) for text in listed.split() if _is_ipv4_network(text)]
+    return subnets
+
+
+def _is_ipv4_network(text: str) -> bool:
+    try:
+        ipaddress.IPv4Network(text)
+    except ValueError:
+        return False  # an IPv6 subnet
+    return True
 
 
 def _address_range(text: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address] | None:
@@ -560,7 +592,7 @@ def check_kind_network(host: Host, mode: Mode) -> list[Finding]:
         return []
     network = kind_network(host)
     if network is None:
-        return []  # kind-up.sh creates it as the lab needs it
+        return _subnet_clashes(host, mode)  # kind-up.sh creates it as the lab needs it, if Docker lets it
     findings = []
     first_quarter = next(network.subnet.subnets(prefixlen_diff=2))
     if network.ip_range is None or not network.ip_range.subnet_of(first_quarter):
@@ -568,11 +600,11 @@ def check_kind_network(host: Host, mode: Mode) -> list[Finding]:
         given = f"addresses of {network.ip_range}" if network.ip_range else f"any address of {network.subnet}"
         findings.append(Finding(
             "error",
-            f"the kind docker network ({origin}) lets Docker give {given} to containers, beyond its first quarter "
-            f"{first_quarter}: the workers' fixed addresses could be taken, and Docker refuses fixed addresses on a "
-            "subnet it picked itself",
-            "once no kind cluster uses it (kind get clusters), docker network rm kind; make up then creates it "
-            "with room for them",
+            f"the docker network {LAB_NETWORK} ({origin}) lets Docker give {given} to containers, beyond its "
+            f"first quarter {first_quarter}: the workers' fixed addresses could be taken, and Docker refuses "
+            "fixed addresses on a subnet it picked itself",
+            f"once no container uses it (docker network inspect {LAB_NETWORK}), docker network rm {LAB_NETWORK}; "
+            "make up then creates it with room for them",
         ))
     try:
         subnet = ipaddress.IPv4Network(mode.kind_subnet, strict=True) if mode.kind_subnet else DEFAULT_KIND_SUBNET
@@ -582,20 +614,48 @@ def check_kind_network(host: Host, mode: Mode) -> list[Finding]:
         said = f"is {subnet}" if mode.kind_subnet else f"is empty, so the lab plans with its default {subnet}"
         findings.append(Finding(
             "error",
-            f"kamaji-hami-lab:kindSubnet {said}, but the kind docker network is {network.subnet}: MetalLB would "
-            "announce addresses, and workers would get fixed ones, outside it",
+            f"kamaji-hami-lab:kindSubnet {said}, but the docker network {LAB_NETWORK} is {network.subnet}: "
+            "MetalLB would announce addresses, and workers would get fixed ones, outside it",
             f"pulumi config set kamaji-hami-lab:kindSubnet {network.subnet}",
         ))
     pool = _address_range(mode.address_range)
     if pool is not None and not (pool[0] in network.subnet and pool[1] in network.subnet):
         findings.append(Finding(
             "error",
-            f"kamaji-hami-lab:metallbAddressRange {mode.address_range} lies outside the kind docker network "
+            f"kamaji-hami-lab:metallbAddressRange {mode.address_range} lies outside the docker network {LAB_NETWORK} "
             f"{network.subnet}: the tenants' API servers would be unreachable",
             f"choose free addresses of {network.subnet}, or leave metallbAddressRange empty to carve the lab's "
             "own block",
         ))
     return findings
+
+
+def _subnet_clashes(host: Host, mode: Mode) -> list[Finding]:
+    """Before the lab's network exists: Docker refuses to create it on addresses another network has
+    ("Pool overlaps with other one on this address space"), e.g. kind's own `kind` when kindSubnet is its."""
+    try:
+        planned = ipaddress.IPv4Network(mode.kind_subnet, strict=True) if mode.kind_subnet else DEFAULT_KIND_SUBNET
+    except ValueError:
+        return []  # the program refuses it, naming the key
+    networks = docker_subnets(host) if mode.configured else None
+    if not networks:
+        return []
+    taken = [subnet for subnets in networks.values() for subnet in subnets]
+    spare = next((str(subnet) for subnet in SPARE_SUBNETS if not any(subnet.overlaps(t) for t in taken)),
+                 "<a free private /16>")
+    said = f"is {planned}" if mode.kind_subnet else f"is empty, so the lab plans with its default {planned}"
+    # The lab's own network is no clash: another lab on this host may have created it since it was looked up.
+    return [
+        Finding(
+            "error",
+            f"kamaji-hami-lab:kindSubnet {said}, which overlaps the docker network {name} ({subnet}): Docker "
+            f"refuses to create the lab's network {LAB_NETWORK} on addresses another network has",
+            f"pulumi config set kamaji-hami-lab:kindSubnet {spare}",
+        )
+        for name, subnets in sorted(networks.items())
+        for subnet in subnets
+        if subnet.overlaps(planned) and name != LAB_NETWORK
+    ]
 
 
 def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:

@@ -47,7 +47,6 @@ os.register_at_fork(after_in_child=_fresh_executor_after_fork)
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "kamaji-hami-lab"
 MANAGEMENT_SERVER = "https://127.0.0.1:38211"
-KIND_SUBNET = "172.18.0.0/16"
 # What scripts/lab-identity.sh prints once per stack (16 random bytes as hex).
 LAB_IDENTITY = "5f0c3a9e7d21b4c86e93f1a0d7b2c458"
 # Pulumi.yaml's default node image: the one kind v0.33.0's release notes list for v1.36.4.
@@ -390,7 +389,8 @@ def _command_stdout(inputs: dict[str, Any]) -> str:
     if script == "kind-kubeconfig.sh":
         return fake_kubeconfig(MANAGEMENT_SERVER, "kind-admin")
     if script == "kind-subnet.sh":
-        return KIND_SUBNET + "\n"
+        # The network as kind-up.sh created it: with the subnet the program plans with (the script fails otherwise).
+        return env["EXPECTED_SUBNET"] + "\n"
     if script == "lab-identity.sh":
         return LAB_IDENTITY + "\n"
     if script == "tenant-kubeconfig.sh":

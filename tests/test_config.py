@@ -193,12 +193,13 @@ def test_pool_inside_a_known_kind_subnet_is_accepted():
 
 
 def test_pool_must_hold_one_address_per_tenant():
-    message = config_error(metallbAddressRange="172.18.255.200-172.18.255.200")
+    message = config_error(metallbAddressRange="172.18.255.200-172.18.255.200", kindSubnet="172.18.0.0/16")
     assert (
         "  kamaji-hami-lab:metallbAddressRange: 172.18.255.200-172.18.255.200 has 1 addresses but 2 tenants each need "
         "one" in message.splitlines()
     )
-    assert parse_settings(dev_config(metallbAddressRange="172.18.255.200-172.18.255.201")).metallb_address_range
+    assert parse_settings(dev_config(metallbAddressRange="172.18.255.200-172.18.255.201",
+                                     kindSubnet="172.18.0.0/16")).metallb_address_range
 
 
 def test_a_known_kind_subnet_large_enough_for_the_carved_pool_is_accepted():
@@ -256,7 +257,7 @@ def test_more_tenants_than_the_carved_pool_needs_an_explicit_range():
         "default; set kamaji-hami-lab:metallbAddressRange" in config_error(tenants=many).splitlines()
     )
     assert len(parse_settings(dev_config(tenants=many[:51])).tenants) == 51
-    lab = parse_settings(dev_config(tenants=many, metallbAddressRange="172.18.200.0/24"))
+    lab = parse_settings(dev_config(tenants=many, metallbAddressRange="172.18.200.0/24", kindSubnet="172.18.0.0/16"))
     assert len(lab.tenants) == 52
 
 

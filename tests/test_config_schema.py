@@ -14,6 +14,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from pydantic import Field, ValidationError
 
+from components.addresses import DEFAULT_KIND_SUBNET
 from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
 from components.config.messages import problem_lines
 from components.config.models import ConfigModel
@@ -175,7 +176,7 @@ def test_nested_values_keep_their_strict_meaning(tenant, expected):
     [
         ({"kamajiImageTag": "edge tag"}, "kamajiImageTag: 'edge tag' is not an image tag"),
         ({"nodeImage": 7}, "nodeImage: expected a string, got 7"),
-        ({"kindSubnet": "fd00::/64"}, "kindSubnet: 'fd00::/64' is not an IPv4 CIDR such as 172.18.0.0/16"),
+        ({"kindSubnet": "fd00::/64"}, f"kindSubnet: 'fd00::/64' is not an IPv4 CIDR such as {DEFAULT_KIND_SUBNET}"),
         ({"managementClusterName": "Lab"}, "managementClusterName: 'Lab' is not a lower-case DNS label"),
     ],
 )
@@ -297,7 +298,8 @@ ONLY_THE_PROGRAM_CATCHES = [
     ({"tenants": [{"name": "a", "serviceCidr": "10.244.0.0/24"}]}, "tenants[0].serviceCidr: 10.244.0.0/24 overlaps"),
     ({"tenants": [{"name": "a", "workers": 2, "podCidr": "10.0.0.0/24"}]}, "cannot give each of 2 workers a /24"),
     ({"kindSubnet": "172.18.0.0/16", "metallbAddressRange": "10.0.0.1-10.0.0.5", "tenants": [A]}, "lies outside"),
-    ({"metallbAddressRange": "172.18.0.10-172.18.0.20", "tenants": [A]}, "reaches into the lower half"),
+    ({"metallbAddressRange": f"{DEFAULT_KIND_SUBNET[10]}-{DEFAULT_KIND_SUBNET[20]}", "tenants": [A]},
+     "reaches into the lower half"),
     ({"kindSubnet": "10.1.0.0/28", "metallbAddressRange": "10.1.0.8-10.1.0.15",
       "tenants": [{"name": "a", "workers": 5}]}, "would get the fixed address"),
     ({"tenants": [{"name": "a", "nodeImage": "kindest/node:v1.35.7"}]}, "runs Kubernetes v1.35.7"),

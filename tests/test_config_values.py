@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from components.addresses import DEFAULT_KIND_SUBNET
 from components.config import ConfigError, parse_settings
 from tests.plan import dev_config
 from tests.test_machines import EXISTING, MOCK_GPU_TENANT, SECRETS
@@ -28,8 +29,8 @@ def with_address(address) -> dict:
 @pytest.mark.parametrize("subnet", ["0.0.0.0/0", "8.8.8.0/24", "224.0.0.0/4", "100.64.0.0/10"])
 def test_a_kind_subnet_that_is_not_private_is_refused(subnet):
     assert problem(dev_config(kindSubnet=subnet)) == (
-        f"  kamaji-hami-lab:kindSubnet: {subnet!r} is not a private network; the kind docker network is one, e.g. "
-        "172.18.0.0/16 (docker network inspect kind)")
+        f"  kamaji-hami-lab:kindSubnet: {subnet!r} is not a private network; the lab's docker network needs one, "
+        f"e.g. {DEFAULT_KIND_SUBNET} (the default) or a /16 of 10.0.0.0/8")
 
 
 @pytest.mark.parametrize("subnet", ["172.18.0.0/16", "10.89.0.0/24", "192.168.49.0/24"])

@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from components.kind_management_cluster import KIND_NETWORK
 from tests.test_scripts import MANAGEMENT_KUBECONFIG, TENANT_KUBECONFIG, b64, fakes, reply, run_kind_up  # noqa: F401
 
 
@@ -49,12 +52,16 @@ def test_a_refusing_tenant_api_is_reported_as_not_yet_authorised(fakes):
     assert "unreachable" not in result.stderr
 
 
-def test_kind_up_keeps_kind_on_the_kind_network(fakes):
+@pytest.mark.parametrize("users_setting", [{}, {"KIND_EXPERIMENTAL_DOCKER_NETWORK": "elsewhere"},
+                                           {"KIND_EXPERIMENTAL_DOCKER_NETWORK": ""}])
+def test_kind_up_puts_kinds_node_on_the_labs_network(fakes, users_setting):
+    # Whatever the user's shell says: the workers and the MetalLB pools are on the lab's network.
     fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
 
-    result = run_kind_up(fakes, KIND_EXPERIMENTAL_DOCKER_NETWORK="elsewhere")
+    result = run_kind_up(fakes, **users_setting)
 
     assert result.returncode == 0, result.stderr
     (create,) = fakes.calls("kind", "^create cluster")
-    # kubernetes-sigs/kind pkg/cluster/internal/providers/docker: the variable renames the node network.
-    assert "KIND_EXPERIMENTAL_DOCKER_NETWORK" not in create["env"]
+    # kind puts the node on the network this names, else on `kind`
+    # (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/provider.go@v0.33.0-alpha, Provision).
+    assert create["env"]["KIND_EXPERIMENTAL_DOCKER_NETWORK"] == KIND_NETWORK

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components import config, docker_host
+from components.addresses import DEFAULT_KIND_SUBNET
 from tests.plan import ROOT, dev_config, fake_kubeconfig, is_secret, plan, resolve
 from tests.test_guards import CONSOLE_SAFE_LOGGING, assert_variables_match_scripts, declared_bound, script_of, seconds
 
@@ -205,7 +206,7 @@ def test_the_kind_cluster_records_its_kubeconfig_and_subnet(up_plan):
     (cluster,) = up_plan.of_type("kamaji-hami-lab:index:ManagementCluster")
     assert up_plan.component_outputs[cluster.urn] == {
         "kubeconfig": resolve(up_plan.outputs["managementKubeconfig"]),
-        "kindSubnet": "172.18.0.0/16",  # the default, and tests.plan's mocked kind network
+        "kindSubnet": str(DEFAULT_KIND_SUBNET),  # planned with the default when kindSubnet is empty
     }
 
 
@@ -216,7 +217,7 @@ def test_the_real_kind_network_is_compared_with_the_planned_subnet_before_anythi
     (check,) = preview.commands("kind-subnet.sh")
     # The subnet kind-up.sh creates a missing network with is the one kind-subnet.sh then expects.
     assert check.inputs["environment"]["EXPECTED_SUBNET"] == kind.inputs["environment"]["KIND_SUBNET"]
-    assert kind.inputs["environment"]["KIND_SUBNET"] == configured.get("kindSubnet", "172.18.0.0/16")
+    assert kind.inputs["environment"]["KIND_SUBNET"] == configured.get("kindSubnet", str(DEFAULT_KIND_SUBNET))
     assert kind.urn in check.dependencies, "read once the cluster (and so the network) exists"
     # Nothing goes onto the cluster before: its provider's kubeconfig is read after the check.
     (kubeconfig,) = preview.commands("kind-kubeconfig.sh")

@@ -54,7 +54,7 @@ def test_a_subnet_whose_upper_half_is_under_51_addresses_is_refused(subnet):
 
 @pytest.mark.parametrize("subnet", ["10.0.0.0/23", "10.0.0.0/24", "10.0.0.0/25", "172.18.0.0/16"])
 def test_no_lab_name_puts_its_pool_in_the_lower_half(subnet):
-    # The lower half is Docker's and the workers' (docs/architecture.md, Addresses on the kind network);
+    # The lower half is Docker's and the workers' (docs/architecture.md, Addresses on the lab's network);
     # enough names to land in every block the subnet's upper half has.
     network = ipaddress.ip_network(subnet)
     upper_half = list(network.subnets())[1]

@@ -2,6 +2,7 @@
 
 import yaml
 
+from components.addresses import DEFAULT_KIND_SUBNET
 from tests.plan import NODE_IMAGE, dev_config, is_secret, plan, resolve
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -116,10 +117,10 @@ def test_metallb_announces_the_labs_pool_from_its_own_namespace(dev_plan):
 
 def test_pool_is_carved_from_the_kind_network(up_plan):
     (pool,) = up_plan.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
-    # The mocked kind network (tests.plan.KIND_SUBNET) is 172.18.0.0/16; this is the block the default lab
-    # name "kamaji" gets. Pinned: a different block would move the addresses of every existing lab.
-    assert pool.inputs["spec"]["addresses"] == ["172.18.149.0-172.18.149.50"]
-    assert resolve(up_plan.outputs["metallbAddressRange"]) == "172.18.149.0-172.18.149.50"
+    # The lab's network has the default subnet 172.30.0.0/16; this is the block the default lab name "kamaji"
+    # gets. Pinned: a different block would move the addresses of every existing lab.
+    assert pool.inputs["spec"]["addresses"] == ["172.30.149.0-172.30.149.50"]
+    assert resolve(up_plan.outputs["metallbAddressRange"]) == "172.30.149.0-172.30.149.50"
 
 
 def test_a_configured_range_in_a_known_subnet_is_known_at_preview():
@@ -185,7 +186,7 @@ def test_kind_cluster_is_created_and_deleted_by_name(dev_plan):
 def test_the_pool_is_known_at_the_first_preview_with_or_without_kind_subnet(up_plan):
     # Without kindSubnet the lab plans with the default kind-up.sh creates the network with.
     (applied,) = up_plan.of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
-    for config in (dev_config(kindSubnet="172.18.0.0/16"), dev_config()):
+    for config in (dev_config(kindSubnet=str(DEFAULT_KIND_SUBNET)), dev_config()):
         (pool,) = plan(config, preview=True).of_type("kubernetes:metallb.io/v1beta1:IPAddressPool")
         assert pool.inputs["spec"] == applied.inputs["spec"]
 

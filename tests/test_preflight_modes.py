@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 
 import pytest
 import yaml
 
+from components.addresses import DEFAULT_KIND_SUBNET, dynamic_range
+from components.kind_management_cluster import KIND_NETWORK as LAB_NETWORK
 from tests.test_preflight import make_host, preflight, run_preflight
 from tests.test_scripts import ROOT
 
@@ -205,92 +209,109 @@ def test_without_a_stack_nothing_is_estimated(tmp_path, capsys):
 
 
 # `docker network inspect --format '{{index .Labels "kamaji-hami-lab.io/layout"}}|{{range .IPAM.Config}}{{.Subnet}}=
-# {{.IPRange}} {{end}}' kind`: the lab's label, then each IPAM entry with its ip-range (empty when none was given). As
-# kind-up.sh creates it: labelled, the default subnet with Docker's own addresses in its first quarter. As kind creates
-# it: no label, an IPv4 subnet Docker picked without a range, and kind's IPv6 /64 (kubernetes-sigs/kind
-# pkg/cluster/internal/providers/docker/network.go@v0.33.0-alpha, createNetwork). A missing network exits 1 with the
-# daemon's "network kind not found".
-KIND_NETWORK = (0, "quarters|172.18.0.0/16=172.18.0.0/18 \n")
-KINDS_OWN_NETWORK = (0, "|172.18.0.0/16= fc00:f853:ccd:e793::/64= \n")
-NO_KIND_NETWORK = (1, "Error response from daemon: network kind not found")
+# {{.IPRange}} {{end}}' kamaji-hami-lab`: the lab's label, then each IPAM entry with its ip-range (empty when none was
+# given). As kind-up.sh creates it: labelled, the subnet with Docker's own addresses in its first quarter. As Docker
+# lays out a network made without a subnet (kind's own `kind`): no label, an IPv4 subnet Docker picked without a range,
+# and kind's IPv6 /64 (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/network.go@v0.33.0-alpha,
+# createNetwork). A missing network exits 1 with the daemon's "network kamaji-hami-lab not found".
+D = DEFAULT_KIND_SUBNET
+LAB_NETWORK_AT_DEFAULT = (0, f"quarters|{D}={dynamic_range(D)} \n")
+UNLAID_NETWORK = (0, f"|{D}= fc00:f853:ccd:e793::/64= \n")
+NO_LAB_NETWORK = (1, f"Error response from daemon: network {LAB_NETWORK} not found")
+# The networks every Docker host has (`docker network ls`), as `docker network inspect --format
+# '{{.Name}}|{{range .IPAM.Config}}{{.Subnet}} {{end}}'` shows them: docker0's bridge at the bottom of Docker's pools.
+DEFAULT_NETWORKS = {"bridge": "172.17.0.0/16", "host": "", "none": ""}
+KINDS_OWN = "fc00:f853:ccd:e793::/64 172.18.0.0/16"  # where Docker usually puts kind's `kind` network
 
 
-def with_kind_network(tmp_path, stack, answer):
+def with_kind_network(tmp_path, stack, answer, networks=None):
+    """A host whose lab network inspect gives `answer` and whose Docker has `networks` (name: subnets)."""
     import dataclasses
 
     host, calls = make_host(tmp_path, stack_config=stack)
+    networks = {**DEFAULT_NETWORKS, **(networks or {})}
+    ids = {f"{index:012x}": name for index, name in enumerate(networks)}
     asked = []
 
     def run(argv):
-        if list(argv[:3]) == ["docker", "network", "inspect"]:
-            asked.append(list(argv))
+        argv = list(argv)
+        if argv[:3] == ["docker", "network", "inspect"] and argv[-1] == LAB_NETWORK:
+            asked.append(argv)
             return answer
+        if argv == ["docker", "network", "ls", "--quiet"]:
+            asked.append(argv)
+            return 0, "\n".join(ids)
+        if argv[:4] == ["docker", "network", "inspect", "--format"] and argv[4].startswith("{{.Name}}|"):
+            asked.append(argv)
+            return 0, "".join(f"{ids[id]}|{networks[ids[id]]} \n" for id in argv[5:])
         return host.run(argv)
 
     return dataclasses.replace(host, run=run), asked
 
 
 @pytest.mark.parametrize(("values", "problem"), [
-    ({"kindSubnet": "10.89.0.0/16"}, "ERROR   kamaji-hami-lab:kindSubnet is 10.89.0.0/16, but the kind docker network "
-                                     "is 172.18.0.0/16"),
+    ({"kindSubnet": "10.89.0.0/16"}, f"ERROR   kamaji-hami-lab:kindSubnet is 10.89.0.0/16, but the docker network "
+                                     f"{LAB_NETWORK} is {D}"),
     ({"metallbAddressRange": "192.168.50.240-192.168.50.250"},
-     "ERROR   kamaji-hami-lab:metallbAddressRange 192.168.50.240-192.168.50.250 lies outside the kind docker network "
-     "172.18.0.0/16"),
-    ({"metallbAddressRange": "172.19.255.0/28"},
-     "ERROR   kamaji-hami-lab:metallbAddressRange 172.19.255.0/28 lies outside the kind docker network 172.18.0.0/16"),
-    ({"metallbAddressRange": "172.18.255.250-172.19.0.5"},
-     "ERROR   kamaji-hami-lab:metallbAddressRange 172.18.255.250-172.19.0.5 lies outside"),
+     f"ERROR   kamaji-hami-lab:metallbAddressRange 192.168.50.240-192.168.50.250 lies outside the docker network "
+     f"{LAB_NETWORK} {D}"),
+    ({"metallbAddressRange": f"{D.broadcast_address + 1}/28"},
+     f"ERROR   kamaji-hami-lab:metallbAddressRange {D.broadcast_address + 1}/28 lies outside the docker network "
+     f"{LAB_NETWORK} {D}"),
+    ({"metallbAddressRange": f"{D.broadcast_address - 5}-{D.broadcast_address + 6}"},
+     f"ERROR   kamaji-hami-lab:metallbAddressRange {D.broadcast_address - 5}-{D.broadcast_address + 6} lies outside"),
 ])
-def test_a_subnet_or_pool_that_is_not_the_real_kind_networks_is_refused(tmp_path, capsys, values, problem):
-    host, asked = with_kind_network(tmp_path, config_json([{"name": "a"}], **values), KIND_NETWORK)
+def test_a_subnet_or_pool_that_is_not_the_real_lab_networks_is_refused(tmp_path, capsys, values, problem):
+    host, asked = with_kind_network(tmp_path, config_json([{"name": "a"}], **values), LAB_NETWORK_AT_DEFAULT)
 
     code, out = run_preflight(host, capsys, "--stack", "dev")
 
     assert code == 1
     assert problem in out
-    assert asked[0][-1] == "kind"
+    assert asked[0][-1] == LAB_NETWORK
 
 
 @pytest.mark.parametrize("values", [
-    {"kindSubnet": "172.18.0.0/16"}, {"metallbAddressRange": "172.18.255.200-172.18.255.250"},
-    {"kindSubnet": "172.18.0.0/16", "metallbAddressRange": "172.18.255.192/27"},
+    {"kindSubnet": str(D)}, {"metallbAddressRange": f"{D[-56]}-{D[-6]}"},
+    {"kindSubnet": str(D), "metallbAddressRange": f"{D[-64]}/27"},
 ])
-def test_a_subnet_and_pool_of_the_real_kind_network_pass(tmp_path, capsys, values):
-    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}], **values), KIND_NETWORK)
+def test_a_subnet_and_pool_of_the_real_lab_network_pass(tmp_path, capsys, values):
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}], **values), LAB_NETWORK_AT_DEFAULT)
     assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")
 
 
-def test_before_kind_made_its_network_nothing_is_compared(tmp_path, capsys):
-    host, asked = with_kind_network(tmp_path, config_json([{"name": "a"}], kindSubnet="10.89.0.0/16"), NO_KIND_NETWORK)
+def test_before_kind_up_made_the_network_nothing_is_compared(tmp_path, capsys):
+    host, asked = with_kind_network(tmp_path, config_json([{"name": "a"}], kindSubnet="10.89.0.0/16"), NO_LAB_NETWORK)
     assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")
     assert asked
 
 
-def test_an_existing_cluster_has_no_kind_network_to_compare(tmp_path, capsys):
+def test_an_existing_cluster_has_no_lab_network_to_compare(tmp_path, capsys):
     stack = config_json(managementCluster="existing", dockerNetwork="lab-net", metallbAddressRange="10.0.0.1-10.0.0.9")
-    host, asked = with_kind_network(tmp_path, stack, KIND_NETWORK)
+    host, asked = with_kind_network(tmp_path, stack, LAB_NETWORK_AT_DEFAULT)
     run_preflight(host, capsys, "--stack", "lab")
     assert asked == []
 
 
 @pytest.mark.parametrize("args", [(), ("--stack", "dev")])
-def test_kinds_own_network_is_refused_as_it_leaves_no_room_for_fixed_worker_addresses(tmp_path, capsys, args):
+def test_a_network_docker_laid_out_is_refused_as_it_leaves_no_room_for_fixed_worker_addresses(tmp_path, capsys, args):
     # Docker may give any address of a network without --ip-range to a container, and refuses fixed addresses on a
     # subnet it picked itself: kind-up.sh would refuse it too, later.
-    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), KINDS_OWN_NETWORK)
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), UNLAID_NETWORK)
 
     code, out = run_preflight(host, capsys, *args)
 
     assert code == 1
-    assert "ERROR   the kind docker network (not created by kamaji-hami-lab) lets Docker give any address of " \
-           "172.18.0.0/16 to containers" in out
-    assert "docker network rm kind" in out and "kind get clusters" in out
+    assert f"ERROR   the docker network {LAB_NETWORK} (not created by kamaji-hami-lab) lets Docker give any address " \
+           f"of {D} to containers" in out
+    assert f"docker network inspect {LAB_NETWORK}" in out and f"docker network rm {LAB_NETWORK}" in out
 
 
 @pytest.mark.parametrize(("ip_range", "passes"), [("172.18.0.0/18", True), ("172.18.0.0/19", True),
                                                   ("172.18.0.0/17", False), ("172.18.64.0/18", False)])
 def test_a_foreign_network_passes_only_if_its_range_stays_in_the_first_quarter(tmp_path, capsys, ip_range, passes):
-    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), (0, f"|172.18.0.0/16={ip_range} \n"))
+    stack = config_json([{"name": "a"}], kindSubnet="172.18.0.0/16")
+    host, _ = with_kind_network(tmp_path, stack, (0, f"|172.18.0.0/16={ip_range} \n"))
 
     code, out = run_preflight(host, capsys, "--stack", "dev")
 
@@ -306,9 +327,90 @@ def test_without_kind_subnet_the_network_must_have_the_default_subnet(tmp_path, 
     code, out = run_preflight(host, capsys, "--stack", "dev")
 
     assert code == 1
-    assert "kamaji-hami-lab:kindSubnet is empty, so the lab plans with its default 172.18.0.0/16, but the kind " \
-           "docker network is 10.89.0.0/16" in out
+    assert f"kamaji-hami-lab:kindSubnet is empty, so the lab plans with its default {D}, but the docker network " \
+           f"{LAB_NETWORK} is 10.89.0.0/16" in out
     assert "pulumi config set kamaji-hami-lab:kindSubnet 10.89.0.0/16" in out
+
+
+def test_the_default_subnet_is_clear_of_where_docker_usually_puts_kinds_own_network(tmp_path, capsys):
+    # Most kind users have kind's `kind` network; the lab's network is created beside it.
+    host, asked = with_kind_network(tmp_path, config_json([{"name": "a"}]), NO_LAB_NETWORK, {"kind": KINDS_OWN})
+
+    assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")
+    assert ["docker", "network", "ls", "--quiet"] in asked
+
+
+def suggested_subnet(out: str) -> ipaddress.IPv4Network:
+    (suggestion,) = re.findall(r"fix: pulumi config set kamaji-hami-lab:kindSubnet (\S+)", out)
+    return ipaddress.IPv4Network(suggestion)
+
+
+def test_a_planned_subnet_another_network_has_is_refused_before_anything_is_created(tmp_path, capsys):
+    # kind's own network where the lab plans its own: Docker would refuse to create the lab's ("Pool overlaps").
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), NO_LAB_NETWORK,
+                                {"kind": f"fc00:f853:ccd:e793::/64 {D}", "compose_default": "172.29.0.0/16"})
+
+    code, out = run_preflight(host, capsys, "--stack", "dev")
+
+    assert code == 1
+    assert f"ERROR   kamaji-hami-lab:kindSubnet is empty, so the lab plans with its default {D}, which overlaps the " \
+           f"docker network kind ({D})" in out
+    assert "compose_default" not in out and "bridge" not in out
+    # A concrete free /16 to set: private, and clear of every network on the host.
+    spare = suggested_subnet(out)
+    assert spare.is_private and spare.prefixlen == 16
+    assert not any(spare.overlaps(ipaddress.IPv4Network(taken)) for taken in ("172.17.0.0/16", str(D), "172.29.0.0/16"))
+
+
+@pytest.mark.parametrize(("other", "clashes"), [("10.89.255.0/24", True), ("10.88.0.0/15", True),
+                                                ("10.90.0.0/24", False), ("10.88.255.0/24", False)])
+def test_a_configured_subnet_clashes_with_any_network_sharing_an_address(tmp_path, capsys, other, clashes):
+    stack = config_json([{"name": "a"}], kindSubnet="10.89.0.0/16")
+    host, _ = with_kind_network(tmp_path, stack, NO_LAB_NETWORK, {"other": other})
+
+    code, out = run_preflight(host, capsys, "--stack", "dev")
+
+    if clashes:
+        assert code == 1
+        assert f"kamaji-hami-lab:kindSubnet is 10.89.0.0/16, which overlaps the docker network other ({other})" in out
+        assert not suggested_subnet(out).overlaps(ipaddress.IPv4Network(other))
+    else:
+        assert (code, out) == (0, "preflight: all good\n")
+
+
+def test_the_suggested_subnet_leaves_dockers_pools_when_their_top_is_taken(tmp_path, capsys):
+    crowded = {f"net{octet}": f"172.{octet}.0.0/16" for octet in range(18, 32)}
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), NO_LAB_NETWORK, crowded)
+
+    code, out = run_preflight(host, capsys, "--stack", "dev")
+
+    assert code == 1
+    spare = suggested_subnet(out)
+    assert spare.is_private and spare.prefixlen == 16 and not spare.overlaps(ipaddress.IPv4Network("172.16.0.0/12"))
+
+
+def test_the_labs_own_network_is_no_clash_with_itself(tmp_path, capsys):
+    # Another lab on this host created it between the preflight's two looks.
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), NO_LAB_NETWORK,
+                                {LAB_NETWORK: str(D), "kind": KINDS_OWN})
+    assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")
+
+
+@pytest.mark.parametrize("docker", ["ls", "inspect"])
+def test_a_docker_that_does_not_list_its_networks_adds_no_finding(tmp_path, capsys, docker):
+    # The daemon check reports a Docker that does not answer; kind-up.sh names an overlap when it creates.
+    import dataclasses
+
+    host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), NO_LAB_NETWORK, {"kind": f"{D}"})
+    answered = host.run
+
+    def run(argv):
+        if list(argv[:3]) == ["docker", "network", docker] and argv[-1] != LAB_NETWORK:
+            return 1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
+        return answered(argv)
+
+    code, out = run_preflight(dataclasses.replace(host, run=run), capsys, "--stack", "dev")
+    assert (code, out) == (0, "preflight: all good\n")
 
 
 def test_without_a_stack_the_subnet_is_not_compared(tmp_path, capsys):
@@ -317,11 +419,10 @@ def test_without_a_stack_the_subnet_is_not_compared(tmp_path, capsys):
     assert run_preflight(host, capsys) == (0, "preflight: all good\n")
 
 
-def test_the_preflight_plans_with_the_programs_default_subnet():
+def test_the_preflight_plans_with_the_programs_network_and_default_subnet():
     # Kept twice because the preflight runs on the standard library only.
-    from components.addresses import DEFAULT_KIND_SUBNET
-
     assert preflight.DEFAULT_KIND_SUBNET == DEFAULT_KIND_SUBNET
+    assert preflight.LAB_NETWORK == LAB_NETWORK
 
 
 def test_the_network_kind_up_creates_passes_the_preflight(tmp_path, capsys):
@@ -332,7 +433,8 @@ def test_the_network_kind_up_creates_passes_the_preflight(tmp_path, capsys):
     fakes.on("docker", NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK).on("docker", r"^network inspect bridge ", "\n")
     fakes.on("docker", r"^network create ", "network-id\n")
     fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
-    assert run_kind_up(fakes, NO_NETWORK).returncode == 0
+    # With the layout the program hands kind-up.sh when kindSubnet is empty.
+    assert run_kind_up(fakes, NO_NETWORK, KIND_SUBNET=str(D), KIND_IP_RANGE=str(dynamic_range(D))).returncode == 0
     (create,) = fakes.calls("docker", "^network create")
     argv = create["argv"]
     made = {flag: value for flag, value in zip(argv, argv[1:], strict=False) if flag.startswith("--")}

@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.kind_management_cluster import KIND_NETWORK
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 FAKE_TOOL = Path(__file__).resolve().parent / "fakebin" / "fake_tool.py"
@@ -177,14 +179,18 @@ def tenant_api(fakes: Fakes, ca_pem: str = "") -> Fakes:
 
 
 OWNER_JSONPATH = r"get nodes -o jsonpath=\{.items\[0\].metadata.labels.kamaji-hami-lab\\.io/owner\}"
-# The layout the program hands kind-up.sh for the default subnet (components/addresses.py).
-KIND_LAYOUT = {"KIND_SUBNET": "172.18.0.0/16", "KIND_IP_RANGE": "172.18.0.0/18"}
-# kind-up.sh's own inspect of the kind network: "<its label>|<subnet>=<ip-range> ..."; see tests/test_preflight_modes.py
-# for the shapes (ours, kind's own, missing).
-NETWORK_INSPECT = r"^network inspect --format .*\|.* kind$"
+# The layout the program hands kind-up.sh for kindSubnet 172.18.0.0/16 (components/addresses.py).
+KIND_LAYOUT = {"KIND_NETWORK": KIND_NETWORK, "KIND_SUBNET": "172.18.0.0/16", "KIND_IP_RANGE": "172.18.0.0/18"}
+# kind-up.sh's own inspect of the lab's network: "<its label>|<subnet>=<ip-range> ..."; see
+# tests/test_preflight_modes.py for the shapes (ours, one without a layout, missing).
+NETWORK_INSPECT = rf"^network inspect --format .*\|.* {KIND_NETWORK}$"
 OUR_NETWORK = "quarters|172.18.0.0/16=172.18.0.0/18 \n"
-KINDS_OWN_NETWORK = "|172.18.0.0/16= fc00:f853:ccd:e793::/64= \n"
-NO_NETWORK = reply(exit=1, stderr="Error response from daemon: network kind not found\n")
+# One with the lab's name that Docker laid out itself (no --ip-range), as kind makes its own `kind`.
+UNLAID_NETWORK = "|172.18.0.0/16= fc00:f853:ccd:e793::/64= \n"
+NO_NETWORK = reply(exit=1, stderr=f"Error response from daemon: network {KIND_NETWORK} not found\n")
+# kind-up.sh's inspect of an adopted cluster's node container (kind names it <cluster>-control-plane):
+# "yes" when it is on the lab's network.
+NODE_ON_NETWORK = r"^inspect --format .* mgmt-control-plane$"
 
 
 def run_kind_up(fakes, network: str | dict = OUR_NETWORK, **env: str):
@@ -193,11 +199,15 @@ def run_kind_up(fakes, network: str | dict = OUR_NETWORK, **env: str):
                      **{**KIND_LAYOUT, **env})
 
 
-def test_kind_up_adopts_a_cluster_this_lab_created(fakes):
-    fakes.on("kind", r"^get clusters$", "other\nmgmt\n").on(
-        "kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n"
-    )
-    fakes.on("kubectl", OWNER_JSONPATH, "lab.dev")
+def ours_and_running(fakes: Fakes) -> Fakes:
+    """A cluster named mgmt whose node carries this lab's mark."""
+    fakes.on("kind", r"^get clusters$", "other\nmgmt\n")
+    fakes.on("kind", r"^get kubeconfig --name mgmt$", "KUBECONFIG-TEXT\n")
+    return fakes.on("kubectl", OWNER_JSONPATH, "lab.dev")
+
+
+def test_kind_up_adopts_a_cluster_this_lab_created_on_the_labs_network(fakes):
+    ours_and_running(fakes).on("docker", NODE_ON_NETWORK, "yes\n")
 
     result = run_kind_up(fakes)
 
@@ -206,6 +216,34 @@ def test_kind_up_adopts_a_cluster_this_lab_created(fakes):
     assert "adopting" in result.stderr
     assert fakes.calls("kind", "create") == []
     assert not (fakes.home / ".kube").exists()
+    (inspect,) = fakes.calls("docker", NODE_ON_NETWORK)
+    assert f'index .NetworkSettings.Networks "{KIND_NETWORK}"' in " ".join(inspect["argv"])
+
+
+def test_kind_up_refuses_to_adopt_its_cluster_whose_node_is_not_on_the_labs_network(fakes):
+    # Made by a version that put kind's node on kind's own `kind` network: the workers could not reach it.
+    ours_and_running(fakes).on("docker", NODE_ON_NETWORK, "\n")
+
+    result = run_kind_up(fakes)
+
+    assert result.returncode != 0 and result.stdout == ""
+    assert f"kind cluster mgmt belongs to this lab but its node is not on docker network {KIND_NETWORK}," \
+        in result.stderr
+    assert "make down, then make up" in result.stderr
+    assert "adopting" not in result.stderr
+    assert fakes.calls("kind", "(create|delete)") == [] and fakes.calls("docker", "^network (create|rm)") == []
+
+
+def test_kind_up_stops_when_docker_cannot_inspect_the_node_it_would_adopt(fakes):
+    ours_and_running(fakes).on("docker", NODE_ON_NETWORK, reply(exit=1, stderr="Error: No such object: "
+                                                                       "mgmt-control-plane\n"))
+
+    result = run_kind_up(fakes)
+
+    assert result.returncode != 0 and result.stdout == ""
+    assert "cannot inspect the node container mgmt-control-plane of kind cluster mgmt" in result.stderr
+    assert "adopting" not in result.stderr
+    assert fakes.calls("kind", "(create|delete)") == []
 
 
 def test_kind_up_refuses_a_same_named_cluster_it_did_not_create(fakes):
@@ -257,7 +295,7 @@ def test_kind_up_hands_kind_its_admin_kubeconfig_on_the_runtime_tmpfs(fakes, tmp
     assert list(runtime.iterdir()) == []
 
 
-def test_kind_up_creates_a_missing_kind_network_with_room_for_fixed_addresses(fakes):
+def test_kind_up_creates_the_missing_labs_network_with_room_for_fixed_addresses(fakes):
     # Missing at first; once created, the inspect reads what `docker network create` made of the arguments.
     fakes.on("docker", NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK)
     fakes.on("docker", r"^network inspect bridge ", "1400\n").on("docker", r"^network create ", "network-id\n")
@@ -269,7 +307,7 @@ def test_kind_up_creates_a_missing_kind_network_with_room_for_fixed_addresses(fa
     (create,) = fakes.calls("docker", "^network create")
     argv = create["argv"]
     options = {flag: value for flag, value in zip(argv, argv[1:], strict=False) if flag.startswith("--")}
-    assert argv[-1] == "kind"
+    assert argv[-1] == KIND_NETWORK
     assert (options["--subnet"], options["--ip-range"]) == ("172.18.0.0/16", "172.18.0.0/18")
     assert options["--label"].startswith("kamaji-hami-lab.io/")
     # As kind creates it (pkg/cluster/internal/providers/docker/network.go@v0.33.0-alpha, createNetwork).
@@ -291,7 +329,7 @@ def test_kind_up_leaves_out_an_mtu_the_default_bridge_does_not_set(fakes):
     assert not any("mtu" in arg for arg in create["argv"])
 
 
-def test_kind_up_reuses_the_labs_own_kind_network_without_a_word(fakes):
+def test_kind_up_reuses_the_labs_own_network_without_a_word(fakes):
     fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
 
     result = run_kind_up(fakes, OUR_NETWORK)
@@ -302,28 +340,29 @@ def test_kind_up_reuses_the_labs_own_kind_network_without_a_word(fakes):
     assert fakes.calls("kind", "^create cluster")
 
 
-@pytest.mark.parametrize("network", [KINDS_OWN_NETWORK, "|172.18.0.0/16=172.18.0.0/17 \n",
+@pytest.mark.parametrize("network", [UNLAID_NETWORK, "|172.18.0.0/16=172.18.0.0/17 \n",
                                      "quarters|172.18.0.0/16=172.18.64.0/18 \n"])
-def test_kind_up_refuses_a_kind_network_that_lets_docker_take_the_workers_addresses(fakes, network):
-    # kind's own network (no --ip-range), or a range beyond the first quarter: Docker could give a sleeping
-    # worker's address to another container.
+def test_kind_up_refuses_a_network_that_lets_docker_take_the_workers_addresses(fakes, network):
+    # No --ip-range, or a range beyond the first quarter: Docker could give a sleeping worker's address to
+    # another container.
     fakes.on("kind", r"^get clusters$", "")
 
     result = run_kind_up(fakes, network)
 
     assert result.returncode != 0
-    assert "docker network rm kind" in result.stderr and "kind get clusters" in result.stderr
+    assert f"docker network inspect {KIND_NETWORK}" in result.stderr
+    assert f"docker network rm {KIND_NETWORK}" in result.stderr
     assert "not created by kamaji-hami-lab" in result.stderr or "labelled" in result.stderr
     assert fakes.calls("docker", "^network (create|rm)") == [] and fakes.calls("kind") == []
 
 
-def test_kind_up_uses_a_foreign_kind_network_whose_range_is_exactly_the_first_quarter_and_says_so(fakes):
+def test_kind_up_uses_a_foreign_network_whose_range_is_exactly_the_first_quarter_and_says_so(fakes):
     fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
 
     result = run_kind_up(fakes, "|172.18.0.0/16=172.18.0.0/18 fc00:f853:ccd:e793::/64= \n")
 
     assert result.returncode == 0, result.stderr
-    assert "WARNING: docker network kind was not created by kamaji-hami-lab" in result.stderr
+    assert f"WARNING: docker network {KIND_NETWORK} was not created by kamaji-hami-lab" in result.stderr
     assert fakes.calls("docker", "^network (create|rm)") == []
 
 
@@ -344,8 +383,8 @@ def test_kind_up_checks_a_network_another_lab_created_meanwhile(fakes):
     # Two labs coming up side by side: the other one's create won.
     fakes.on("docker", NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK)
     fakes.on("docker", r"^network inspect bridge ", "\n")
-    fakes.on("docker", r"^network create ", reply(exit=1, stderr="Error response from daemon: network with name kind "
-                                                          "already exists\n"))
+    fakes.on("docker", r"^network create ", reply(exit=1, stderr="Error response from daemon: network with name "
+                                                          f"{KIND_NETWORK} already exists\n"))
     fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
 
     assert run_kind_up(fakes, NO_NETWORK).returncode == 0
@@ -356,7 +395,7 @@ def test_kind_up_stops_when_docker_cannot_say_whether_the_network_exists(fakes):
     result = run_kind_up(fakes, reply(exit=1, stderr="Cannot connect to the Docker daemon at unix:///var/run/docker.sock"))
 
     assert result.returncode != 0
-    assert "cannot inspect docker network kind: Cannot connect to the Docker daemon" in result.stderr
+    assert f"cannot inspect docker network {KIND_NETWORK}: Cannot connect to the Docker daemon" in result.stderr
     assert fakes.calls("docker", "^network create") == [] and fakes.calls("kind") == []
 
 
@@ -379,25 +418,124 @@ def test_kind_kubeconfig_fails_clearly_when_the_cluster_is_missing(fakes):
     assert "cannot read the kubeconfig of kind cluster mgmt" in result.stderr
 
 
+# kind-down.sh's inspect of the lab's network: "<its layout label>|<how many containers are on it>".
+NETWORK_USAGE = rf"^network inspect --format .*\|\{{\{{len \.Containers\}}\}} {KIND_NETWORK}$"
+NETWORK_RM = rf"^network rm {KIND_NETWORK}$"
+
+
+def run_kind_down(fakes: Fakes, usage: str | dict | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """kind-down.sh of a stack that hands it the lab's network; usage: the reply to its inspect."""
+    if usage is not None:
+        fakes.on("docker", NETWORK_USAGE, usage)
+    return fakes.run("kind-down.sh", CLUSTER_NAME="mgmt", **{"KIND_NETWORK": KIND_NETWORK, **env})
+
+
 def test_kind_down_succeeds_when_the_cluster_is_already_gone(fakes):
     fakes.on("kind", r"^get clusters$", reply(stderr="No kind clusters found.\n"))
+    fakes.on("docker", NETWORK_RM, "")
 
-    result = fakes.run("kind-down.sh", CLUSTER_NAME="mgmt")
+    result = run_kind_down(fakes, "quarters|0\n")
 
     assert result.returncode == 0, result.stderr
     assert fakes.calls("kind", "delete") == []
+    # A destroy that stopped after the cluster was deleted still removes the network on its re-run.
+    assert len(fakes.calls("docker", NETWORK_RM)) == 1
 
 
 def test_kind_down_deletes_without_touching_the_users_kubeconfig(fakes):
     fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
+    fakes.on("docker", NETWORK_RM, "")
 
-    result = fakes.run("kind-down.sh", CLUSTER_NAME="mgmt")
+    result = run_kind_down(fakes, "quarters|0\n")
 
     assert result.returncode == 0, result.stderr
     (delete,) = fakes.calls("kind", "^delete cluster")
     assert delete["argv"][:5] == ["delete", "cluster", "--name", "mgmt", "--kubeconfig"]
     assert fakes.home not in Path(delete["argv"][5]).parents
     assert result.stdout == ""
+
+
+def test_kind_down_removes_the_labs_network_once_no_container_is_left_on_it(fakes):
+    fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
+    fakes.on("docker", NETWORK_RM, f"{KIND_NETWORK}\n")
+
+    result = run_kind_down(fakes, "quarters|0\n")
+
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" not in result.stderr and result.stdout == ""
+    # Counted after the cluster's node container is gone, so it does not keep the network.
+    order = [(call["tool"], call["argv"][:2]) for call in fakes.calls()]
+    assert order[-3:] == [("kind", ["delete", "cluster"]), ("docker", ["network", "inspect"]),
+                          ("docker", ["network", "rm"])]
+
+
+def test_kind_down_leaves_the_network_to_the_last_lab_on_it(fakes):
+    # Another lab's kind node and workers are still on the shared network.
+    fakes.on("kind", r"^get clusters$", "mgmt\nother-lab\n").on("kind", r"^delete cluster ", "")
+
+    result = run_kind_down(fakes, "quarters|4\n")
+
+    assert result.returncode == 0, result.stderr
+    assert fakes.calls("docker", "^network rm") == []
+    assert f"docker network {KIND_NETWORK} still has 4 containers" in result.stderr
+    assert "WARNING" not in result.stderr
+
+
+def test_kind_down_leaves_a_network_the_lab_did_not_make(fakes):
+    # Someone made a network of that name (no layout label) before the lab used it: it stays theirs.
+    fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
+
+    result = run_kind_down(fakes, "|0\n")
+
+    assert result.returncode == 0, result.stderr
+    assert fakes.calls("docker", "^network rm") == []
+    assert f"docker network {KIND_NETWORK} was not made by kamaji-hami-lab" in result.stderr
+
+
+def test_kind_down_is_quiet_when_the_network_is_already_gone(fakes):
+    fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
+
+    result = run_kind_down(fakes, NO_NETWORK)
+
+    assert result.returncode == 0, result.stderr
+    assert fakes.calls("docker", "^network rm") == []
+    assert "WARNING" not in result.stderr
+
+
+def test_kind_down_never_fails_destroy_when_docker_cannot_say_who_uses_the_network(fakes):
+    fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
+
+    result = run_kind_down(fakes, reply(exit=1, stderr="Cannot connect to the Docker daemon at unix:///var/run/docker.sock"))
+
+    assert result.returncode == 0, result.stderr
+    assert fakes.calls("docker", "^network rm") == []
+    assert f"WARNING: cannot inspect docker network {KIND_NETWORK}, left as it is: Cannot connect" in result.stderr
+
+
+def test_kind_down_leaves_the_network_to_a_lab_that_joined_it_meanwhile(fakes):
+    # Docker refuses to remove a network with a container on it: that lab's kind-down removes it later.
+    fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
+    fakes.on("docker", NETWORK_RM, reply(exit=1, stderr=f"Error response from daemon: error while removing network: "
+                                                        f"network {KIND_NETWORK} id 3f2a has active endpoints\n"))
+
+    result = run_kind_down(fakes, "quarters|0\n")
+
+    assert result.returncode == 0, result.stderr
+    assert len(fakes.calls("docker", NETWORK_RM)) == 1
+    assert f"WARNING: docker network {KIND_NETWORK} was not removed: Error response from daemon" in result.stderr
+    assert "has active endpoints" in result.stderr
+
+
+def test_kind_down_of_a_stack_made_before_the_labs_network_leaves_docker_networks_alone(fakes):
+    # Its delete step keeps the environment it was created with, which has no KIND_NETWORK: its cluster sat on
+    # kind's own `kind` network, which other kind clusters use.
+    fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
+
+    result = fakes.run("kind-down.sh", CLUSTER_NAME="mgmt")
+
+    assert result.returncode == 0, result.stderr
+    assert len(fakes.calls("kind", "^delete cluster")) == 1
+    assert fakes.calls("docker") == []
 
 
 # --- kind-subnet ------------------------------------------------------------------------------------

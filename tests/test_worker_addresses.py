@@ -10,7 +10,9 @@ import ipaddress
 
 import pytest
 
+from components.addresses import DEFAULT_KIND_SUBNET, worker_part
 from components.config import ConfigError, parse_settings
+from components.kind_management_cluster import KIND_NETWORK
 from tests.plan import dev_config, plan, resolve, tenants
 from tests.test_management_modes import EXISTING_KUBECONFIG, INSTALLED
 from tests.test_tenant_versions import CONTAINER
@@ -25,7 +27,7 @@ def pinned(preview) -> dict[str, ipaddress.IPv4Address]:
     addresses = {}
     for container in preview.of_type(CONTAINER):
         (network,) = container.inputs["networksAdvanced"]
-        assert network["name"] == "kind"
+        assert network["name"] == KIND_NETWORK
         addresses[container.inputs["name"]] = ipaddress.IPv4Address(network["ipv4Address"])
     return addresses
 
@@ -121,18 +123,24 @@ def test_the_smallest_kind_subnet_the_layout_splits_is_accepted_and_a_smaller_on
     assert "kamaji-hami-lab:kindSubnet: 10.1.0.0/29 is too small" in message
 
 
-@pytest.mark.parametrize("pool", ["172.18.127.200-172.18.128.10", "172.18.0.100-172.18.0.150", "172.18.64.0/24"])
+# Without kindSubnet the lab plans with the default subnet; its upper half starts here.
+UPPER_HALF = DEFAULT_KIND_SUBNET[DEFAULT_KIND_SUBNET.num_addresses // 2]
+
+
+@pytest.mark.parametrize("pool", [f"{UPPER_HALF - 56}-{UPPER_HALF + 10}",
+                                  f"{DEFAULT_KIND_SUBNET[100]}-{DEFAULT_KIND_SUBNET[150]}",
+                                  str(next(worker_part(DEFAULT_KIND_SUBNET).subnets(new_prefix=24)))])
 def test_a_configured_pool_in_the_networks_lower_half_is_refused(pool):
     message = refusal(metallbAddressRange=pool)
     assert f"kamaji-hami-lab:metallbAddressRange: {pool.split('/')[0]}" in message
-    assert "lower half of the kind network 172.18.0.0/16" in message
+    assert f"lower half of the kind network {DEFAULT_KIND_SUBNET}" in message
 
 
 def test_a_configured_pool_from_the_first_address_of_the_upper_half_is_accepted():
-    assert parse_settings(dev_config(metallbAddressRange="172.18.128.0-172.18.128.50")).metallb_address_range
+    assert parse_settings(dev_config(metallbAddressRange=f"{UPPER_HALF}-{UPPER_HALF + 50}")).metallb_address_range
 
 
 def test_without_kind_subnet_a_pool_outside_the_default_network_is_refused_before_anything_exists():
     message = refusal(metallbAddressRange="10.50.255.200-10.50.255.250")
-    assert "lies outside the kind network 172.18.0.0/16 (the default: kindSubnet is empty)" in message
+    assert f"lies outside the kind network {DEFAULT_KIND_SUBNET} (the default: kindSubnet is empty)" in message
     assert "kamaji-hami-lab:kindSubnet" in message

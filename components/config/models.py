@@ -551,14 +551,15 @@ class StackConfig(ConfigModel):
     metallb_address_range: AddressPool = Field(
         "",
         validate_default=True,
-        description="MetalLB pool as a.b.c.d-a.b.c.e or a CIDR; empty carves 51 addresses of the kind docker "
-        "network's upper half, in a block picked by managementClusterName.",
+        description="MetalLB pool as a.b.c.d-a.b.c.e or a CIDR; empty carves 51 addresses of the lab's "
+        "docker network's upper half, in a block picked by managementClusterName.",
     )
     kind_subnet: KindSubnet = Field(
         "",
         validate_default=True,
-        description="IPv4 subnet of the kind docker network; empty: 172.18.0.0/16. The program creates the network "
-        "with it when missing, plans every address in it, and stops if the network has another.",
+        description=f"IPv4 subnet of the lab's docker network, where kind puts its node; empty: {DEFAULT_KIND_SUBNET}. "
+        "The program creates the network with it when missing, plans every address in it, and stops if the network "
+        "has another.",
     )
     control_plane_replicas: CliPositiveInt = Field(
         1, description="API server replicas per tenant control plane (tenants may override).")

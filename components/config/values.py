@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, PlainValidator, StrictStr, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from components.addresses import parse_address_range
+from components.addresses import DEFAULT_KIND_SUBNET, parse_address_range
 from components.config.ssh_keys import UnusableKey, check_private_key
 
 MAX_LABEL = 63
@@ -171,12 +171,12 @@ def _private_network(network: ipaddress.IPv4Network | None) -> ipaddress.IPv4Net
     # Docker's default address pools are private (172.17.0.0/16 up, 192.168.0.0/16); 0.0.0.0/0 would carve
     # a pool of multicast and public addresses.
     if network is not None and not network.is_private:
-        raise invalid(f"{str(network)!r} is not a private network; the kind docker network is one, e.g. "
-                      "172.18.0.0/16 (docker network inspect kind)")
+        raise invalid(f"{str(network)!r} is not a private network; the lab's docker network needs one, e.g. "
+                      f"{DEFAULT_KIND_SUBNET} (the default) or a /16 of 10.0.0.0/8")
     return network
 
 
-KindSubnet = Annotated[CliText, _parsed(_ipv4_network, "an IPv4 CIDR such as 172.18.0.0/16"),
+KindSubnet = Annotated[CliText, _parsed(_ipv4_network, f"an IPv4 CIDR such as {DEFAULT_KIND_SUBNET}"),
                        AfterValidator(_private_network)]
 # In a stack file a secret is {secure: <ciphertext>}, which the CLI decrypts before the program sees it.
 _ENCRYPTED = {"type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"]}

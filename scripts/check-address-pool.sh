@@ -8,14 +8,15 @@
 #
 # env:    POOL          the lab's pool, first-last (e.g. 172.18.201.1-172.18.201.51)
 #         CLUSTER_NAME  this lab's kind cluster, which is not checked against itself
-#         KIND_NETWORK  optional docker network name (default: kind)
+#         KIND_NETWORK  the docker network the lab's workers and pools are on
 # stdout: nothing
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require_env POOL CLUSTER_NAME
-network=${KIND_NETWORK:-kind}
+require_env KIND_NETWORK
+network=$KIND_NETWORK
 fix="set kamaji-hami-lab:metallbAddressRange to a free range of the $network network, or choose another kamaji-hami-lab:managementClusterName (each name gets its own block)"
 
 # ipv4_span RANGE: "first last" as integers for a.b.c.d-e.f.g.h, a CIDR or a

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Prints the IPv4 subnet of the docker network kind attaches its nodes to
-# (docker IPAM picks it, not kind; the network usually also has an IPv6 /64).
+# Prints the IPv4 subnet of the docker network kind's node and the workers are on
+# (kind-up.sh creates the lab's with a chosen subnet; a network may also have an IPv6 /64).
 #
 # With EXPECTED_SUBNET, fails unless that is the network's subnet: the program plans
 # every address (MetalLB's pool, the workers' fixed ones) with the subnet it was given.
 #
-# env:    KIND_NETWORK     optional docker network name (default: kind)
+# env:    KIND_NETWORK     the docker network (the lab's own, or an existing cluster's dockerNetwork)
 #         EXPECTED_SUBNET  optional IPv4 subnet the network must have (kindSubnet, or its default)
 # stdout: the IPv4 subnet in CIDR form, e.g. 172.18.0.0/16
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-network=${KIND_NETWORK:-kind}
+require_env KIND_NETWORK
+network=$KIND_NETWORK
 
 subnets=$(docker network inspect --format '{{range .IPAM.Config}}{{.Subnet}} {{end}}' "$network") ||
 	die "cannot inspect docker network $network (does it exist? kind-up.sh creates it before the cluster)"

@@ -544,17 +544,17 @@ def test_kind_down_of_a_stack_made_before_the_labs_network_leaves_docker_network
 def test_kind_subnet_picks_ipv4_out_of_a_dual_stack_network(fakes):
     fakes.on("docker", r"^network inspect", "fc00:f853:ccd:e793::/64 172.18.0.0/16 \n")
 
-    result = fakes.run("kind-subnet.sh")
+    result = fakes.run("kind-subnet.sh", KIND_NETWORK=KIND_NETWORK)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "172.18.0.0/16\n"
-    assert fakes.calls("docker")[0]["argv"][-1] == "kind"
+    assert fakes.calls("docker")[0]["argv"][-1] == KIND_NETWORK
 
 
 def test_kind_subnet_passes_the_subnet_the_lab_plans_with(fakes):
     fakes.on("docker", r"^network inspect", "172.18.0.0/16 \n")
 
-    result = fakes.run("kind-subnet.sh", EXPECTED_SUBNET="172.18.0.0/16")
+    result = fakes.run("kind-subnet.sh", KIND_NETWORK=KIND_NETWORK, EXPECTED_SUBNET="172.18.0.0/16")
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "172.18.0.0/16\n"
@@ -563,7 +563,7 @@ def test_kind_subnet_passes_the_subnet_the_lab_plans_with(fakes):
 def test_kind_subnet_refuses_a_network_other_than_the_one_the_lab_plans_with(fakes):
     fakes.on("docker", r"^network inspect", "fc00:f853:ccd:e793::/64 172.19.0.0/16 \n")
 
-    result = fakes.run("kind-subnet.sh", EXPECTED_SUBNET="172.18.0.0/16")
+    result = fakes.run("kind-subnet.sh", KIND_NETWORK=KIND_NETWORK, EXPECTED_SUBNET="172.18.0.0/16")
 
     assert result.returncode != 0 and result.stdout == ""
     assert "kamaji-hami-lab:kindSubnet" in result.stderr
@@ -574,10 +574,10 @@ def test_kind_subnet_refuses_a_network_other_than_the_one_the_lab_plans_with(fak
 def test_kind_subnet_fails_clearly_when_the_network_is_missing(fakes):
     fakes.on("docker", r"^network inspect", NO_NETWORK)
 
-    result = fakes.run("kind-subnet.sh", EXPECTED_SUBNET="172.18.0.0/16")
+    result = fakes.run("kind-subnet.sh", KIND_NETWORK=KIND_NETWORK, EXPECTED_SUBNET="172.18.0.0/16")
 
     assert result.returncode != 0 and result.stdout == ""
-    assert "cannot inspect docker network kind" in result.stderr
+    assert f"cannot inspect docker network {KIND_NETWORK}" in result.stderr
 
 
 def test_kind_subnet_fails_clearly_without_an_ipv4_subnet(fakes):

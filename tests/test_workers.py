@@ -30,7 +30,9 @@ def test_container_runs_like_a_kind_node(dev_plan):
     # kind runs nodes with --userns=host under userns-remap; the workers always do (a no-op otherwise).
     assert worker["usernsMode"] == "host"
     assert worker["tmpfs"] == {"/tmp": "", "/run": ""}
-    assert [n["name"] for n in worker["networksAdvanced"]] == ["kind"]
+    # On the network kind-up.sh puts the management cluster's node on, and no other.
+    (kind_up,) = dev_plan.commands("kind-up.sh")
+    assert [n["name"] for n in worker["networksAdvanced"]] == [kind_up.inputs["environment"]["KIND_NETWORK"]]
     # kind's node flags (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/provision.go@fed268827e21):
     # --restart=on-failure:1 (come back after a reboot only), --init=false (systemd must be PID 1,
     # not docker-init), --tty (the entrypoint's logs).

@@ -559,16 +559,16 @@ def docker_subnets(host: Host) -> dict[str, list[ipaddress.IPv4Network]] | None:
     subnets = {}
     for line in answer.splitlines():
         name, _, listed = line.partition("|")
-        subnets[name.strip()] = [ipaddress.IPv4Network(text) for text in listed.split() if _is_ipv4_network(text)]
+        subnets[name.strip()] = [network for text in listed.split() if (network := _ipv4_network(text))]
     return subnets
 
 
-def _is_ipv4_network(text: str) -> bool:
+def _ipv4_network(text: str) -> ipaddress.IPv4Network | None:
+    """A subnet as Docker lists it; None for an IPv6 one. Host bits are forgiven: the addresses are what clash."""
     try:
-        ipaddress.IPv4Network(text)
+        return ipaddress.IPv4Network(text, strict=False)
     except ValueError:
-        return False  # an IPv6 subnet
-    return True
+        return None
 
 
 def _address_range(text: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address] | None:

@@ -378,6 +378,16 @@ def test_a_configured_subnet_clashes_with_any_network_sharing_an_address(tmp_pat
         assert (code, out) == (0, "preflight: all good\n")
 
 
+def test_a_subnet_docker_lists_with_host_bits_still_clashes(tmp_path, capsys):
+    # `docker network create --subnet 10.89.0.1/16` keeps what it was given; its addresses are what clash.
+    stack = config_json([{"name": "a"}], kindSubnet="10.89.0.0/16")
+    host, _ = with_kind_network(tmp_path, stack, NO_LAB_NETWORK, {"other": "10.89.0.1/16"})
+
+    code, out = run_preflight(host, capsys, "--stack", "dev")
+
+    assert code == 1 and "overlaps the docker network other (10.89.0.0/16)" in out
+
+
 def test_the_suggested_subnet_leaves_dockers_pools_when_their_top_is_taken(tmp_path, capsys):
     crowded = {f"net{octet}": f"172.{octet}.0.0/16" for octet in range(18, 32)}
     host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), NO_LAB_NETWORK, crowded)

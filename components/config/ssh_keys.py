@@ -31,7 +31,6 @@ def _needs_passphrase(how: str = "") -> str:
             "(ssh-keygen -p -N '' -f KEY_FILE removes it from a copy)")
 
 
-
 class UnusableKey(ValueError):
     """Why text is not a private key the lab can use; it never quotes the text."""
 

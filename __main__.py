@@ -28,9 +28,8 @@ platform = Platform(
     PlatformArgs(
         provider=management.provider,
         kubeconfig=management.kubeconfig,
-        address_subnet=management.address_subnet,
         docker=management.docker,
-        address_range=lab.metallb_address_range,
+        address_pool=lab.address_pool,
         lab_name=lab.management_cluster_name,
         versions=lab.versions,
         provided=lab.provided,
@@ -76,6 +75,7 @@ if lab.observability:
                 for settings in lab.tenants
             ],
             kamaji_installed=not lab.provided.kamaji,
+            grafana_address=lab.grafana_address,
         ),
     )
     pulumi.export("grafanaUrl", observability.grafana_url)

@@ -27,6 +27,9 @@ class AddressRange:
     def within(self, network: ipaddress.IPv4Network) -> bool:
         return self.first in network and self.last in network
 
+    def __contains__(self, address: ipaddress.IPv4Address) -> bool:
+        return self.first <= address <= self.last
+
     def __str__(self) -> str:
         return f"{self.first}-{self.last}"
 
@@ -60,18 +63,48 @@ def pool_for_subnet(subnet: ipaddress.IPv4Network, lab_name: str) -> AddressRang
     return AddressRange(ipaddress.IPv4Address(int(last) - CARVED_POOL_SIZE + 1), last)
 
 
-def metallb_pool(kind_subnet: str, override: AddressRange | None, lab_name: str) -> str:
-    """The pool MetalLB announces: the configured range, else the lab's block of the subnet.
+# The annotation by which a Service asks MetalLB for its addresses (go.universe.tf/metallb controller/service.go
+# @v0.16.1: AnnotationLoadBalancerIPs; the older metallb.universe.tf/ prefix is read as well).
+METALLB_ADDRESS_ANNOTATION = "metallb.io/loadBalancerIPs"
+# Every address of the lab's MetalLB pool is asked for by name (the pool does not hand addresses out on its
+# own): a tenant's API server gets one that follows from the tenant's name, so a tenant re-created after
+# `make down`/`make up` comes back at the address its old kubeconfigs name, and no other Service can take it
+# first. Grafana gets the pool's last address, which no tenant is given. Two names may give one address: the
+# tenant listed later then takes the next free one, and keeps it for as long as the tenants before it do.
 
-    Runs once the kind network exists; a configured range outside it is an error
-    rather than a pool whose addresses nothing can reach.
-    """
-    subnet = ipaddress.IPv4Network(kind_subnet.strip(), strict=True)
-    if override is None:
-        return str(pool_for_subnet(subnet, lab_name))
-    if not override.within(subnet):
-        raise ValueError(f"kamaji-hami-lab:metallbAddressRange: {override} lies outside the kind network {subnet}")
-    return str(override)
+
+def grafana_address(pool: AddressRange) -> ipaddress.IPv4Address:
+    """The address Grafana's LoadBalancer Service asks for: the pool's last, kept from the tenants."""
+    return pool.last
+
+
+def home_address(pool: AddressRange, tenant: str) -> ipaddress.IPv4Address:
+    """The API address the name `tenant` gives: one of the pool's addresses below Grafana's."""
+    slots = pool.size - 1
+    if slots < 1:
+        raise ValueError(f"the pool {pool} has no address besides Grafana's")
+    return pool.first + int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:8], "big") % slots
+
+
+def tenant_addresses(pool: AddressRange, tenants: list[str], pinned: dict[str, ipaddress.IPv4Address]) -> dict[
+        str, ipaddress.IPv4Address]:
+    """Each tenant's API address: its pinned one, else its home address, else (taken by a pinned tenant or one
+    listed earlier) the next free one above it, wrapping below Grafana's. Pinned addresses are taken as given
+    (checked by the caller); the pool must hold every tenant besides Grafana."""
+    if len(tenants) > pool.size - 1:
+        raise ValueError(f"the pool {pool} holds {pool.size - 1} tenants besides Grafana, not {len(tenants)}")
+    taken = set(pinned.values())
+    addresses = {}
+    for tenant in tenants:
+        if tenant in pinned:
+            addresses[tenant] = pinned[tenant]
+            continue
+        address = home_address(pool, tenant)
+        while address in taken:
+            address = address + 1 if address + 1 < pool.last else pool.first
+        taken.add(address)
+        addresses[tenant] = address
+    return addresses
 
 
 # The lab's network as this lab lays it out (scripts/kind-up.sh creates it so): the first quarter

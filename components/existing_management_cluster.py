@@ -14,13 +14,11 @@ class ExistingManagementCluster(pulumi.ComponentResource):
 
     The same attributes as KindManagementCluster: `provider`, `kubeconfig`
     (secret), `docker` (None unless container workers run on this host's
-    Docker) and `address_subnet` (None: there is no kind network to carve a
-    MetalLB pool from, so the pool is configured).
+    Docker) and `network_checked` (None: the Docker network is not the lab's).
     """
 
     kubeconfig: pulumi.Output[str]
     docker: DockerHost | None
-    address_subnet: pulumi.Output[str] | None
     network_checked: pulumi.Resource | None
 
     def __init__(self, name: str, lab: LabSettings, opts: pulumi.ResourceOptions | None = None):
@@ -29,7 +27,6 @@ class ExistingManagementCluster(pulumi.ComponentResource):
         if cluster is None:
             raise ValueError("ExistingManagementCluster needs managementCluster existing")
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
-        self.address_subnet = None
         # The Docker network is the platform team's, used as it is.
         self.network_checked = None
         self.docker = (

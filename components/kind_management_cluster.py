@@ -20,16 +20,14 @@ class KindManagementCluster(pulumi.ComponentResource):
     """A kind cluster that hosts cert-manager, MetalLB and Kamaji.
 
     The same attributes as ExistingManagementCluster: `provider` for the cluster,
-    its `kubeconfig` (secret), `docker` where container workers run (here: the
-    kind network on this host) and `address_subnet`, the IPv4 subnet of that
-    network (kindSubnet, else the default kind-up.sh creates it with), from which
-    a MetalLB pool is carved unless one is configured. `network_checked`
-    completes once the real network is known to have that subnet.
+    its `kubeconfig` (secret) and `docker` where container workers run (here: the
+    lab's network on this host). `network_checked` completes once the real network
+    is known to have the subnet everything is planned in (kindSubnet, else the
+    default kind-up.sh creates it with).
     """
 
     kubeconfig: pulumi.Output[str]
     docker: DockerHost | None
-    address_subnet: pulumi.Output[str] | None
     network_checked: pulumi.Resource | None
 
     def __init__(self, name: str, lab: LabSettings, opts: pulumi.ResourceOptions | None = None):
@@ -76,7 +74,6 @@ class KindManagementCluster(pulumi.ComponentResource):
             {"KIND_NETWORK": KIND_NETWORK, "EXPECTED_SUBNET": str(subnet)},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
         )
-        self.address_subnet = pulumi.Output.from_input(str(subnet))
 
         # Read in its own step whose inputs leave out the node image: a re-run of
         # kind-up.sh (a nodeImage bump) then keeps this output known in preview, and
@@ -99,4 +96,4 @@ class KindManagementCluster(pulumi.ComponentResource):
             opts=child,
         )
 
-        self.register_outputs({"kubeconfig": self.kubeconfig, "kindSubnet": self.address_subnet})
+        self.register_outputs({"kubeconfig": self.kubeconfig, "kindSubnet": str(subnet)})

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.addresses import METALLB_ADDRESS_ANNOTATION
 from components.commands import script_command
 from components.dashboard import dashboard
 from components.gpu_sharing import (
@@ -264,6 +265,8 @@ class ObservabilityArgs:
     platform: pulumi.Resource
     tenants: Sequence[TenantAccess]
     kamaji_installed: bool
+    grafana_address: str | None = None
+    """The address of the lab's MetalLB pool kept for Grafana; None: the cluster's own LoadBalancer picks one."""
 
 
 class Observability(pulumi.ComponentResource):
@@ -322,7 +325,12 @@ class Observability(pulumi.ComponentResource):
         )
         service = k8s.core.v1.Service(
             f"{name}-grafana-address",
-            metadata={"name": f"{GRAFANA_RELEASE}-address", "namespace": MONITORING_NAMESPACE},
+            metadata={
+                "name": f"{GRAFANA_RELEASE}-address",
+                "namespace": MONITORING_NAMESPACE,
+                # The lab's pool gives only addresses asked for by name (components/platform.py).
+                **({"annotations": {METALLB_ADDRESS_ANNOTATION: args.grafana_address}} if args.grafana_address else {}),
+            },
             spec={
                 "type": "LoadBalancer",
                 # The chart's pod selector labels (charts/grafana/templates/_helpers.tpl@grafana-12.11.1).

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.addresses import AddressRange, metallb_pool
+from components.addresses import AddressRange
 from components.commands import script_command
 from components.docker_host import DockerHost
 from components.settings import Provided, Versions
@@ -37,14 +37,12 @@ class PlatformArgs:
     """Provider of the management cluster."""
     kubeconfig: pulumi.Input[str]
     """Management kubeconfig (secret) for the readiness checks."""
-    address_subnet: pulumi.Input[str] | None
-    """Subnet to carve a MetalLB pool from (the kind network's); None: address_range is configured."""
     docker: DockerHost | None
     """Where container workers run: a MetalLB pool must be clear of its network's addresses."""
-    address_range: AddressRange | None
-    """Configured MetalLB pool, or None to carve one from address_subnet."""
+    address_pool: AddressRange | None
+    """The pool the lab's MetalLB announces; None: the cluster's own LoadBalancer gives the addresses."""
     lab_name: str
-    """The lab's identity (its management cluster name): picks its block of the subnet."""
+    """The lab's identity (its management cluster name), which marks its pool on the shared network."""
     versions: Versions
     provided: Provided
     """Pieces the cluster already runs: checked, not installed."""
@@ -100,17 +98,11 @@ class Platform(pulumi.ComponentResource):
 
     def _address_range(self, name: str, args: PlatformArgs) -> list[pulumi.Resource]:
         """Sets `address_range` (empty for a provided LoadBalancer); returns the check that it is free."""
-        if args.provided.load_balancer:
+        if args.address_pool is None:
             # The cluster's own LoadBalancer picks the addresses (checked by _load_balancer_check).
             self.address_range = pulumi.Output.from_input("")
             return []
-        self.address_range = (
-            pulumi.Output.from_input(args.address_subnet).apply(
-                lambda subnet: metallb_pool(subnet, args.address_range, args.lab_name)
-            )
-            if args.address_subnet is not None
-            else pulumi.Output.from_input(str(args.address_range))
-        )
+        self.address_range = pulumi.Output.from_input(str(args.address_pool))
         if not args.docker:
             return []
         # Before anything goes onto the cluster: a pool that overlaps Docker's
@@ -176,7 +168,10 @@ class Platform(pulumi.ComponentResource):
             api_version="metallb.io/v1beta1",
             kind="IPAddressPool",
             metadata={"name": ADDRESS_POOL, "namespace": METALLB_NAMESPACE},
-            spec={"addresses": [self.address_range]},
+            # Hands out only the addresses Services ask for by name (MetalLB go.universe.tf/metallb
+            # internal/allocator/allocator.go@v0.16.1: Allocate skips pools without autoAssign, Assign does not):
+            # a tenant's or Grafana's address is never taken by a Service that came first.
+            spec={"addresses": [self.address_range], "autoAssign": False},
             opts=after_metallb,
         )
         return k8s.apiextensions.CustomResource(

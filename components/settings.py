@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from components.addresses import DEFAULT_KIND_SUBNET, AddressRange, worker_address
+from components.addresses import DEFAULT_KIND_SUBNET, AddressRange, grafana_address, worker_address
 from components.gpus import GpuSpec
 
 
@@ -68,6 +68,8 @@ class TenantSettings:
     """HAMi's NVIDIA device plugin finds the machines' own GPUs; False: mock GPUs from `gpus`."""
     sleeping: bool = False
     """Its control plane runs no replicas and its workers are stopped (kept, not removed)."""
+    api_address: str | None = None
+    """The address of the lab's MetalLB pool its API server asks for; None: the cluster's own LoadBalancer picks."""
 
     @property
     def data_store_schema(self) -> str:
@@ -114,7 +116,9 @@ class LabSettings:
     management_cluster_name: str
     versions: Versions
     node_image: str
-    metallb_address_range: AddressRange | None
+    address_pool: AddressRange | None
+    """The pool the lab's MetalLB announces (metallbAddressRange, else carved from the kind network); None: the
+    cluster's own LoadBalancer gives the addresses."""
     kind_subnet: ipaddress.IPv4Network | None
     tenants: tuple[TenantSettings, ...]
     existing_cluster: ExistingCluster | None
@@ -123,6 +127,11 @@ class LabSettings:
     kamaji_data_store: str
     observability: bool = False
     """Prometheus and Grafana in the management cluster, scraping every tenant."""
+
+    @property
+    def grafana_address(self) -> str | None:
+        """The pool address Grafana's Service asks for; None: the cluster's own LoadBalancer picks one."""
+        return str(grafana_address(self.address_pool)) if self.address_pool else None
 
     def worker_name(self, tenant: TenantSettings, index: int) -> str:
         """Container name, hostname and Kubernetes node name of a tenant's worker (1-based)."""

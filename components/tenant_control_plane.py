@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.addresses import METALLB_ADDRESS_ANNOTATION
 from components.commands import script_command
 from components.kubeconfig import current_cluster
 from components.settings import TenantSettings
@@ -114,7 +115,13 @@ class TenantControlPlane(pulumi.ComponentResource):
         admin_kubeconfig = script_command(
             f"{name}-admin-kubeconfig",
             "tenant-kubeconfig.sh",
-            {"KUBECONFIG_DATA": args.management_kubeconfig, "TENANT": tenant.name, "NAMESPACE": args.namespace},
+            {
+                "KUBECONFIG_DATA": args.management_kubeconfig,
+                "TENANT": tenant.name,
+                "NAMESPACE": args.namespace,
+                # Read once Kamaji has issued it for this address: proves MetalLB gave the tenant its own.
+                "API_ADDRESS": tenant.api_address or "",
+            },
             secret_output=True,
             # A replaced control plane has a new CA and credentials: read them again.
             triggers=[control_plane.metadata.apply(lambda metadata: metadata.get("uid"))],
@@ -179,8 +186,10 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
             # kubeconfigs and datastore, and scales only the Deployment (clastix/kamaji
             # internal/resources/k8s_deployment_resource.go@26.8.2-edge; e2e/tcp_scale_test.go).
             "deployment": {"replicas": 0 if tenant.sleeping else tenant.control_plane_replicas},
-            # MetalLB gives the address, reachable from the host and from workers on the kind network.
-            "service": {"serviceType": "LoadBalancer"},
+            # MetalLB gives the address, reachable from the host and from workers on the kind network. Kamaji
+            # copies these annotations onto the Service (clastix/kamaji internal/resources/k8s_service_resource.go
+            # @26.8.2-edge, mutate) and takes the address MetalLB gives as the one in its certificates and kubeconfigs.
+            "service": {"serviceType": "LoadBalancer", **pinned_address(tenant.api_address)},
         },
         "kubernetes": {
             # Used verbatim as an image tag, so it keeps its leading "v".
@@ -212,6 +221,11 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
             "konnectivity": {"server": konnectivity_server, "agent": {"mode": "DaemonSet"}},
         },
     }
+
+
+def pinned_address(address: str | None) -> dict:
+    """The TenantControlPlane's service fields that ask MetalLB for `address`; none without one."""
+    return {"additionalMetadata": {"annotations": {METALLB_ADDRESS_ANNOTATION: address}}} if address else {}
 
 
 def kubeconfig_server(kubeconfig: str) -> str:

@@ -4,10 +4,14 @@
 # Ready, so the first requests with admin.conf can be Forbidden. An API server
 # that never answers is reported as unreachable, not as unauthorised.
 #
+# With API_ADDRESS, it also waits until the kubeconfig names that address: Kamaji
+# writes the one MetalLB gave the Service, and re-issues it when that changes.
+#
 # env:    KUBECONFIG_DATA  management cluster kubeconfig
 #         TENANT           TenantControlPlane name
 #         NAMESPACE        TenantControlPlane namespace
-#         SECRET_TIMEOUT   optional, seconds to wait for the Secret (default 300)
+#         API_ADDRESS      optional, the IPv4 address the tenant's Service asks MetalLB for
+#         SECRET_TIMEOUT   optional, seconds to wait for the Secret (and the address) (default 300)
 #         AUTH_TIMEOUT     optional, seconds to wait for authorisation (default 180)
 # stdout: the tenant admin kubeconfig (secret)
 set -euo pipefail
@@ -29,11 +33,31 @@ read_admin_conf() {
 		return 1
 	}
 }
-retry "$secret_timeout" "$RETRY_INTERVAL" read_admin_conf ||
-	die "timed out after ${secret_timeout}s waiting for Secret $NAMESPACE/$secret with key admin.conf"
 
-tenant_kubeconfig=$(base64 -d <<<"$admin_conf_base64") ||
-	die "key admin.conf of Secret $NAMESPACE/$secret is not valid base64"
+tenant_kubeconfig=
+issued_endpoint=
+read_for_address() {
+	read_admin_conf || return 1
+	tenant_kubeconfig=$(base64 -d <<<"$admin_conf_base64") ||
+		die "key admin.conf of Secret $NAMESPACE/$secret is not valid base64"
+	[[ -n ${API_ADDRESS:-} ]] || return 0
+	local file
+	scratch_file file
+	printf '%s' "$tenant_kubeconfig" >"$file"
+	issued_endpoint=$(KUBECONFIG=$file kubeconfig_endpoint) || return 1
+	# The host in full: 172.30.255.2 is not 172.30.255.20.
+	[[ ${issued_endpoint%:*} == "$API_ADDRESS" ]] && return 0
+	progress "waiting for Kamaji to issue tenant $TENANT's admin kubeconfig for $API_ADDRESS (it names $issued_endpoint)"
+	return 1
+}
+if ! retry "$secret_timeout" "$RETRY_INTERVAL" read_for_address; then
+	[[ -n $issued_endpoint ]] ||
+		die "timed out after ${secret_timeout}s waiting for Secret $NAMESPACE/$secret with key admin.conf"
+	given=$(kube -n "$NAMESPACE" get service "$TENANT" -o 'jsonpath={.status.loadBalancer.ingress[*].ip}' 2>/dev/null) || true
+	die "tenant $TENANT's admin kubeconfig still names $issued_endpoint after ${secret_timeout}s, not $API_ADDRESS:" \
+		"MetalLB gave its Service ${given:-no address}. Another Service may hold $API_ADDRESS, or it lies outside" \
+		"the pool (kubectl -n $NAMESPACE describe service $TENANT shows MetalLB's events)"
+fi
 kubeconfig_file tenant_kubeconfig
 
 # kubectl answers "no" (exit 1) when the API server refuses the admin, and

@@ -53,13 +53,16 @@ LAB_IDENTITY = "5f0c3a9e7d21b4c86e93f1a0d7b2c458"
 NODE_IMAGE = "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
 
 
-# What the host-side password command prints in an `up`, and the address MetalLB gives Grafana.
+# What the host-side password command prints in an `up`, and the address a LoadBalancer that picks its own
+# (a provided one) gives Grafana.
 GRAFANA_PASSWORD = "grafana-password-from-openssl"
 GRAFANA_ADDRESS = "172.18.255.230"
+# MetalLB gives a Service the address it asks for (go.universe.tf/metallb controller/service.go@v0.16.1).
+METALLB_ADDRESS_ANNOTATION = "metallb.io/loadBalancerIPs"
 
 
-def tenant_server(tenant: str) -> str:
-    # Stand-in for the MetalLB address Kamaji writes into a tenant's admin.conf.
+def picked_server(tenant: str) -> str:
+    # Stand-in for the address a LoadBalancer that picks its own gives a tenant, as Kamaji writes it into admin.conf.
     return f"https://172.18.255.{200 + sum(map(ord, tenant)) % 50}:6443"
 
 
@@ -132,6 +135,12 @@ class Plan:
 
     def commands(self, script: str) -> list[Registration]:
         return [r for r in self.of_type("command:local:Command") if r.inputs.get("create", "").endswith(f"/{script}")]
+
+    def tenant_server(self, tenant: str) -> str:
+        """The API server URL the tenant's admin kubeconfig names in an `up` of this plan."""
+        environments = [reveal(read.inputs["environment"]) for read in self.commands("tenant-kubeconfig.sh")]
+        (environment,) = [env for env in environments if env["TENANT"] == tenant]
+        return _tenant_server(environment)
 
     @property
     def components(self) -> dict[str, Registration]:
@@ -376,7 +385,8 @@ class _LabMocks(mocks.Mocks):
         elif args.typ.startswith("kubernetes:") and "metadata" in outputs:
             outputs["metadata"] = {**outputs["metadata"], "uid": f"uid-{args.name}"}
             if args.typ == "kubernetes:core/v1:Service" and (outputs.get("spec") or {}).get("type") == "LoadBalancer":
-                outputs["status"] = {"loadBalancer": {"ingress": [{"ip": GRAFANA_ADDRESS}]}}
+                asked = (outputs["metadata"].get("annotations") or {}).get(METALLB_ADDRESS_ANNOTATION)
+                outputs["status"] = {"loadBalancer": {"ingress": [{"ip": asked or GRAFANA_ADDRESS}]}}
         return f"{args.name}-id", outputs
 
     def call(self, args: mocks.MockCallArgs):
@@ -394,7 +404,7 @@ def _command_stdout(inputs: dict[str, Any]) -> str:
     if script == "lab-identity.sh":
         return LAB_IDENTITY + "\n"
     if script == "tenant-kubeconfig.sh":
-        return fake_kubeconfig(tenant_server(env["TENANT"]), f"{env['TENANT']}-admin")
+        return fake_kubeconfig(_tenant_server(env), f"{env['TENANT']}-admin")
     if script == "tenant-metrics-token.sh":
         # The token of the tenant whose admin kubeconfig the script was given, so a mix-up shows.
         user = yaml.safe_load(env["KUBECONFIG_DATA"])["users"][0]["name"]
@@ -402,6 +412,12 @@ def _command_stdout(inputs: dict[str, Any]) -> str:
     if script == "grafana-password.sh":
         return GRAFANA_PASSWORD + "\n"
     return ""
+
+
+def _tenant_server(env: dict[str, str]) -> str:
+    # Given an API_ADDRESS, the script prints admin.conf only once it names that address.
+    address = env.get("API_ADDRESS")
+    return f"https://{address}:6443" if address else picked_server(env["TENANT"])
 
 
 def _b64(text: str) -> str:

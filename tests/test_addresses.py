@@ -4,11 +4,11 @@ import ipaddress
 
 import pytest
 
-from components.addresses import CARVED_POOL_SIZE, metallb_pool, parse_address_range
+from components.addresses import CARVED_POOL_SIZE, parse_address_range, pool_for_subnet
 
 
 def pool(subnet, lab):
-    return parse_address_range(metallb_pool(subnet, None, lab))
+    return pool_for_subnet(ipaddress.IPv4Network(subnet), lab)
 
 
 def disjoint(first, second):
@@ -39,21 +39,6 @@ def test_the_default_lab_stays_off_the_range_kamajis_kind_guide_uses():
     assert disjoint(pool("172.18.0.0/16", "kamaji"), guide)
 
 
-def test_a_lab_keeps_its_pool_across_runs():
-    assert metallb_pool("172.18.0.0/16", None, "kamaji") == metallb_pool("172.18.0.0/16\n", None, "kamaji")
-
-
-def test_configured_range_is_used_when_inside_the_subnet():
-    assert (
-        metallb_pool("172.18.0.0/16 \n", parse_address_range("172.18.10.0/28"), "kamaji") == "172.18.10.0-172.18.10.15"
-    )
-
-
-def test_configured_range_outside_the_real_subnet_is_an_error():
-    with pytest.raises(ValueError, match="metallbAddressRange: 10.0.0.1-10.0.0.9 lies outside the kind network"):
-        metallb_pool("172.18.0.0/16", parse_address_range("10.0.0.1-10.0.0.9"), "kamaji")
-
-
 def test_a_subnet_too_small_for_a_pool_is_an_error():
     with pytest.raises(ValueError, match="too small"):
-        metallb_pool("10.253.7.0/26", None, "kamaji")
+        pool("10.253.7.0/26", "kamaji")

@@ -4,7 +4,7 @@ import ipaddress
 
 import pytest
 
-from components.addresses import metallb_pool, parse_address_range
+from components.addresses import parse_address_range
 
 KIND = ipaddress.IPv4Network("172.18.0.0/16")
 
@@ -25,8 +25,6 @@ def test_a_cidr_with_host_bits_is_refused_not_widened():
     # (or the pool carving) addresses nobody asked for.
     with pytest.raises(ValueError):
         parse_address_range("172.18.255.201/29")
-    with pytest.raises(ValueError):
-        metallb_pool("172.18.0.1/16", None, "kamaji")
 
 
 def test_a_range_with_a_second_dash_names_the_part_that_is_not_an_address():

@@ -189,17 +189,18 @@ def test_pool_outside_a_known_kind_subnet():
 
 def test_pool_inside_a_known_kind_subnet_is_accepted():
     lab = parse_settings(dev_config(metallbAddressRange="172.18.200.0/28", kindSubnet="172.18.0.0/16"))
-    assert str(lab.metallb_address_range) == "172.18.200.0-172.18.200.15"
+    assert str(lab.address_pool) == "172.18.200.0-172.18.200.15"
 
 
-def test_pool_must_hold_one_address_per_tenant():
-    message = config_error(metallbAddressRange="172.18.255.200-172.18.255.200", kindSubnet="172.18.0.0/16")
+def test_pool_must_hold_one_address_per_tenant_and_grafanas():
+    # The dev stack has two tenants: three addresses are enough, two are not.
+    message = config_error(metallbAddressRange="172.18.255.200-172.18.255.201", kindSubnet="172.18.0.0/16")
     assert (
-        "  kamaji-hami-lab:metallbAddressRange: 172.18.255.200-172.18.255.200 has 1 addresses but 2 tenants each need "
-        "one" in message.splitlines()
+        "  kamaji-hami-lab:metallbAddressRange: 172.18.255.200-172.18.255.201 has 2 addresses but 2 tenants need "
+        "one each and Grafana one more" in message.splitlines()
     )
-    assert parse_settings(dev_config(metallbAddressRange="172.18.255.200-172.18.255.201",
-                                     kindSubnet="172.18.0.0/16")).metallb_address_range
+    assert parse_settings(dev_config(metallbAddressRange="172.18.255.200-172.18.255.202",
+                                     kindSubnet="172.18.0.0/16")).address_pool
 
 
 def test_a_known_kind_subnet_large_enough_for_the_carved_pool_is_accepted():
@@ -251,14 +252,14 @@ def test_service_cidr_must_hold_the_dns_address():
 
 
 def test_more_tenants_than_the_carved_pool_needs_an_explicit_range():
-    many = [{"name": f"t{index}"} for index in range(52)]
+    many = [{"name": f"t{index}"} for index in range(51)]
     assert (
-        "  kamaji-hami-lab:tenants: 52 tenants need more than the 51 addresses carved from the kind network by "
-        "default; set kamaji-hami-lab:metallbAddressRange" in config_error(tenants=many).splitlines()
+        "  kamaji-hami-lab:tenants: 51 tenants and Grafana need more than the 51 addresses carved from the kind "
+        "network by default; set kamaji-hami-lab:metallbAddressRange" in config_error(tenants=many).splitlines()
     )
-    assert len(parse_settings(dev_config(tenants=many[:51])).tenants) == 51
+    assert len(parse_settings(dev_config(tenants=many[:50])).tenants) == 50
     lab = parse_settings(dev_config(tenants=many, metallbAddressRange="172.18.200.0/24", kindSubnet="172.18.0.0/16"))
-    assert len(lab.tenants) == 52
+    assert len(lab.tenants) == 51
 
 
 def test_node_image_pinned_by_digest_is_accepted():

@@ -7,7 +7,7 @@ import pytest
 
 from components.config import ConfigError, parse_settings
 from components.gpus import GPU_CATALOGUE
-from tests.plan import dev_config, plan, tenant_server
+from tests.plan import dev_config, plan
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 HAMI_VALUE_KEYS = {
@@ -264,7 +264,7 @@ def test_kubeconfig_of_the_right_tenant_gates_gpu_readiness():
     gated = plan(dev_config(), preview=False)
     for ready in gated.commands("wait-gpus.sh"):
         tenant = "tenant-a" if "tenant-a" in ready.inputs["environment"]["NODES"] else "tenant-b"
-        assert tenant_server(tenant) in ready.inputs["environment"]["KUBECONFIG_DATA"]
+        assert gated.tenant_server(tenant) in ready.inputs["environment"]["KUBECONFIG_DATA"]
 
 
 def chart_reference(image: dict) -> str:

@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from tests.plan import dev_config, plan, tenant_server, tenants
+from tests.plan import dev_config, plan, tenants
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
@@ -88,7 +88,7 @@ def test_kube_proxy_talks_to_its_own_tenants_api_server(up_plan):
         # kubeadm's kubeconfig.conf: the ServiceAccount's token and CA, no client certificate.
         assert cluster["cluster"]["certificate-authority"] == "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
         assert kubeconfig["users"][0]["user"] == {"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
-    assert servers == {tenant_provider(up_plan, t): tenant_server(t) for t in ("tenant-a", "tenant-b")}
+    assert servers == {tenant_provider(up_plan, t): up_plan.tenant_server(t) for t in ("tenant-a", "tenant-b")}
 
 
 def test_kube_proxy_runs_the_tenant_version_on_every_node(dev_plan):
@@ -101,16 +101,18 @@ def test_kube_proxy_runs_the_tenant_version_on_every_node(dev_plan):
         assert {"operator": "Exists"} in pod["tolerations"]  # also NotReady nodes, before the CNI is up
 
 
-def config_checksum_of(tenant: dict) -> str:
-    plan_ = plan(dev_config(tenants=[tenant]), preview=False)
+def config_checksum_of(tenant: dict, **lab: str) -> str:
+    plan_ = plan(dev_config(tenants=[tenant], **lab), preview=False)
     (daemon_set,) = kube_proxy_objects(plan_, DAEMON_SET)
     return daemon_set.inputs["spec"]["template"]["metadata"]["annotations"]["kamaji-hami-lab.io/config-sha256"]
 
 
 def test_a_new_endpoint_rolls_kube_proxy():
-    # The fake tenant server depends on the tenant name, so two names give two endpoints.
-    assert tenant_server("a1") != tenant_server("a2")
-    assert config_checksum_of({"name": "a1"}) != config_checksum_of({"name": "a2"})
+    # One tenant whose API address changes (and nothing else): 172.30.200.2 is not 172.30.200.20.
+    pool = {"metallbAddressRange": "172.30.200.0-172.30.200.50"}
+    assert config_checksum_of({"name": "a", "apiAddress": "172.30.200.2"}, **pool) != config_checksum_of(
+        {"name": "a", "apiAddress": "172.30.200.20"}, **pool
+    )
 
 
 def test_a_new_pod_network_rolls_kube_proxy():

@@ -5,7 +5,7 @@ import ipaddress
 import pytest
 import yaml
 
-from components.addresses import metallb_pool, parse_address_range
+from components.addresses import pool_for_subnet
 from tests.mutants import MUTANTS, ROOT
 from tests.plan import dev_config, plan
 from tests.test_config import config_error, tenants_error
@@ -32,24 +32,24 @@ def test_a_slash_25_holds_one_pool_in_its_upper_half():
     # docs/configuration.md (metallbAddressRange): 51 addresses of the upper half. A /25's upper half is .64-.127;
     # less its broadcast address that is 63 addresses, room for one block.
     upper_half = ipaddress.ip_network("10.0.0.64/26")
-    pools = {metallb_pool("10.0.0.0/25", None, f"lab-{n}") for n in range(20)}
+    pools = {pool_for_subnet(ipaddress.IPv4Network("10.0.0.0/25"), f"lab-{n}") for n in range(20)}
     assert len(pools) == 1
-    (pool,) = (parse_address_range(text) for text in pools)
+    (pool,) = pools
     assert pool.size == 51 and pool.within(upper_half) and pool.last < upper_half.broadcast_address
 
 
 def test_labs_on_a_slash_24_spread_over_both_blocks_its_upper_half_holds():
     # A /24's upper half less its broadcast address is 127 addresses: two 51-address blocks.
-    pools = {metallb_pool("10.0.0.0/24", None, f"lab-{n}") for n in range(20)}
+    pools = {pool_for_subnet(ipaddress.IPv4Network("10.0.0.0/24"), f"lab-{n}") for n in range(20)}
     assert len(pools) == 2
-    first, second = sorted((parse_address_range(text) for text in pools), key=lambda pool: pool.first)
+    first, second = sorted(pools, key=lambda pool: pool.first)
     assert first.last < second.first and int(first.first) >= 129
 
 
 @pytest.mark.parametrize("subnet", ["10.0.0.0/26", "10.0.0.0/30"])
 def test_a_subnet_whose_upper_half_is_under_51_addresses_is_refused(subnet):
     with pytest.raises(ValueError, match=f"subnet {subnet} is too small to hold a 51-address pool"):
-        metallb_pool(subnet, None, "kamaji")
+        pool_for_subnet(ipaddress.IPv4Network(subnet), "kamaji")
 
 
 @pytest.mark.parametrize("subnet", ["10.0.0.0/23", "10.0.0.0/24", "10.0.0.0/25", "172.18.0.0/16"])
@@ -59,7 +59,7 @@ def test_no_lab_name_puts_its_pool_in_the_lower_half(subnet):
     network = ipaddress.ip_network(subnet)
     upper_half = list(network.subnets())[1]
     for n in range(200):
-        pool = parse_address_range(metallb_pool(subnet, None, f"lab-{n}"))
+        pool = pool_for_subnet(network, f"lab-{n}")
         assert pool.within(upper_half) and pool.first > upper_half.network_address, (n, pool)
         assert pool.last < upper_half.broadcast_address, (n, pool)
 

@@ -832,6 +832,72 @@ def test_tenant_kubeconfig_gives_up_when_never_authorised(fakes):
     assert "waiting for tenant tenant-a to authorise admin.conf" in result.stderr
 
 
+def kubeconfig_at(address: str) -> str:
+    return TENANT_KUBECONFIG.replace(ENDPOINT, f"{address}:6443")
+
+
+def test_tenant_kubeconfig_waits_until_kamaji_issues_it_for_the_pinned_address(fakes):
+    # 172.30.255.20 starts with 172.30.255.2: only the whole address counts.
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")), b64(kubeconfig_at("172.30.255.2")))
+    # What `kubectl config view --minify -o jsonpath=...server` prints for each (no newline).
+    fakes.on("kubectl", r"config view .*cluster\.server", "https://172.30.255.20:6443", "https://172.30.255.2:6443")
+    fakes.on("kubectl", r"auth can-i", "yes\n")
+
+    result = fakes.run("tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a",
+                       NAMESPACE="tenants", API_ADDRESS="172.30.255.2")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == kubeconfig_at("172.30.255.2")
+    assert "for 172.30.255.2 (it names 172.30.255.20:6443)" in result.stderr
+    views = fakes.calls("kubectl", "config view")
+    assert [call["kubeconfig"]["content"] for call in views] == [kubeconfig_at("172.30.255.20").rstrip("\n"),
+                                                                  kubeconfig_at("172.30.255.2").rstrip("\n")]
+    assert all(call["kubeconfig"]["mode"] == 0o600 for call in views)
+    assert len(fakes.calls("kubectl", "auth can-i")) == 1
+
+
+def test_tenant_kubeconfig_names_what_metallb_gave_when_the_pinned_address_never_comes(fakes):
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")))
+    fakes.on("kubectl", r"config view .*cluster\.server", "https://172.30.255.20:6443")
+    fakes.on("kubectl", r"-n tenants get service tenant-a -o jsonpath=\{\.status\.loadBalancer\.ingress\[\*\]\.ip\}",
+             "172.30.255.20")
+
+    result = fakes.run("tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a",
+                       NAMESPACE="tenants", API_ADDRESS="172.30.255.2", SECRET_TIMEOUT="0")
+
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert "still names 172.30.255.20:6443 after 0s, not 172.30.255.2" in result.stderr
+    assert "MetalLB gave its Service 172.30.255.20" in result.stderr
+    assert "kubectl -n tenants describe service tenant-a" in result.stderr
+    assert ADMIN_KEY_MARKER not in result.stderr
+    assert not fakes.calls("kubectl", "auth can-i")
+
+
+def test_tenant_kubeconfig_says_when_metallb_gave_no_address_at_all(fakes):
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")))
+    fakes.on("kubectl", r"config view .*cluster\.server", "https://172.30.255.20:6443")
+    fakes.on("kubectl", r"get service tenant-a", "")
+
+    result = fakes.run("tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a",
+                       NAMESPACE="tenants", API_ADDRESS="172.30.255.2", SECRET_TIMEOUT="0")
+
+    assert result.returncode != 0
+    assert "MetalLB gave its Service no address" in result.stderr
+
+
+def test_tenant_kubeconfig_without_a_pinned_address_takes_the_one_kamaji_wrote(fakes):
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")))
+    fakes.on("kubectl", r"auth can-i", "yes\n")
+
+    result = fakes.run("tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a",
+                       NAMESPACE="tenants", API_ADDRESS="")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == kubeconfig_at("172.30.255.20")
+    assert not fakes.calls("kubectl", "config view")
+
+
 # --- join-worker / leave-worker ---------------------------------------------------------------------
 
 

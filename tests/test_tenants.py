@@ -8,7 +8,7 @@ import yaml
 from components.config import parse_settings
 from components.tenant_control_plane import control_plane_spec
 from tests.kube_schemas import problems
-from tests.plan import dev_config, is_secret, is_unknown, plan, resolve, tenant_server, tenants
+from tests.plan import dev_config, is_secret, is_unknown, plan, resolve, tenants
 
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 TENANT_COMPONENT = "kamaji-hami-lab:index:Tenant"
@@ -166,7 +166,7 @@ def test_each_control_plane_component_records_its_kubeconfig_and_endpoint(up_pla
     kubeconfigs = resolve(up_plan.outputs["kubeconfigs"])
     for plane in up_plan.of_type("kamaji-hami-lab:index:TenantControlPlane"):
         recorded = up_plan.component_outputs[plane.urn]
-        assert recorded == {"kubeconfig": kubeconfigs[plane.name], "endpoint": tenant_server(plane.name)}
+        assert recorded == {"kubeconfig": kubeconfigs[plane.name], "endpoint": up_plan.tenant_server(plane.name)}
 
 
 def test_each_tenant_gets_its_own_provider_with_a_stable_identity(dev_plan):
@@ -182,12 +182,12 @@ def test_kubeconfigs_output_is_secret_and_keyed_by_tenant(up_plan):
     servers = {
         name: yaml.safe_load(text)["clusters"][0]["cluster"]["server"] for name, text in resolve(kubeconfigs).items()
     }
-    assert servers == {name: tenant_server(name) for name in ("tenant-a", "tenant-b")}
+    assert servers == {name: up_plan.tenant_server(name) for name in ("tenant-a", "tenant-b")}
 
 
 def test_tenant_facts_are_plain_outputs(up_plan):
     facts = resolve(up_plan.outputs["tenants"])
-    assert facts["tenant-b"]["endpoint"] == tenant_server("tenant-b")
+    assert facts["tenant-b"]["endpoint"] == up_plan.tenant_server("tenant-b")
     assert facts["tenant-b"]["kubernetesVersion"] == "v1.36.4"
     assert facts["tenant-b"]["dataStoreSchema"] == "tenants_tenant_b"
     assert facts["tenant-b"]["workers"] == ["kamaji-tenant-b-w1"]

@@ -137,7 +137,7 @@ def test_a_configured_pool_in_the_networks_lower_half_is_refused(pool):
 
 
 def test_a_configured_pool_from_the_first_address_of_the_upper_half_is_accepted():
-    assert parse_settings(dev_config(metallbAddressRange=f"{UPPER_HALF}-{UPPER_HALF + 50}")).metallb_address_range
+    assert parse_settings(dev_config(metallbAddressRange=f"{UPPER_HALF}-{UPPER_HALF + 50}")).address_pool
 
 
 def test_without_kind_subnet_a_pool_outside_the_default_network_is_refused_before_anything_exists():

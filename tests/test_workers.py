@@ -2,7 +2,7 @@
 
 import hashlib
 
-from tests.plan import NODE_IMAGE, dev_config, plan, reveal, tenant_server
+from tests.plan import NODE_IMAGE, dev_config, plan, reveal
 
 CONTAINER = "docker:index/container:Container"
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
@@ -77,7 +77,7 @@ def test_join_waits_for_its_container_and_its_own_control_plane(dev_plan):
 def test_join_uses_only_its_own_tenants_credentials(up_plan):
     for node, join in by_node(up_plan.commands("join-worker.sh")).items():
         tenant = "tenant-a" if "tenant-a" in node else "tenant-b"
-        assert f"server: {tenant_server(tenant)}" in join.inputs["environment"]["KUBECONFIG_DATA"]
+        assert f"server: {up_plan.tenant_server(tenant)}" in join.inputs["environment"]["KUBECONFIG_DATA"]
         assert f"secret-key-of-{tenant}-admin" in join.inputs["environment"]["KUBECONFIG_DATA"]
 
 
@@ -117,7 +117,7 @@ def test_cni_lands_in_each_tenant_with_its_pod_cidr():
         tenant: env["POD_CIDR"]
         for kubeconfig, env in cni.items()
         for tenant in ("a", "b")
-        if tenant_server(tenant) in kubeconfig
+        if custom.tenant_server(tenant) in kubeconfig
     }
     assert pod_cidrs == {"a": "10.244.0.0/16", "b": "10.123.0.0/16"}
     assert all(env["NODE_IMAGE"] == NODE_IMAGE for env in cni.values())

@@ -34,8 +34,12 @@ from pydantic_core import PydanticCustomError
 from components.addresses import (
     CARVED_POOL_SIZE,
     DEFAULT_KIND_SUBNET,
+    AddressRange,
     dynamic_range,
+    grafana_address,
+    home_address,
     pool_for_subnet,
+    tenant_addresses,
     worker_address,
     worker_address_clashes,
     worker_part,
@@ -56,6 +60,7 @@ from components.config.values import (
     HostAddress,
     ImageReference,
     ImageTag,
+    IPv4Text,
     KamajiChartVersion,
     KindSubnet,
     KubernetesVersion,
@@ -63,7 +68,6 @@ from components.config.values import (
     ManagementClusterMode,
     MetallbVersion,
     NetworkInterface,
-    NodeIp,
     ObjectName,
     PieceMode,
     Port,
@@ -256,7 +260,7 @@ class MachineWorker(ConfigModel):
         description="public host key '<type> <base64>' the machine must present (ssh-keyscan prints it; check its "
         "fingerprint out of band)")
 
-    node_ip: NodeIp = Field(
+    node_ip: IPv4Text = Field(
         "", description="with several NICs: the address the kubelet advertises (kubelet --node-ip); default: the "
         "one of the default route")
     flannel_interface: NetworkInterface = Field(
@@ -315,6 +319,9 @@ class Tenant(ConfigModel):
     sleeping: StrictBool = Field(
         False, description="true: the tenant sleeps; its control plane runs no replicas and its workers stop, "
         "keeping their state, address and GPUs; false or absent wakes it (make sleep / make wake)")
+    api_address: IPv4Text | None = Field(
+        None, description="address of the MetalLB pool its API server gets; default: one that follows from the "
+        "tenant's name, the same after make down and make up; set it to keep one the program warns may change")
 
     @field_validator("name")
     @classmethod
@@ -626,15 +633,19 @@ class StackConfig(ConfigModel):
                 yield ("kindSubnet",), str(problem)
         if self.management_cluster == "kind":
             yield from self._kind_network_problems()
-        if pool is not None and len(self.tenants) > pool.size:
-            yield ("metallbAddressRange",), f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants each " \
-                "need one"
-        if pool is None and self.carves_a_pool and len(self.tenants) > CARVED_POOL_SIZE:
-            yield ("tenants",), (f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE} addresses carved "
-                                 "from the kind network by default; set kamaji-hami-lab:metallbAddressRange")
+        # One address each, and Grafana's (the pool's last).
+        if pool is not None and len(self.tenants) + 1 > pool.size:
+            yield ("metallbAddressRange",), f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants " \
+                "need one each and Grafana one more"
+        if pool is None and self.carves_a_pool and len(self.tenants) + 1 > CARVED_POOL_SIZE:
+            yield ("tenants",), (f"{len(self.tenants)} tenants and Grafana need more than the {CARVED_POOL_SIZE} "
+                                 "addresses carved from the kind network by default; set "
+                                 "kamaji-hami-lab:metallbAddressRange")
+        yield from self._api_address_problems()
 
     def warnings(self) -> Iterator[Problem]:
         """What is valid but likely not what the user meant."""
+        yield from self._moved_api_addresses()
         for index, tenant in enumerate(self.tenants):
             if tenant.gpu_devices == "real":  # the machines' GPUs are known only once they join
                 continue
@@ -681,6 +692,66 @@ class StackConfig(ConfigModel):
                 f"already has on {named}; the address follows from the worker's name: rename the tenant, or give "
                 f"kindSubnet a larger subnet (the default /{DEFAULT_KIND_SUBNET.prefixlen} has "
                 f"{worker_part(DEFAULT_KIND_SUBNET).num_addresses} worker addresses)")
+
+    def _api_address_problems(self) -> Iterator[Problem]:
+        """A pinned API address lies in the lab's pool, is not Grafana's, and is no other tenant's pin."""
+        try:
+            pool = self.address_pool
+        except ValueError:
+            return  # the kind network is too small to carve a pool from, said above
+        pins = [(index, tenant) for index, tenant in enumerate(self.tenants) if tenant.api_address]
+        if pool is None:
+            for index, _ in pins:
+                yield ("tenants", index, "apiAddress"), "unused with loadBalancer provided: the cluster's own " \
+                    "LoadBalancer picks the addresses"
+            return
+        pinned_by: dict[str, str] = {}
+        for index, tenant in pins:
+            address = ipaddress.IPv4Address(tenant.api_address)
+            if address not in pool:
+                problem = f"{address} lies outside the lab's MetalLB pool {pool}"
+            elif address == grafana_address(pool):
+                problem = f"{address} is the pool's last address, which Grafana gets; choose another of {pool}"
+            elif tenant.api_address in pinned_by:
+                problem = f"{address} is also the apiAddress of tenant {pinned_by[tenant.api_address]!r}"
+            else:
+                pinned_by[tenant.api_address] = tenant.name
+                continue
+            yield ("tenants", index, "apiAddress"), problem
+
+    def _moved_api_addresses(self) -> Iterator[Problem]:
+        """Tenants whose name gives an address another tenant has: theirs may change when the tenants do."""
+        pool = self.address_pool
+        if pool is None or len(self.tenants) + 1 > pool.size:
+            return
+        addresses = self.api_addresses
+        for index, tenant in enumerate(self.tenants):
+            address, home = addresses[tenant.name], home_address(pool, tenant.name)
+            if not tenant.api_address and address != home:
+                yield ("tenants", index, "name"), (
+                    f"its name gives the API address {home}, which another tenant has, so it gets {address}; that "
+                    "one may change when other tenants are removed, reordered or pinned, and a tenant whose address "
+                    f"changes re-joins its workers. Keep it: pulumi config set --path 'tenants[{index}].apiAddress' "
+                    f"{address}")
+
+    @property
+    def address_pool(self) -> AddressRange | None:
+        """The pool the lab's MetalLB announces; None with the cluster's own LoadBalancer."""
+        if self.load_balancer == "provided":
+            return None
+        if self.metallb_address_range is not None or self.management_cluster != "kind":
+            return self.metallb_address_range
+        return pool_for_subnet(self.kind_subnet or DEFAULT_KIND_SUBNET, self.management_cluster_name)
+
+    @property
+    def api_addresses(self) -> dict[str, ipaddress.IPv4Address]:
+        """Each tenant's API address in the lab's pool (components/addresses.py, tenant_addresses)."""
+        pool = self.address_pool
+        if pool is None:
+            return {}
+        pinned = {tenant.name: ipaddress.IPv4Address(tenant.api_address)
+                  for tenant in self.tenants if tenant.api_address}
+        return tenant_addresses(pool, [tenant.name for tenant in self.tenants], pinned)
 
     def _ssh_key_problems(self) -> Iterator[Problem]:
         if self.ssh_private_keys and not any(tenant.machines for tenant in self.tenants):
@@ -761,6 +832,7 @@ class StackConfig(ConfigModel):
         return self.lab_node_image if version == self.kubernetes_version else f"kindest/node:{version}"
 
     def settings(self) -> LabSettings:
+        addresses = self.api_addresses
         versions = Versions(
             kubernetes=self.kubernetes_version,
             cert_manager=self.cert_manager_version,
@@ -774,7 +846,7 @@ class StackConfig(ConfigModel):
             management_cluster_name=self.management_cluster_name,
             versions=versions,
             node_image=self.lab_node_image,
-            metallb_address_range=self.metallb_address_range,
+            address_pool=self.address_pool,
             kind_subnet=self.kind_subnet,
             existing_cluster=None
             if self.management_cluster == "kind"
@@ -809,6 +881,7 @@ class StackConfig(ConfigModel):
                     ),
                     real_gpus=tenant.gpu_devices == "real",
                     sleeping=tenant.sleeping,
+                    api_address=str(addresses[tenant.name]) if tenant.name in addresses else None,
                 )
                 for tenant in self.tenants
             ),

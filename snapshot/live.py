@@ -74,7 +74,8 @@ class LiveTenant:
     def target(self) -> Target:
         tcp = self.tcp()
         version = tcp.get("spec", {}).get("kubernetes", {}).get("version") or self.tenant.kubernetes_version
-        return Target(self.tenant.name, self.tenant.namespace, self.tenant.data_store_schema, version)
+        tenant = self.tenant
+        return Target(tenant.name, tenant.namespace, tenant.data_store_schema, version, tenant.endpoint)
 
     def secret_names(self, tcp: dict[str, Any]) -> dict[str, str]:
         """Each identity Secret's name: where the TenantControlPlane's status says, else Kamaji's "<tcp>-<role>"

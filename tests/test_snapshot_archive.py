@@ -34,6 +34,7 @@ def build(tmp: Path) -> bytes:
     manifest = Manifest(
         "tenant-a", "tenants", "tenants_tenant-a", "v1.36.4", 42, count, "2026-12-04T18:30:05+00:00",
         {"masterleases": 1}, {archive.KEYS: digest.summary(), archive.SECRETS: secrets_digest.summary()},
+        "https://172.30.255.2:6443",
     )  # fmt: skip
     archive.write_archive(tmp / "snapshot.tar.gz", manifest, keys_file, secrets)
     return (tmp / "snapshot.tar.gz").read_bytes()

@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import datetime
 import gzip
+import hashlib
 import json
 import stat
 
@@ -20,7 +21,7 @@ from snapshot.etcd import Etcdctl, EtcdFailed, PrefixReader, PrefixWriter, Progr
 from tests.real_etcd import ETCDCTL, RealEtcd
 
 WHEN = datetime.datetime(2026, 12, 4, 18, 30, 5, tzinfo=datetime.UTC)
-TENANT = Target("tenant-a", "tenants", "tenants_tenant-a", "v1.36.4")
+TENANT = Target("tenant-a", "tenants", "tenants_tenant-a", "v1.36.4", "https://172.30.255.2:6443")
 NEIGHBOUR = "tenants_tenant-b"
 # What Kubernetes stores: protobuf with its "k8s\0" magic (kubernetes apimachinery runtime/serializer/protobuf),
 # so values hold NUL, newlines, quotes, backslashes and bytes that are no UTF-8.
@@ -82,6 +83,7 @@ def test_round_trip_is_byte_identical_and_neighbours_keep_keys_and_revisions(etc
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no scratch file left
     assert manifest.key_count == len(before) == 7
+    assert archive.verify(path).manifest.endpoint == TENANT.endpoint  # where the tenant was, for the restore to say
     neighbours = dump(etcd, f"/{NEIGHBOUR}/") + dump(etcd, "/tenants_tenant-a0")
 
     # After the snapshot: one object changed, one deleted, one made.
@@ -231,6 +233,18 @@ REFUSALS = {
         "cannot compare Kubernetes versions 'latest' and 'v1.36.4'",
     ),
     "edited manifest": (lambda path: edit_manifest_only(path), "does not match its own checksum"),
+    "edited endpoint": (
+        lambda path: edit_manifest_only(path, '"https://172.30.255.2:6443"', '"https://172.30.255.3:6443"'),
+        "does not match its own checksum",
+    ),
+    "endpoint removed": (
+        lambda path: edit_manifest_only(path, '"endpoint": "https://172.30.255.2:6443",', ""),
+        "does not match its own checksum",
+    ),
+    "endpoint not a string": (
+        lambda path: edit_manifest_only(path, '"https://172.30.255.2:6443"', "null"),
+        "mistyped fields \\(endpoint\\)",
+    ),
 }
 
 
@@ -238,14 +252,15 @@ def replace_field(manifest, **changes):
     return dataclasses.replace(manifest, **changes)
 
 
-def edit_manifest_only(path) -> None:
-    """Change the manifest's key count in place (same length), leaving its checksum as it was."""
+def edit_manifest_only(path, old: str | None = None, new: str | None = None) -> None:
+    """Change text of the manifest in place, by default its key count, leaving its checksum as it was; a shorter
+    text is padded with spaces (JSON whitespace), so the tar header's size still holds."""
     tar = gzip.decompress(path.read_bytes())
     document = json.loads(tar[512 : 512 + int(tar[124:135], 8)])
-    old = f'"key_count": {document["key_count"]}'.encode()
-    new = f'"key_count": {document["key_count"] + 1}'.encode()
-    assert len(old) == len(new)
-    tampered = tar.replace(old, new, 1)
+    if old is None or new is None:
+        old, new = f'"key_count": {document["key_count"]}', f'"key_count": {document["key_count"] + 1}'
+    assert len(old) >= len(new) and old.encode() in tar
+    tampered = tar.replace(old.encode(), new.ljust(len(old)).encode(), 1)
     # Keep the tar header's own checksum right, so only the manifest's checksum can catch the edit.
     path.unlink()
     with archive.private_file(path) as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
@@ -270,6 +285,30 @@ def test_a_compatible_newer_minor_is_accepted(etcd, tmp_path):
     path, _ = take(etcd, TENANT, SECRETS, tmp_path, WHEN)
     mutate_manifest(path, lambda m: replace_field(m, kubernetes_version="v1.35.9"))
     restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
+
+
+# What manifest.json held before it recorded the tenant's endpoint: snapshots taken then are still restored.
+BEFORE_ENDPOINT = {
+    "format", "tenant", "namespace", "schema", "kubernetes_version", "etcd_revision", "key_count", "created",
+    "skipped_leased", "members", "checksum",
+}  # fmt: skip
+
+
+def test_a_snapshot_from_before_the_endpoint_was_recorded_is_restored_with_the_endpoint_unknown(etcd, tmp_path):
+    before = contents(etcd, f"/{TENANT.schema}/")
+    path, _ = take(etcd, TENANT, SECRETS, tmp_path, WHEN)
+    mutate_manifest(path, lambda m: replace_field(m, endpoint=None))
+    tar = gzip.decompress(path.read_bytes())
+    document = json.loads(tar[512 : 512 + int(tar[124:135], 8)])
+    assert set(document) == BEFORE_ENDPOINT
+    # The checksum over the other fields, in canonical JSON: what the writer then made.
+    others = json.dumps({k: v for k, v in document.items() if k != "checksum"}, sort_keys=True, separators=(",", ":"))
+    assert document["checksum"] == hashlib.sha256(others.encode()).hexdigest()
+
+    put(etcd, f"/{TENANT.schema}/configmaps/default/made-later".encode(), b"later")
+    done = restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
+    assert contents(etcd, f"/{TENANT.schema}/") == before
+    assert done.manifest.endpoint is None
 
 
 def test_a_missing_file_is_refused_with_its_name(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import datetime
 import io
 import json
@@ -18,12 +19,15 @@ import stat
 from pathlib import Path
 
 import pytest
+import yaml
 
 from snapshot.__main__ import main
+from snapshot.core import same_address
 from snapshot.etcd import Etcdctl, EtcdFailed, PrefixWriter
 from snapshot.live import CA_ANNOTATION, HOLD_ANNOTATION, REISSUE_TIMEOUT, forwarded_port
 from tests.etcd_pods import chart_secrets
 from tests.real_etcd import ETCDCTL, RealEtcd
+from tests.test_snapshot_etcd import mutate_manifest
 from tests.test_validation import FakeClock, FakeLab, error, ok, recorded
 from validation.exit_codes import EXIT_USAGE
 from validation.host import CommandResult
@@ -169,11 +173,20 @@ class WallClock(FakeClock):
         return datetime.datetime(2026, 12, 4, 18, 30, 5, tzinfo=datetime.UTC) + datetime.timedelta(seconds=self.now())
 
 
-def run(lab: FakeLab, tmp_path: Path, *args: str) -> tuple[int, str]:
+OUTPUTS = Path(__file__).parent / "fixtures/validation/outputs.json"
+RECORDED = json.loads(OUTPUTS.read_text())
+ENDPOINT = RECORDED["tenants"]["tenant-a"]["endpoint"]
+# The name a kubeconfig from the lab gives tenant-a's cluster, which `kubectl config set-cluster` must be given.
+CLUSTER = yaml.safe_load(RECORDED["kubeconfigs"]["tenant-a"])["clusters"][0]["name"]
+
+
+def run(lab: FakeLab, tmp_path: Path, *args: str, endpoint: str = ENDPOINT) -> tuple[int, str]:
+    """python -m snapshot on the recorded outputs, with tenant-a's API server at endpoint."""
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(OUTPUTS.read_text().replace(ENDPOINT, endpoint))  # the endpoint and the kubeconfig's server
     out = io.StringIO()
     code = main(
-        ["--outputs", str(Path(__file__).parent / "fixtures/validation/outputs.json"), *args],
-        runner=lab, clock=WallClock(), stdout=out, etcdctl=str(ETCDCTL),
+        ["--outputs", str(outputs), *args], runner=lab, clock=WallClock(), stdout=out, etcdctl=str(ETCDCTL)
     )  # fmt: skip
     return code, out.getvalue()
 
@@ -277,6 +290,7 @@ def test_a_restore_that_failed_while_the_tenant_slept_is_run_again_and_wakes_it_
     code, said = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
     assert code == 0, said
     assert "make rejoin" not in said  # the same lab: its CA never changed
+    assert f"The tenant is at {ENDPOINT}, as at the snapshot: kubeconfigs from then work as they are." in said
     assert cluster.replicas() == 1 and HOLD_ANNOTATION not in cluster.tcp["metadata"]["annotations"]
     assert prefix(real_etcd) == saved
 
@@ -330,11 +344,14 @@ def test_a_root_secret_without_its_key_is_named(real_etcd, port_forward, tmp_pat
     assert not (tmp_path / "snapshots").exists() or not any((tmp_path / "snapshots").iterdir())
 
 
-def rebuilt(real_etcd: RealEtcd, tmp_path: Path, kamaji: str) -> tuple[Path, ManagementCluster, FakeLab]:
-    """A snapshot of the first lab, then `make down; make up`: a new prefix, CA and keys, and Kamaji as given."""
+def rebuilt(
+    real_etcd: RealEtcd, tmp_path: Path, kamaji: str, endpoint: str = ENDPOINT
+) -> tuple[Path, ManagementCluster, FakeLab]:
+    """A snapshot of the first lab, its tenant at endpoint, then `make down; make up`: a new prefix, CA and keys,
+    and Kamaji as given."""
     seed(real_etcd, "first-lab")
     ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
-    assert run(lab, tmp_path, "take", "tenant-a")[0] == 0
+    assert run(lab, tmp_path, "take", "tenant-a", endpoint=endpoint)[0] == 0
     (snapshot,) = (tmp_path / "snapshots").iterdir()
     root(real_etcd).run("del", f"/{SCHEMA}/", "--prefix")
     seed(real_etcd, "second-lab")
@@ -350,7 +367,7 @@ def test_a_ca_kamaji_renews_instead_of_keeping_brings_back_tokens_but_not_kubeco
     code, said = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
     assert code == 0, said
     assert "did not keep the snapshot's CA" in said and "kubeconfigs from then do not" in said
-    assert "kubeconfigs and service-account tokens from the snapshot's time work again" not in said
+    assert "kubeconfigs from then are trusted again" not in said
     assert "make rejoin TENANT=tenant-a" in said and second.replicas() == 1
 
 
@@ -406,3 +423,91 @@ def test_a_failed_read_of_the_admin_kubeconfig_stops_the_restore(
     lab.on("management", r"^get secret tenant-a-admin-kubeconfig ", forbidden)
     code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
     assert code == 1 and "Forbidden" in capsys.readouterr().err and second.replicas() == 0
+
+
+# The lab's MetalLB pool pins a tenant's address; with `loadBalancer: provided` the cluster's own LoadBalancer may
+# give a re-created tenant another one. 172.30.255.2 is a prefix of 172.30.255.20, and no match.
+PINNED, OTHER = "https://172.30.255.2:6443", "https://172.30.255.20:6443"
+
+
+def set_cluster(server: str) -> str:
+    return f"config set-cluster {CLUSTER} --server={server}"
+
+
+@pytest.mark.parametrize(
+    ("kamaji", "now", "said", "unsaid"),
+    [
+        ("keeps", PINNED, [f"is at {PINNED}, as at the snapshot: kubeconfigs from then work as they are"],
+         ["set-cluster", "was at"]),
+        ("keeps", OTHER,
+         [f"was at {PINNED} and is now at {OTHER}: point a kubeconfig from then at it", set_cluster(OTHER)],
+         [", as at the snapshot"]),
+        # Kamaji made a new CA: no kubeconfig from then works, wherever the tenant is.
+        ("renews", PINNED, [f"is at {PINNED}, as at the snapshot.", "kubeconfigs from then do not"],
+         ["work as they are", "set-cluster"]),
+        ("renews", OTHER, [f"was at {PINNED} and is now at {OTHER}.", "kubeconfigs from then do not"],
+         ["set-cluster", ", as at the snapshot"]),
+    ],
+)  # fmt: skip
+def test_the_restore_says_whether_the_re_created_tenant_is_where_the_snapshot_recorded_it(
+    real_etcd, port_forward, tmp_path, monkeypatch, kamaji, now, said, unsaid
+):
+    monkeypatch.chdir(tmp_path)
+    snapshot, second, lab = rebuilt(real_etcd, tmp_path, kamaji, endpoint=PINNED)
+    code, out = run(lab, tmp_path, "restore", "tenant-a", str(snapshot), endpoint=now)
+    assert code == 0, out
+    assert all(words in out for words in said), out
+    assert not any(words in out for words in unsaid), out
+    assert "make rejoin TENANT=tenant-a" in out
+
+
+def without_endpoint(snapshot: Path) -> None:
+    """The snapshot as the lab wrote it before manifests recorded the tenant's endpoint."""
+    mutate_manifest(snapshot, lambda manifest: dataclasses.replace(manifest, endpoint=None))
+
+
+@pytest.mark.parametrize(
+    ("kamaji", "said", "unsaid"),
+    [
+        (None, [set_cluster(PINNED)], ["make rejoin"]),  # the same lab
+        ("keeps", [set_cluster(PINNED)], ["did not keep"]),
+        ("renews", ["kubeconfigs from then do not"], ["set-cluster"]),
+    ],
+)
+def test_a_snapshot_from_before_endpoints_were_recorded_is_restored_and_its_address_is_unknown(
+    real_etcd, port_forward, tmp_path, monkeypatch, kamaji, said, unsaid
+):
+    monkeypatch.chdir(tmp_path)
+    if kamaji is None:
+        seed(real_etcd, "first-lab")
+        ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+        assert run(lab, tmp_path, "take", "tenant-a", endpoint=PINNED)[0] == 0
+        (snapshot,) = (tmp_path / "snapshots").iterdir()
+    else:
+        snapshot, _, lab = rebuilt(real_etcd, tmp_path, kamaji, endpoint=PINNED)
+    without_endpoint(snapshot)
+    code, out = run(lab, tmp_path, "restore", "tenant-a", str(snapshot), endpoint=PINNED)
+    assert code == 0, out
+    assert f"is at {PINNED}; where it was when the snapshot was taken is unknown" in out
+    assert ", as at the snapshot" not in out and "was at https" not in out
+    assert all(words in out for words in said), out
+    assert not any(words in out for words in unsaid), out
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "other", "same"),
+    [
+        (PINNED, PINNED, True),
+        (PINNED, OTHER, False),  # a prefix of the other
+        (OTHER, PINNED, False),
+        (PINNED, PINNED + "/", True),  # a path is no part of the address
+        (PINNED, "https://172.30.255.2:6444", False),
+        (PINNED, "https://172.30.255.2", False),  # no port is not port 6443
+        ("https://[fd00::2]:6443", "https://[FD00::2]:6443", True),
+        ("https://[fd00::2]:6443", "https://[fd00::20]:6443", False),
+        (PINNED, "https://172.30.255.2:99999", False),  # a malformed port matches nothing
+        ("", "", False),
+    ],
+)
+def test_two_endpoints_are_the_same_address_only_for_the_same_whole_host_and_port(endpoint, other, same):
+    assert same_address(endpoint, other) is same

@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-FORMAT = "kamaji-hami-lab/tenant-snapshot/v1"
+# v2 records the tenant's endpoint; v1 snapshots, written before it did, are still read. A reader that knows
+# only v1 refuses a v2 snapshot by its format, rather than by a field it does not know.
+FORMAT = "kamaji-hami-lab/tenant-snapshot/v2"
+FORMAT_WITHOUT_ENDPOINT = "kamaji-hami-lab/tenant-snapshot/v1"
 MANIFEST, KEYS, SECRETS = "manifest.json", "keys.jsonl", "secrets.json"
 MEMBERS = (MANIFEST, KEYS, SECRETS)
 MEMBER_MODE = 0o600
@@ -73,7 +76,7 @@ class Manifest:
 
     def body(self) -> dict[str, Any]:
         return {
-            "format": FORMAT,
+            "format": FORMAT_WITHOUT_ENDPOINT if self.endpoint is None else FORMAT,
             "tenant": self.tenant,
             "namespace": self.namespace,
             "schema": self.schema,
@@ -269,19 +272,20 @@ def read_manifest(data: bytes) -> Manifest:
         document = json.loads(data)
     except (ValueError, UnicodeError):
         raise Refused("manifest.json is not JSON") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise Refused(f"manifest.json is not a {FORMAT} manifest")
+    formats = (FORMAT, FORMAT_WITHOUT_ENDPOINT)
+    if not isinstance(document, dict) or document.get("format") not in formats:
+        raise Refused(f"manifest.json is not a {' or '.join(formats)} manifest")
     fields = {
         "tenant": str, "namespace": str, "schema": str, "kubernetes_version": str, "etcd_revision": int,
         "key_count": int, "created": str, "skipped_leased": dict, "members": dict, "checksum": str,
     }  # fmt: skip
-    # Snapshots written before the endpoint was recorded have none; their checksum covers the fields they have.
-    optional = {"endpoint": str}
+    if document["format"] == FORMAT:
+        fields["endpoint"] = str
     wrong = [name for name, kind in fields.items() if type(document.get(name)) is not kind]
-    wrong += [name for name, kind in optional.items() if name in document and type(document[name]) is not kind]
-    if wrong or set(document) - set(optional) != {*fields, "format"}:
+    if wrong or set(document) != {*fields, "format"}:
         raise Refused(f"manifest.json has missing, extra or mistyped fields ({', '.join(wrong) or 'extra'})")
-    manifest = Manifest(**{name: document[name] for name in fields}, endpoint=document.get("endpoint"))
+    manifest = Manifest(**{name: document[name] for name in fields if name != "endpoint"},
+                        endpoint=document.get("endpoint"))
     if manifest.checksum != manifest.computed_checksum():
         raise Refused("manifest.json does not match its own checksum: it was edited or corrupted")
     if not manifest.schema or "/" in manifest.schema:

@@ -237,9 +237,20 @@ REFUSALS = {
         lambda path: edit_manifest_only(path, '"https://172.30.255.2:6443"', '"https://172.30.255.3:6443"'),
         "does not match its own checksum",
     ),
+    # A v2 manifest must name the endpoint (only v1 ones, written before it was recorded, have none).
     "endpoint removed": (
         lambda path: edit_manifest_only(path, '"endpoint": "https://172.30.255.2:6443",', ""),
+        "missing, extra or mistyped fields \\(endpoint\\)",
+    ),
+    "endpoint removed and the format said to be v1": (
+        lambda path: edit_manifest_only(
+            path, '"endpoint": "https://172.30.255.2:6443",', ""
+        ) or edit_manifest_only(path, '"kamaji-hami-lab/tenant-snapshot/v2"', '"kamaji-hami-lab/tenant-snapshot/v1"'),
         "does not match its own checksum",
+    ),
+    "an unknown format": (
+        lambda path: edit_manifest_only(path, "tenant-snapshot/v2", "tenant-snapshot/v9"),
+        "is not a kamaji-hami-lab/tenant-snapshot/v2 or kamaji-hami-lab/tenant-snapshot/v1 manifest",
     ),
     "endpoint not a string": (
         lambda path: edit_manifest_only(path, '"https://172.30.255.2:6443"', "null"),

@@ -288,7 +288,7 @@ class Observability(pulumi.ComponentResource):
 
         tokens = [self._tenant_reader(name, tenant, in_namespace) for tenant in args.tenants]
         versions = {tenant.name: tenant.kubernetes_version for tenant in args.tenants}
-        prometheus = k8s.helm.v3.Release(
+        k8s.helm.v3.Release(
             f"{name}-prometheus",
             name=PROMETHEUS_RELEASE,
             chart=PROMETHEUS_CHART,
@@ -321,7 +321,10 @@ class Observability(pulumi.ComponentResource):
             namespace=MONITORING_NAMESPACE,
             values=grafana_values(),
             timeout=HELM_TIMEOUT_SECONDS,
-            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[admin, prometheus])),
+            # Not after Prometheus (its datasource is only a URL), so not after the tenants: Grafana's Service
+            # takes its pinned address without waiting for them, which a tenant of a lab brought up before
+            # addresses were pinned may be waiting for (docs/architecture.md, "Addresses on the lab's network").
+            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[admin])),
         )
         service = k8s.core.v1.Service(
             f"{name}-grafana-address",

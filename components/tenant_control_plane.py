@@ -119,7 +119,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "KUBECONFIG_DATA": args.management_kubeconfig,
                 "TENANT": tenant.name,
                 "NAMESPACE": args.namespace,
-                # Read once Kamaji has issued it for this address: proves MetalLB gave the tenant its own.
+                # Read once MetalLB gave the Service this address and Kamaji issued the kubeconfig for it.
                 "API_ADDRESS": tenant.api_address or "",
             },
             secret_output=True,
@@ -188,7 +188,7 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
             "deployment": {"replicas": 0 if tenant.sleeping else tenant.control_plane_replicas},
             # MetalLB gives the address, reachable from the host and from workers on the kind network. Kamaji
             # copies these annotations onto the Service (clastix/kamaji internal/resources/k8s_service_resource.go
-            # @26.8.2-edge, mutate) and takes the address MetalLB gives as the one in its certificates and kubeconfigs.
+            # @26.8.2-edge, mutate).
             "service": {"serviceType": "LoadBalancer", **pinned_address(tenant.api_address)},
         },
         "kubernetes": {
@@ -207,6 +207,13 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
             },
         },
         "networkProfile": {
+            # Kamaji takes the declared address over the Service's for its certificates and kubeconfigs, and
+            # records it whenever it updates the Service (clastix/kamaji api/v1alpha1/tenantcontrolplane_funcs.go
+            # and internal/resources/k8s_service_resource.go@26.8.2-edge: DeclaredControlPlaneAddress,
+            # UpdateTenantControlPlaneStatus). From the Service's address alone it would record a new one only
+            # when the Service itself changes (internal/resources/resource.go, createOrUpdate), not when MetalLB
+            # moves it; the annotation above and this change together, so a moved tenant is re-issued at once.
+            **({"address": tenant.api_address} if tenant.api_address else {}),
             "port": API_PORT,
             "podCidrs": [tenant.pod_cidr],
             "serviceCidrs": [tenant.service_cidr],

@@ -4,14 +4,15 @@
 # Ready, so the first requests with admin.conf can be Forbidden. An API server
 # that never answers is reported as unreachable, not as unauthorised.
 #
-# With API_ADDRESS, it also waits until the kubeconfig names that address: Kamaji
-# writes the one MetalLB gave the Service, and re-issues it when that changes.
+# With API_ADDRESS, it first waits until MetalLB gave the tenant's Service that
+# address and Kamaji issued admin.conf for it (the TenantControlPlane declares it).
 #
 # env:    KUBECONFIG_DATA  management cluster kubeconfig
 #         TENANT           TenantControlPlane name
 #         NAMESPACE        TenantControlPlane namespace
 #         API_ADDRESS      optional, the IPv4 address the tenant's Service asks MetalLB for
 #         SECRET_TIMEOUT   optional, seconds to wait for the Secret (and the address) (default 300)
+#         ASK_AGAIN_EVERY  optional, seconds between nudges of MetalLB while the address does not come (default 30)
 #         AUTH_TIMEOUT     optional, seconds to wait for authorisation (default 180)
 # stdout: the tenant admin kubeconfig (secret)
 set -euo pipefail
@@ -34,29 +35,60 @@ read_admin_conf() {
 	}
 }
 
+# MetalLB does not try a Service again when the address it asks for was held by another Service that has since
+# moved to its own (go.universe.tf/metallb controller/main.go@v0.16.1, SetBalancer: SyncStateErrorNoRetry, and
+# a reprocess only when a Service is deleted or left without an address); a change to the Service makes it try.
+asked_at=$SECONDS
+ask_metallb_again() {
+	((SECONDS - asked_at >= ${ASK_AGAIN_EVERY:-30})) || return 0
+	asked_at=$SECONDS
+	kube -n "$NAMESPACE" annotate service "$TENANT" --overwrite \
+		"kamaji-hami-lab.io/address-asked-at=$(date -u +%Y-%m-%dT%H:%M:%SZ)" >/dev/null 2>&1 ||
+		warn "could not annotate Service $NAMESPACE/$TENANT to have MetalLB try $API_ADDRESS again"
+}
+
 tenant_kubeconfig=
-issued_endpoint=
-read_for_address() {
+waiting_on=secret
+given=
+issued=
+admin_conf_file=
+[[ -z ${API_ADDRESS:-} ]] || scratch_file admin_conf_file
+ready_at_address() {
+	waiting_on=secret
 	read_admin_conf || return 1
 	tenant_kubeconfig=$(base64 -d <<<"$admin_conf_base64") ||
 		die "key admin.conf of Secret $NAMESPACE/$secret is not valid base64"
 	[[ -n ${API_ADDRESS:-} ]] || return 0
-	local file
-	scratch_file file
-	printf '%s' "$tenant_kubeconfig" >"$file"
-	issued_endpoint=$(KUBECONFIG=$file kubeconfig_endpoint) || return 1
-	# The host in full: 172.30.255.2 is not 172.30.255.20.
-	[[ ${issued_endpoint%:*} == "$API_ADDRESS" ]] && return 0
-	progress "waiting for Kamaji to issue tenant $TENANT's admin kubeconfig for $API_ADDRESS (it names $issued_endpoint)"
+	waiting_on=metallb
+	given=$(kube -n "$NAMESPACE" get service "$TENANT" \
+		-o 'jsonpath={.status.loadBalancer.ingress[*].ip}' 2>/dev/null) || given=
+	# Each address in full: 172.30.255.2 is not 172.30.255.20.
+	[[ " $given " == *" $API_ADDRESS "* ]] || {
+		progress "waiting for MetalLB to give tenant $TENANT's Service $API_ADDRESS (it has ${given:-no address})"
+		ask_metallb_again
+		return 1
+	}
+	waiting_on=kamaji
+	printf '%s' "$tenant_kubeconfig" >"$admin_conf_file"
+	issued=$(KUBECONFIG=$admin_conf_file kube config view --raw --minify \
+		-o 'jsonpath={.clusters[0].cluster.server}' 2>/dev/null) || issued=
+	issued=${issued#*://}
+	issued=${issued%%/*}
+	[[ ${issued%:*} == "$API_ADDRESS" ]] && return 0
+	progress "waiting for Kamaji to issue tenant $TENANT's admin kubeconfig for $API_ADDRESS (it names ${issued:-no server})"
 	return 1
 }
-if ! retry "$secret_timeout" "$RETRY_INTERVAL" read_for_address; then
-	[[ -n $issued_endpoint ]] ||
-		die "timed out after ${secret_timeout}s waiting for Secret $NAMESPACE/$secret with key admin.conf"
-	given=$(kube -n "$NAMESPACE" get service "$TENANT" -o 'jsonpath={.status.loadBalancer.ingress[*].ip}' 2>/dev/null) || true
-	die "tenant $TENANT's admin kubeconfig still names $issued_endpoint after ${secret_timeout}s, not $API_ADDRESS:" \
-		"MetalLB gave its Service ${given:-no address}. Another Service may hold $API_ADDRESS, or it lies outside" \
-		"the pool (kubectl -n $NAMESPACE describe service $TENANT shows MetalLB's events)"
+if ! retry "$secret_timeout" "$RETRY_INTERVAL" ready_at_address; then
+	case $waiting_on in
+	secret) die "timed out after ${secret_timeout}s waiting for Secret $NAMESPACE/$secret with key admin.conf" ;;
+	metallb)
+		die "MetalLB did not give tenant $TENANT's Service $API_ADDRESS within ${secret_timeout}s (it has" \
+			"${given:-no address}): another Service holds it, or it is not in the pool (kubectl -n $NAMESPACE" \
+			"describe service $TENANT shows MetalLB's events). In a lab brought up before tenant addresses were" \
+			"pinned, another tenant or Grafana may still hold it: docs/architecture.md, \"Addresses on the lab's network\""
+		;;
+	*) die "Kamaji did not issue tenant $TENANT's admin kubeconfig for $API_ADDRESS within ${secret_timeout}s (it names ${issued:-no server})" ;;
+	esac
 fi
 kubeconfig_file tenant_kubeconfig
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from components.addresses import AddressRange, home_address, parse_address_range, tenant_addresses
 from components.config import ConfigError, parse_settings
 from tests.plan import GRAFANA_ADDRESS, METALLB_ADDRESS_ANNOTATION, changed, dev_config, plan, resolve, reveal, tenants
-from tests.test_management_modes import EXISTING_KUBECONFIG, PROVIDED
+from tests.test_management_modes import EXISTING_KUBECONFIG, INSTALLED, PROVIDED
 
 CONTROL_PLANE = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 ADDRESS_POOL = "kubernetes:metallb.io/v1beta1:IPAddressPool"
@@ -64,6 +64,13 @@ def test_every_tenant_asks_for_its_own_address_of_the_pool_below_grafanas(eight)
     grafana = eight.named("observability-grafana-address")
     assert grafana.inputs["metadata"]["annotations"] == {METALLB_ADDRESS_ANNOTATION: str(last)}
     assert resolve(eight.outputs["grafanaUrl"]) == f"http://{last}"
+
+
+def test_kamaji_is_told_the_address_it_issues_certificates_and_kubeconfigs_for(eight):
+    # Kamaji records an address from the Service only when it changes the Service, not when MetalLB moves it
+    # (clastix/kamaji internal/resources/resource.go@26.8.2-edge, createOrUpdate): the declared one is used.
+    for control_plane in eight.of_type(CONTROL_PLANE):
+        assert control_plane.inputs["spec"]["networkProfile"]["address"] == asked(control_plane)
 
 
 def test_each_tenants_kubeconfig_and_endpoint_name_its_pinned_address(eight):
@@ -144,7 +151,7 @@ def test_a_pool_of_one_address_per_tenant_and_grafanas_is_enough_and_one_less_is
     assert sorted(addresses(tenants(2), metallbAddressRange=SMALL_POOL).values()) == ["172.30.200.1", "172.30.200.2"]
     message = refusal(tenants=tenants(3), metallbAddressRange=SMALL_POOL)
     assert "kamaji-hami-lab:metallbAddressRange: 172.30.200.1-172.30.200.3 has 3 addresses but 3 tenants need " \
-        "one each and Grafana one more" in message
+        "one each, and the last is kept for Grafana" in message
 
 
 @pytest.mark.parametrize(("address", "problem"), [
@@ -179,6 +186,7 @@ def test_with_the_clusters_own_load_balancer_nothing_is_pinned():
                secrets={"managementKubeconfig": EXISTING_KUBECONFIG})
     for control_plane in lab.of_type(CONTROL_PLANE):
         assert "additionalMetadata" not in control_plane.inputs["spec"]["controlPlane"]["service"]
+        assert "address" not in control_plane.inputs["spec"]["networkProfile"]
     assert all(reveal(read.inputs["environment"])["API_ADDRESS"] == "" for read in lab.commands("tenant-kubeconfig.sh"))
     assert "annotations" not in lab.named("observability-grafana-address").inputs["metadata"]
     assert resolve(lab.outputs["grafanaUrl"]) == f"http://{GRAFANA_ADDRESS}"  # what that LoadBalancer picked
@@ -190,6 +198,21 @@ def test_an_api_address_with_the_clusters_own_load_balancer_is_refused():
         parse_settings(dev_config(**PROVIDED, managementKubeconfig=EXISTING_KUBECONFIG,
                                   tenants=[{"name": "a", "apiAddress": "10.20.0.9"}]))
     assert "kamaji-hami-lab:tenants[0].apiAddress: unused with loadBalancer provided" in str(raised.value)
+
+
+def test_a_pool_reaching_the_networks_broadcast_address_is_refused_and_one_below_it_accepted():
+    message = refusal(metallbAddressRange="172.30.255.200-172.30.255.255")
+    assert "kamaji-hami-lab:metallbAddressRange: 172.30.255.200-172.30.255.255 reaches the broadcast address of " \
+        "the kind network 172.30.0.0/16" in message
+    assert str(parse_settings(dev_config(metallbAddressRange="172.30.255.200-172.30.255.254")).grafana_address) == \
+        "172.30.255.254"
+
+
+def test_a_pin_on_an_existing_cluster_without_its_required_pool_is_not_called_unused():
+    message = refusal(**INSTALLED | {"metallbAddressRange": ""}, managementKubeconfig=EXISTING_KUBECONFIG,
+                      tenants=[{"name": "a", "apiAddress": "192.168.50.241"}])
+    assert "kamaji-hami-lab:metallbAddressRange: required with managementCluster existing" in message
+    assert "apiAddress" not in message
 
 
 def test_moving_a_tenant_reads_its_kubeconfig_again_and_rejoins_only_its_workers():

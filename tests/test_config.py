@@ -197,7 +197,7 @@ def test_pool_must_hold_one_address_per_tenant_and_grafanas():
     message = config_error(metallbAddressRange="172.18.255.200-172.18.255.201", kindSubnet="172.18.0.0/16")
     assert (
         "  kamaji-hami-lab:metallbAddressRange: 172.18.255.200-172.18.255.201 has 2 addresses but 2 tenants need "
-        "one each and Grafana one more" in message.splitlines()
+        "one each, and the last is kept for Grafana" in message.splitlines()
     )
     assert parse_settings(dev_config(metallbAddressRange="172.18.255.200-172.18.255.202",
                                      kindSubnet="172.18.0.0/16")).address_pool
@@ -254,8 +254,9 @@ def test_service_cidr_must_hold_the_dns_address():
 def test_more_tenants_than_the_carved_pool_needs_an_explicit_range():
     many = [{"name": f"t{index}"} for index in range(51)]
     assert (
-        "  kamaji-hami-lab:tenants: 51 tenants and Grafana need more than the 51 addresses carved from the kind "
-        "network by default; set kamaji-hami-lab:metallbAddressRange" in config_error(tenants=many).splitlines()
+        "  kamaji-hami-lab:tenants: 51 tenants need more than the 50 addresses carved from the kind network by "
+        "default (of 51, the last is kept for Grafana); set kamaji-hami-lab:metallbAddressRange"
+        in config_error(tenants=many).splitlines()
     )
     assert len(parse_settings(dev_config(tenants=many[:50])).tenants) == 50
     lab = parse_settings(dev_config(tenants=many, metallbAddressRange="172.18.200.0/24", kindSubnet="172.18.0.0/16"))

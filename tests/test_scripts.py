@@ -836,54 +836,115 @@ def kubeconfig_at(address: str) -> str:
     return TENANT_KUBECONFIG.replace(ENDPOINT, f"{address}:6443")
 
 
-def test_tenant_kubeconfig_waits_until_kamaji_issues_it_for_the_pinned_address(fakes):
-    # 172.30.255.20 starts with 172.30.255.2: only the whole address counts.
-    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")), b64(kubeconfig_at("172.30.255.2")))
-    # What `kubectl config view --minify -o jsonpath=...server` prints for each (no newline).
-    fakes.on("kubectl", r"config view .*cluster\.server", "https://172.30.255.20:6443", "https://172.30.255.2:6443")
+SERVICE_ADDRESSES = r"-n tenants get service tenant-a -o jsonpath=\{\.status\.loadBalancer\.ingress\[\*\]\.ip\}"
+# What `kubectl config view --minify -o jsonpath={...server}` prints (no newline).
+SERVER_OF_ADMIN_CONF = r"config view --raw --minify -o jsonpath=\{\.clusters\[0\]\.cluster\.server\}"
+
+
+def pinned_run(fakes: Fakes, **env: str) -> subprocess.CompletedProcess[str]:
+    return fakes.run("tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a",
+                     NAMESPACE="tenants", API_ADDRESS="172.30.255.2", **env)
+
+
+def test_tenant_kubeconfig_waits_for_metallb_then_for_kamaji_at_the_pinned_address(fakes):
+    # 172.30.255.20 starts with 172.30.255.2: only the whole address counts, in the Service and in admin.conf.
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")), b64(kubeconfig_at("172.30.255.20")),
+             b64(kubeconfig_at("172.30.255.2")))
+    fakes.on("kubectl", SERVICE_ADDRESSES, "", "172.30.255.20", "172.30.255.2")
+    fakes.on("kubectl", SERVER_OF_ADMIN_CONF, "https://172.30.255.2:6443")
     fakes.on("kubectl", r"auth can-i", "yes\n")
 
-    result = fakes.run("tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a",
-                       NAMESPACE="tenants", API_ADDRESS="172.30.255.2")
+    result = pinned_run(fakes)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == kubeconfig_at("172.30.255.2")
-    assert "for 172.30.255.2 (it names 172.30.255.20:6443)" in result.stderr
-    views = fakes.calls("kubectl", "config view")
-    assert [call["kubeconfig"]["content"] for call in views] == [kubeconfig_at("172.30.255.20").rstrip("\n"),
-                                                                  kubeconfig_at("172.30.255.2").rstrip("\n")]
-    assert all(call["kubeconfig"]["mode"] == 0o600 for call in views)
+    assert "waiting for MetalLB to give tenant tenant-a's Service 172.30.255.2 (it has no address)" in result.stderr
+    assert "(it has 172.30.255.20)" in result.stderr
+    # admin.conf is read for its server only once the Service holds the address, from a private scratch file.
+    (view,) = fakes.calls("kubectl", "config view")
+    assert view["kubeconfig"]["content"] == kubeconfig_at("172.30.255.2").rstrip("\n")
+    assert view["kubeconfig"]["mode"] == 0o600 and not Path(view["kubeconfig"]["path"]).exists()
     assert len(fakes.calls("kubectl", "auth can-i")) == 1
 
 
-def test_tenant_kubeconfig_names_what_metallb_gave_when_the_pinned_address_never_comes(fakes):
-    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")))
-    fakes.on("kubectl", r"config view .*cluster\.server", "https://172.30.255.20:6443")
-    fakes.on("kubectl", r"-n tenants get service tenant-a -o jsonpath=\{\.status\.loadBalancer\.ingress\[\*\]\.ip\}",
-             "172.30.255.20")
+@pytest.mark.parametrize("annotated", [reply("service/tenant-a annotated\n"), reply(exit=1, stderr="forbidden\n")])
+def test_tenant_kubeconfig_has_metallb_try_again_while_the_address_does_not_come(fakes, annotated):
+    # MetalLB retries a Service only when it changes (go.universe.tf/metallb controller/main.go@v0.16.1).
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.2")))
+    fakes.on("kubectl", SERVICE_ADDRESSES, "172.30.255.20", "172.30.255.20", "172.30.255.2")
+    fakes.on("kubectl", r"annotate service tenant-a", annotated)
+    fakes.on("kubectl", SERVER_OF_ADMIN_CONF, "https://172.30.255.2:6443")
+    fakes.on("kubectl", r"auth can-i", "yes\n")
 
-    result = fakes.run("tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a",
-                       NAMESPACE="tenants", API_ADDRESS="172.30.255.2", SECRET_TIMEOUT="0")
+    result = pinned_run(fakes, ASK_AGAIN_EVERY="0")
+
+    assert result.returncode == 0, result.stderr
+    nudges = fakes.calls("kubectl", "annotate")
+    assert len(nudges) == 2
+    assert all(re.search(r"-n tenants annotate service tenant-a --overwrite "
+                         r"kamaji-hami-lab\.io/address-asked-at=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$",
+                         " ".join(call["argv"])) for call in nudges)
+    assert all(call["kubeconfig"]["content"] == MANAGEMENT_KUBECONFIG for call in nudges)
+    assert ("could not annotate Service tenants/tenant-a" in result.stderr) == (annotated["exit"] != 0)
+
+
+def test_tenant_kubeconfig_waits_until_kamaji_issues_admin_conf_for_the_pinned_address(fakes):
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")), b64(kubeconfig_at("172.30.255.2")))
+    fakes.on("kubectl", SERVICE_ADDRESSES, "172.30.255.2")
+    fakes.on("kubectl", SERVER_OF_ADMIN_CONF, "https://172.30.255.20:6443", "https://172.30.255.2:6443")
+    fakes.on("kubectl", r"auth can-i", "yes\n")
+
+    result = pinned_run(fakes)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == kubeconfig_at("172.30.255.2")
+    assert "admin kubeconfig for 172.30.255.2 (it names 172.30.255.20:6443)" in result.stderr
+    views = fakes.calls("kubectl", "config view")
+    assert [call["kubeconfig"]["content"] for call in views] == [kubeconfig_at("172.30.255.20").rstrip("\n"),
+                                                                  kubeconfig_at("172.30.255.2").rstrip("\n")]
+    # One scratch file for every poll: the admin credentials are written to one place.
+    assert len({call["kubeconfig"]["path"] for call in views}) == 1
+
+
+@pytest.mark.parametrize(("addresses", "said"), [("172.30.255.20", "(it has 172.30.255.20)"),
+                                                 ("", "(it has no address)")])
+def test_tenant_kubeconfig_names_what_metallb_gave_when_the_pinned_address_never_comes(fakes, addresses, said):
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")))
+    fakes.on("kubectl", SERVICE_ADDRESSES, addresses)
+
+    result = pinned_run(fakes, SECRET_TIMEOUT="0")
 
     assert result.returncode != 0
     assert result.stdout == ""
-    assert "still names 172.30.255.20:6443 after 0s, not 172.30.255.2" in result.stderr
-    assert "MetalLB gave its Service 172.30.255.20" in result.stderr
+    assert "MetalLB did not give tenant tenant-a's Service 172.30.255.2 within 0s " + said in result.stderr
     assert "kubectl -n tenants describe service tenant-a" in result.stderr
+    assert "docs/architecture.md" in result.stderr
+    assert ADMIN_KEY_MARKER not in result.stderr
+    assert not fakes.calls("kubectl", "config view") and not fakes.calls("kubectl", "auth can-i")
+
+
+def test_tenant_kubeconfig_says_when_kamaji_never_issues_admin_conf_for_the_address(fakes):
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")))
+    fakes.on("kubectl", SERVICE_ADDRESSES, "172.30.255.2")
+    fakes.on("kubectl", SERVER_OF_ADMIN_CONF, "https://172.30.255.20:6443")
+
+    result = pinned_run(fakes, SECRET_TIMEOUT="0")
+
+    assert result.returncode != 0
+    assert "Kamaji did not issue tenant tenant-a's admin kubeconfig for 172.30.255.2 within 0s (it names " \
+        "172.30.255.20:6443)" in result.stderr
     assert ADMIN_KEY_MARKER not in result.stderr
     assert not fakes.calls("kubectl", "auth can-i")
 
 
-def test_tenant_kubeconfig_says_when_metallb_gave_no_address_at_all(fakes):
-    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")))
-    fakes.on("kubectl", r"config view .*cluster\.server", "https://172.30.255.20:6443")
-    fakes.on("kubectl", r"get service tenant-a", "")
+def test_tenant_kubeconfig_with_a_pinned_address_still_waits_for_the_secret_first(fakes):
+    fakes.on("kubectl", r"get secret", reply(exit=1, stderr="NotFound\n"))
 
-    result = fakes.run("tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a",
-                       NAMESPACE="tenants", API_ADDRESS="172.30.255.2", SECRET_TIMEOUT="0")
+    result = pinned_run(fakes, SECRET_TIMEOUT="0")
 
     assert result.returncode != 0
-    assert "MetalLB gave its Service no address" in result.stderr
+    assert "waiting for Secret tenants/tenant-a-admin-kubeconfig with key admin.conf" in result.stderr
+    assert not fakes.calls("kubectl", "get service")
 
 
 def test_tenant_kubeconfig_without_a_pinned_address_takes_the_one_kamaji_wrote(fakes):
@@ -895,7 +956,7 @@ def test_tenant_kubeconfig_without_a_pinned_address_takes_the_one_kamaji_wrote(f
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == kubeconfig_at("172.30.255.20")
-    assert not fakes.calls("kubectl", "config view")
+    assert not fakes.calls("kubectl", "config view") and not fakes.calls("kubectl", "get service")
 
 
 # --- join-worker / leave-worker ---------------------------------------------------------------------

@@ -107,7 +107,7 @@ def refusal(**overrides) -> str:
 
 def test_two_workers_that_would_share_an_address_are_refused_before_anything_exists():
     # A /28's second quarter holds 4 addresses: a fifth worker must land on a taken one.
-    message = refusal(kindSubnet="10.1.0.0/28", metallbAddressRange="10.1.0.8-10.1.0.15",
+    message = refusal(kindSubnet="10.1.0.0/28", metallbAddressRange="10.1.0.8-10.1.0.14",
                       tenants=[{"name": "a", "workers": 5}])
     assert "kamaji-hami-lab:tenants[0].name" in message
     assert "would get the fixed address 10.1.0." in message and "kamaji-a-w" in message
@@ -115,11 +115,11 @@ def test_two_workers_that_would_share_an_address_are_refused_before_anything_exi
 
 
 def test_the_smallest_kind_subnet_the_layout_splits_is_accepted_and_a_smaller_one_refused():
-    pool = {"metallbAddressRange": "10.1.0.8-10.1.0.15"}
+    pool = {"metallbAddressRange": "10.1.0.8-10.1.0.14"}
     lab = parse_settings(dev_config(kindSubnet="10.1.0.0/28", **pool, tenants=[{"name": "a"}]))
     address = ipaddress.IPv4Address(lab.worker_address(lab.tenants[0], 1))
     assert address in ipaddress.IPv4Network("10.1.0.4/30"), "the /28's second quarter"
-    message = refusal(kindSubnet="10.1.0.0/29", metallbAddressRange="10.1.0.4-10.1.0.7", tenants=[{"name": "a"}])
+    message = refusal(kindSubnet="10.1.0.0/29", metallbAddressRange="10.1.0.4-10.1.0.6", tenants=[{"name": "a"}])
     assert "kamaji-hami-lab:kindSubnet: 10.1.0.0/29 is too small" in message
 
 

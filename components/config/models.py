@@ -636,11 +636,11 @@ class StackConfig(ConfigModel):
         # One address each, and Grafana's (the pool's last).
         if pool is not None and len(self.tenants) + 1 > pool.size:
             yield ("metallbAddressRange",), f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants " \
-                "need one each and Grafana one more"
+                "need one each, and the last is kept for Grafana"
         if pool is None and self.carves_a_pool and len(self.tenants) + 1 > CARVED_POOL_SIZE:
-            yield ("tenants",), (f"{len(self.tenants)} tenants and Grafana need more than the {CARVED_POOL_SIZE} "
-                                 "addresses carved from the kind network by default; set "
-                                 "kamaji-hami-lab:metallbAddressRange")
+            yield ("tenants",), (f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE - 1} addresses "
+                                 f"carved from the kind network by default (of {CARVED_POOL_SIZE}, the last is kept "
+                                 "for Grafana); set kamaji-hami-lab:metallbAddressRange")
         yield from self._api_address_problems()
 
     def warnings(self) -> Iterator[Problem]:
@@ -677,6 +677,10 @@ class StackConfig(ConfigModel):
         if pool is not None and self.kind_subnet is None and not pool.within(subnet):
             yield ("metallbAddressRange",), f"{pool} lies outside {named}; set kamaji-hami-lab:kindSubnet to the " \
                 "subnet the range belongs to"
+        elif pool is not None and pool.within(subnet) and subnet.broadcast_address in pool:
+            yield ("metallbAddressRange",), (
+                f"{pool} reaches the broadcast address of the kind network {subnet}, which no Service can answer on "
+                "(the pool's last address is Grafana's); end it below")
         elif pool is not None and pool.within(subnet) and int(pool.first) < int(subnet[subnet.num_addresses // 2]):
             yield ("metallbAddressRange",), (
                 f"{pool} reaches into the lower half of the kind network {subnet}, which holds Docker's own "
@@ -700,8 +704,8 @@ class StackConfig(ConfigModel):
         except ValueError:
             return  # the kind network is too small to carve a pool from, said above
         pins = [(index, tenant) for index, tenant in enumerate(self.tenants) if tenant.api_address]
-        if pool is None:
-            for index, _ in pins:
+        if pool is None:  # the cluster's own LoadBalancer, or a required metallbAddressRange missing (said above)
+            for index, _ in pins if self.load_balancer == "provided" else ():
                 yield ("tenants", index, "apiAddress"), "unused with loadBalancer provided: the cluster's own " \
                     "LoadBalancer picks the addresses"
             return

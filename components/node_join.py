@@ -66,10 +66,10 @@ def join_node(
             depends_on=list(after),
             # The node keeps its name: the old node object must leave before the new one joins.
             delete_before_replace=True,
-            # Above the script's own bound (join-worker.sh): boot wait, the first reset and
-            # the three bounded kubeadm attempts, each with its reset; the drain and reset
-            # on delete are bounded by their own timeouts (leave-worker.sh).
-            custom_timeouts=pulumi.CustomTimeouts(create="25m", delete="8m"),
+            # Above the script's own bound (join-worker.sh): boot wait, the first reset, a stale
+            # cluster-info written again and the three bounded kubeadm attempts, each with its reset;
+            # the drain and reset on delete are bounded by their own timeouts (leave-worker.sh).
+            custom_timeouts=pulumi.CustomTimeouts(create="27m", delete="8m"),
         ),
     )
     if not gpus:

@@ -37,8 +37,10 @@
 #         BOOT_TIMEOUT     optional, seconds to wait for systemd in a container, or for a machine to answer (default 90)
 #         JOIN_ATTEMPTS    optional, kubeadm join attempts (default 3)
 #         NODE_TIMEOUT     optional, seconds a joined node's restarted kubelet has to register its missing Node (default 120)
-# bound:  1480 s (BOOT_TIMEOUT 90 + a 70 s reset + JOIN_ATTEMPTS 3 x (a 250 s attempt + a 70 s reset) + ssh calls;
-#         with FLANNEL_INTERFACE, NODE_TIMEOUT 120 for its Node and three 20 s API calls)
+#         CLUSTER_INFO_TIMEOUT optional, seconds Kamaji has to write a stale cluster-info again (default 60)
+# bound:  1580 s (BOOT_TIMEOUT 90 + a 70 s reset + JOIN_ATTEMPTS 3 x (a 250 s attempt + a 70 s reset) + ssh calls;
+#         with FLANNEL_INTERFACE, NODE_TIMEOUT 120 for its Node and three 20 s API calls; CLUSTER_INFO_TIMEOUT 60
+#         for a stale cluster-info and two 20 s API calls)
 # stdout: one summary line, e.g. "tenant-a-w1 joined 172.18.255.200:6443"
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -299,6 +301,38 @@ timeouts:
   kubernetesAPICall: 30s
 CONFIG
 )
+
+# kubeadm join gives the kubelet the API server that kube-public/cluster-info names, not the endpoint it
+# discovered through (kubernetes cmd/kubeadm/app/discovery/discovery.go, For, as indexed for v1.36). Kamaji
+# rewrites cluster-info only when its content no longer matches what Kamaji last wrote, not when the tenant's
+# address moves, and re-creates it from the tenant's current kubeconfig when it is gone (clastix/kamaji
+# internal/resources/kubeadm_utils.go, KubeadmBootstrap; controllers/soot/controllers/kubeadm_phase.go
+# @26.8.2-edge). So one that names another address is deleted; a missing one is Kamaji's to create (the
+# attempts below wait for it).
+# cluster_info_endpoint: host:port of the server cluster-info names; empty while there is none.
+cluster_info_endpoint() {
+	local server
+	server=$(kube -n kube-public get configmap cluster-info -o 'jsonpath={.data.kubeconfig}' 2>/dev/null |
+		sed -n 's/^ *server: *//p' | head -n 1) || server=
+	server=${server#*://}
+	printf '%s\n' "${server%%/*}"
+}
+named=
+cluster_info_names_endpoint() {
+	named=$(cluster_info_endpoint)
+	[[ $named == "$endpoint" ]] && return 0
+	progress "waiting for Kamaji to write kube-public/cluster-info for $endpoint (it names ${named:-nothing yet})"
+	return 1
+}
+named=$(cluster_info_endpoint)
+if [[ -n $named && $named != "$endpoint" ]]; then
+	log "kube-public/cluster-info names $named, not $endpoint; deleting it for Kamaji to write it again"
+	kube -n kube-public delete configmap cluster-info --ignore-not-found >&2 ||
+		die "could not delete kube-public/cluster-info, which names $named instead of $endpoint"
+	retry "${CLUSTER_INFO_TIMEOUT:-60}" "$RETRY_INTERVAL" cluster_info_names_endpoint ||
+		die "Kamaji did not write kube-public/cluster-info for $endpoint within ${CLUSTER_INFO_TIMEOUT:-60}s" \
+			"(it names ${named:-nothing}); a worker joining now would be sent another address"
+fi
 
 # Runs inside the node, bounded there (a killed docker exec or ssh would not stop it).
 # The config sits on tmpfs (/run) only while kubeadm runs; reset_node removes a

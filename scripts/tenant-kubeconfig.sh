@@ -36,15 +36,19 @@ read_admin_conf() {
 }
 
 # MetalLB does not try a Service again when the address it asks for was held by another Service that has since
-# moved to its own (go.universe.tf/metallb controller/main.go@v0.16.1, SetBalancer: SyncStateErrorNoRetry, and
-# a reprocess only when a Service is deleted or left without an address); a change to the Service makes it try.
+# moved to its own (go.universe.tf/metallb controller/main.go@v0.16.1, SetBalancer: SyncStateErrorNoRetry; every
+# Service is reprocessed only when one is deleted, loses its address or allocation key, or the pools change);
+# any change to the Service makes it try (its controller watches Services without a predicate).
+ask_again_every=${ASK_AGAIN_EVERY:-30}
+[[ $ask_again_every =~ ^[0-9]+$ ]] || die "ASK_AGAIN_EVERY must be a number of seconds, not '$ask_again_every'"
 asked_at=$SECONDS
 ask_metallb_again() {
-	((SECONDS - asked_at >= ${ASK_AGAIN_EVERY:-30})) || return 0
+	local failure
+	((SECONDS - asked_at >= ask_again_every)) || return 0
 	asked_at=$SECONDS
-	kube -n "$NAMESPACE" annotate service "$TENANT" --overwrite \
-		"kamaji-hami-lab.io/address-asked-at=$(date -u +%Y-%m-%dT%H:%M:%SZ)" >/dev/null 2>&1 ||
-		warn "could not annotate Service $NAMESPACE/$TENANT to have MetalLB try $API_ADDRESS again"
+	failure=$(kube -n "$NAMESPACE" annotate service "$TENANT" --overwrite \
+		"kamaji-hami-lab.io/address-asked-at=$(date -u +%Y-%m-%dT%H:%M:%SZ)" 2>&1 >/dev/null) ||
+		warn "could not annotate Service $NAMESPACE/$TENANT to have MetalLB try $API_ADDRESS again: $failure"
 }
 
 tenant_kubeconfig=
@@ -70,10 +74,7 @@ ready_at_address() {
 	}
 	waiting_on=kamaji
 	printf '%s' "$tenant_kubeconfig" >"$admin_conf_file"
-	issued=$(KUBECONFIG=$admin_conf_file kube config view --raw --minify \
-		-o 'jsonpath={.clusters[0].cluster.server}' 2>/dev/null) || issued=
-	issued=${issued#*://}
-	issued=${issued%%/*}
+	issued=$(KUBECONFIG=$admin_conf_file kubeconfig_endpoint 2>/dev/null) || issued=
 	[[ ${issued%:*} == "$API_ADDRESS" ]] && return 0
 	progress "waiting for Kamaji to issue tenant $TENANT's admin kubeconfig for $API_ADDRESS (it names ${issued:-no server})"
 	return 1
@@ -106,6 +107,10 @@ admin_authorised() {
 		waiting_for=authorisation
 		progress "waiting for tenant $TENANT to authorise its admin kubeconfig (can-i: $answer)"
 		;;
+	*x509* | *certificate*)
+		waiting_for=certificate
+		progress "tenant $TENANT's API server presents a certificate admin.conf does not trust yet: $last_answer"
+		;;
 	*)
 		waiting_for=reachability
 		progress "tenant $TENANT's API server is not reachable yet: $last_answer"
@@ -114,6 +119,10 @@ admin_authorised() {
 	return 1
 }
 if ! retry "$auth_timeout" "$RETRY_INTERVAL" admin_authorised; then
+	[[ $waiting_for != certificate ]] ||
+		die "tenant $TENANT's API server still presents a certificate admin.conf does not trust after" \
+			"${auth_timeout}s ($last_answer); Kamaji re-issues it for a new address or CA and restarts the API" \
+			"server (kubectl -n $NAMESPACE get tenantcontrolplane $TENANT shows its status)"
 	[[ $waiting_for == authorisation ]] ||
 		die "tenant $TENANT's API server is unreachable from this host after ${auth_timeout}s ($last_answer)." \
 			"Its MetalLB address on the kind network must be reachable from here; rootless or remote Docker" \

@@ -41,7 +41,7 @@ MUTANTS = (
     Mutant(
         "join timeout cut to one minute",
         "components/node_join.py",
-        'custom_timeouts=pulumi.CustomTimeouts(create="25m", delete="8m")',
+        'custom_timeouts=pulumi.CustomTimeouts(create="27m", delete="8m")',
         'custom_timeouts=pulumi.CustomTimeouts(create="1m", delete="8m")',
         ("tests/test_guards.py",),
     ),

@@ -169,10 +169,20 @@ def node_takes_files_and_units(fakes: Fakes) -> Fakes:
     return fakes.on("docker", r"^exec -i \S+ sh -c ", "").on("docker", r"^exec \S+ systemctl ", "")
 
 
+CLUSTER_INFO = r"-n kube-public get configmap cluster-info -o jsonpath=\{\.data\.kubeconfig\}"
+
+
+def cluster_info_at(endpoint: str) -> str:
+    # The kubeconfig in kube-public/cluster-info as Kamaji writes it with client-go's clientcmd.Write
+    # (clastix/kamaji internal/kubeadm/bootstraptoken.go@26.8.2-edge: one cluster named "", server and CA).
+    return (f"apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: Q0E=\n    server: https://{endpoint}\n"
+            "  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {}\nusers: null\n")
+
+
 def tenant_api(fakes: Fakes, ca_pem: str = "") -> Fakes:
     return fakes.on("kubectl", r"config view .*cluster\.server", f"https://{ENDPOINT}").on(
         "kubectl", r"config view .*certificate-authority-data", b64(ca_pem)
-    )
+    ).on("kubectl", CLUSTER_INFO, cluster_info_at(ENDPOINT))
 
 
 # --- kind-up / kind-down ---------------------------------------------------------------------------
@@ -885,7 +895,32 @@ def test_tenant_kubeconfig_has_metallb_try_again_while_the_address_does_not_come
                          r"kamaji-hami-lab\.io/address-asked-at=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$",
                          " ".join(call["argv"])) for call in nudges)
     assert all(call["kubeconfig"]["content"] == MANAGEMENT_KUBECONFIG for call in nudges)
-    assert ("could not annotate Service tenants/tenant-a" in result.stderr) == (annotated["exit"] != 0)
+    assert ("could not annotate Service tenants/tenant-a to have MetalLB try 172.30.255.2 again: forbidden"
+            in result.stderr) == (annotated["exit"] != 0)
+
+
+def test_tenant_kubeconfig_refuses_a_nudge_interval_that_is_no_number(fakes):
+    result = pinned_run(fakes, ASK_AGAIN_EVERY="30s")
+    assert result.returncode != 0
+    assert "ASK_AGAIN_EVERY must be a number of seconds, not '30s'" in result.stderr
+    assert not fakes.calls("kubectl")
+
+
+def test_tenant_kubeconfig_says_the_certificate_is_not_trusted_yet_rather_than_unreachable(fakes):
+    # What kubectl prints when the API server's certificate names only the tenant's old address (Go's crypto/x509).
+    untrusted = ("Unable to connect to the server: tls: failed to verify certificate: x509: certificate is valid "
+                 "for 172.30.255.20, 10.96.0.1, not 172.30.255.2")
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.2")))
+    fakes.on("kubectl", SERVICE_ADDRESSES, "172.30.255.2")
+    fakes.on("kubectl", SERVER_OF_ADMIN_CONF, "https://172.30.255.2:6443")
+    fakes.on("kubectl", r"auth can-i", reply(exit=1, stderr=untrusted + "\n"))
+
+    result = pinned_run(fakes, AUTH_TIMEOUT="0")
+
+    assert result.returncode != 0
+    assert "still presents a certificate admin.conf does not trust after 0s" in result.stderr
+    assert "x509: certificate is valid for 172.30.255.20" in result.stderr
+    assert "unreachable" not in result.stderr
 
 
 def test_tenant_kubeconfig_waits_until_kamaji_issues_admin_conf_for_the_pinned_address(fakes):
@@ -974,6 +1009,62 @@ def issued_token(fakes: Fakes) -> tuple[str, str]:
     token_id = re.search(r'token-id: "([a-z0-9]{6})"', create["stdin"]).group(1)
     token_secret = re.search(r'token-secret: "([a-z0-9]{16})"', create["stdin"]).group(1)
     return token_id, token_secret
+
+
+def test_join_worker_has_a_cluster_info_that_names_another_address_written_again_before_joining(fakes, tenant_ca):
+    # The tenant moved to ENDPOINT (172.18.255.200) from 172.18.255.20, which its prefix would match.
+    fakes.on("kubectl", CLUSTER_INFO, cluster_info_at("172.18.255.20:6443"), reply(exit=1, stderr="NotFound\n"),
+             cluster_info_at(ENDPOINT))
+    fakes.on("kubectl", r"-n kube-public delete configmap cluster-info --ignore-not-found",
+             'configmap "cluster-info" deleted\n')
+    joinable_worker(fakes, tenant_ca)
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+
+    assert result.returncode == 0, result.stderr
+    assert "cluster-info names 172.18.255.20:6443, not 172.18.255.200:6443" in result.stderr
+    calls = [" ".join(call["argv"]) for call in fakes.calls()]
+    deleted = next(i for i, call in enumerate(calls) if "delete configmap cluster-info" in call)
+    joined = next(i for i, call in enumerate(calls) if call.startswith("exec -i w1 sh -c"))
+    assert deleted < joined
+    assert len(fakes.calls("kubectl", "get configmap cluster-info")) == 3
+
+
+@pytest.mark.parametrize("present", [cluster_info_at(ENDPOINT), reply(exit=1, stderr="NotFound\n")],
+                         ids=["naming-the-endpoint", "not-there-yet"])
+def test_join_worker_leaves_a_current_or_missing_cluster_info_to_kamaji(fakes, tenant_ca, present):
+    fakes.on("kubectl", CLUSTER_INFO, present)
+    joinable_worker(fakes, tenant_ca)
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+
+    assert result.returncode == 0, result.stderr
+    assert not fakes.calls("kubectl", "delete configmap")
+
+
+def test_join_worker_stops_before_joining_when_kamaji_does_not_write_cluster_info_again(fakes, tenant_ca):
+    fakes.on("kubectl", CLUSTER_INFO, cluster_info_at("172.18.255.20:6443"))
+    fakes.on("kubectl", r"delete configmap cluster-info", 'configmap "cluster-info" deleted\n')
+    joinable_worker(fakes, tenant_ca)
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1", CLUSTER_INFO_TIMEOUT="0")
+
+    assert result.returncode != 0
+    assert "Kamaji did not write kube-public/cluster-info for 172.18.255.200:6443 within 0s (it names " \
+        "172.18.255.20:6443)" in result.stderr
+    assert not fakes.calls("docker", "^exec -i w1 sh -c")
+
+
+def test_join_worker_stops_when_a_stale_cluster_info_cannot_be_deleted(fakes, tenant_ca):
+    fakes.on("kubectl", CLUSTER_INFO, cluster_info_at("172.18.255.20:6443"))
+    fakes.on("kubectl", r"delete configmap cluster-info", reply(exit=1, stderr="forbidden\n"))
+    joinable_worker(fakes, tenant_ca)
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
+
+    assert result.returncode != 0
+    assert "could not delete kube-public/cluster-info, which names 172.18.255.20:6443" in result.stderr
+    assert not fakes.calls("docker", "^exec -i w1 sh -c")
 
 
 def test_join_worker_joins_with_a_token_passed_only_on_stdin(fakes, tenant_ca):

@@ -66,6 +66,12 @@ def pool_for_subnet(subnet: ipaddress.IPv4Network, lab_name: str) -> AddressRang
 # The annotation by which a Service asks MetalLB for its addresses (go.universe.tf/metallb controller/service.go
 # @v0.16.1: AnnotationLoadBalancerIPs; the older metallb.universe.tf/ prefix is read as well).
 METALLB_ADDRESS_ANNOTATION = "metallb.io/loadBalancerIPs"
+
+
+def asking_metallb_for(address: str | None) -> dict[str, str]:
+    """The annotations by which a Service asks MetalLB for `address`; none without one."""
+    return {METALLB_ADDRESS_ANNOTATION: address} if address else {}
+
 # Every address of the lab's MetalLB pool is asked for by name (the pool does not hand addresses out on its
 # own): a tenant's API server gets one that follows from the tenant's name, so a tenant re-created after
 # `make down`/`make up` comes back at the address its old kubeconfigs name, and no other Service can take it

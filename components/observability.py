@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.addresses import METALLB_ADDRESS_ANNOTATION
+from components.addresses import asking_metallb_for
 from components.commands import script_command
 from components.dashboard import dashboard
 from components.gpu_sharing import (
@@ -332,7 +332,7 @@ class Observability(pulumi.ComponentResource):
                 "name": f"{GRAFANA_RELEASE}-address",
                 "namespace": MONITORING_NAMESPACE,
                 # The lab's pool gives only addresses asked for by name (components/platform.py).
-                **({"annotations": {METALLB_ADDRESS_ANNOTATION: args.grafana_address}} if args.grafana_address else {}),
+                **({"annotations": asking_metallb_for(args.grafana_address)} if args.grafana_address else {}),
             },
             spec={
                 "type": "LoadBalancer",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.addresses import METALLB_ADDRESS_ANNOTATION
+from components.addresses import asking_metallb_for
 from components.commands import script_command
 from components.kubeconfig import current_cluster
 from components.settings import TenantSettings
@@ -232,7 +232,7 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
 
 def pinned_address(address: str | None) -> dict:
     """The TenantControlPlane's service fields that ask MetalLB for `address`; none without one."""
-    return {"additionalMetadata": {"annotations": {METALLB_ADDRESS_ANNOTATION: address}}} if address else {}
+    return {"additionalMetadata": {"annotations": asking_metallb_for(address)}} if address else {}
 
 
 def kubeconfig_server(kubeconfig: str) -> str:

@@ -81,6 +81,14 @@ def test_each_tenants_kubeconfig_and_endpoint_name_its_pinned_address(eight):
         assert env["API_ADDRESS"] == planned(eight)[env["TENANT"]]
 
 
+def test_grafanas_address_waits_for_no_tenant(eight):
+    # In a lab from before pinning a tenant may wait for the address Grafana still holds: Grafana moves first.
+    service = eight.named("observability-grafana-address")
+    reads = {read.urn for read in eight.commands("tenant-kubeconfig.sh")}
+    assert len(reads) == 8
+    assert not reads & eight.upstream(service.urn)
+
+
 def test_the_pool_hands_out_only_addresses_asked_for_by_name(eight):
     (pool,) = eight.of_type(ADDRESS_POOL)
     assert pool.inputs["spec"]["autoAssign"] is False

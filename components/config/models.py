@@ -705,9 +705,10 @@ class StackConfig(ConfigModel):
             return  # the kind network is too small to carve a pool from, said above
         pins = [(index, tenant) for index, tenant in enumerate(self.tenants) if tenant.api_address]
         if pool is None:  # the cluster's own LoadBalancer, or a required metallbAddressRange missing (said above)
-            for index, _ in pins if self.load_balancer == "provided" else ():
-                yield ("tenants", index, "apiAddress"), "unused with loadBalancer provided: the cluster's own " \
-                    "LoadBalancer picks the addresses"
+            if self.load_balancer == "provided":
+                for index, _ in pins:
+                    yield ("tenants", index, "apiAddress"), "unused with loadBalancer provided: the cluster's own " \
+                        "LoadBalancer picks the addresses"
             return
         pinned_by: dict[str, str] = {}
         for index, tenant in pins:

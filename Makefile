@@ -39,8 +39,10 @@ $(INSTALLED): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
+# One worker per core; a test module stays on one worker, so the plans it shares are built once.
+PYTEST_WORKERS ?= auto
 test: venv ## run the offline test suite (what CI runs)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 lint: venv ## ruff, shellcheck on scripts/*.sh and actionlint on the workflows (each when installed)
 	$(VENV)/bin/ruff check .
@@ -184,5 +186,5 @@ dashboard: existing-stack ## print the Grafana dashboard's URL (with observabili
 	STACK=$(STACK) bash scripts/dashboard.sh
 
 clean: ## remove the venv, written kubeconfigs, the validation report and caches (not the lab)
-	rm -rf $(VENV) $(KUBECONFIG_DIR) $(VALIDATION_REPORT) .pytest_cache .ruff_cache mutants
+	rm -rf $(VENV) $(KUBECONFIG_DIR) $(VALIDATION_REPORT) .pytest_cache .ruff_cache .hypothesis mutants
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

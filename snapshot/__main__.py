@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from snapshot import core
+from snapshot import archive, core, encryption
 from snapshot.archive import Refused
 from snapshot.etcd import EtcdFailed, Progress
 from snapshot.live import LiveTenant, root_etcdctl
@@ -78,6 +78,13 @@ def address(then: str | None, now: str, tenant: str, ca_of_then: bool) -> str:
     return (said + (advice if ca_of_then else ".")).format(then=then, now=now, tenant=tenant)
 
 
+def age_recipient(text: str) -> encryption.x25519.Recipient:
+    try:
+        return encryption.recipient(text)
+    except ValueError as problem:
+        raise argparse.ArgumentTypeError(str(problem)) from None
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(
         prog="python -m snapshot",
@@ -91,9 +98,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     take = commands.add_parser("take", help="write snapshots/<tenant>-<UTC time>.tar.gz")
     take.add_argument("tenant")
     take.add_argument("--dir", type=Path, default=SNAPSHOTS, help="where snapshots go (made 0700)")
+    take.add_argument(
+        "--recipient", type=age_recipient, metavar="AGE_PUBLIC_KEY",
+        help=f"encrypt the snapshot to this age public key (age1...): <tenant>-<UTC time>.tar.gz{encryption.SUFFIX}",
+    )  # fmt: skip
     restore = commands.add_parser("restore", help="verify a snapshot, then put the tenant back as it was")
     restore.add_argument("tenant")
     restore.add_argument("file", type=Path)
+    restore.add_argument("--identity", type=Path, metavar="FILE", help="the age identity file of an encrypted snapshot")
     return parser.parse_args(argv)
 
 
@@ -127,10 +139,11 @@ def main(
         try:
             if args.command == "restore":
                 target = live.target()
-                # Verified before anything reaches etcd or the tenant: a refusal changes nothing.
-                core.check(args.file, target)
-                with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
-                    done = core.restore(root, args.file, target, live.hold, live.restore_secrets, progress)
+                # Decrypted and verified before anything reaches etcd or the tenant: a refusal changes nothing.
+                with encryption.readable(args.file, args.identity) as file:
+                    core.check(file, target)
+                    with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
+                        done = core.restore(root, file, target, live.hold, live.restore_secrets, progress)
                 print(
                     escaped(
                         f"restored tenant {args.tenant} to etcd revision {done.manifest.etcd_revision} of "
@@ -145,13 +158,25 @@ def main(
                     kept = CA_REPLACED if live.ca_kept else CA_NOT_KEPT
                     print(kept, REJOIN.format(tenant=args.tenant), file=out)
             else:
-                target, secrets = live.target(), live.identity_secrets()
+                target, secrets, when = live.target(), live.identity_secrets(), clock.wall()
+                # Encrypted: the plaintext is written only to the private work directory, removed at the end.
+                directory = Path(workdir) / "plain" if args.recipient else args.dir
+                sealed = args.dir / (core.file_name(args.tenant, when) + encryption.SUFFIX)
+                if args.recipient and sealed.exists():
+                    raise FileExistsError(f"{sealed} already exists")
                 with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
-                    path, manifest = core.take(root, target, secrets, args.dir, clock.wall(), progress)
+                    path, manifest = core.take(root, target, secrets, directory, when, progress)
+                if args.recipient:
+                    archive.private_directory(args.dir)
+                    encryption.encrypt(path, sealed, args.recipient)
+                    path = sealed
+                    held = f"encrypted to {args.recipient}: only its identity file opens it"
+                else:
+                    held = "it holds the tenant's private keys"
                 skipped = ", ".join(f"{count} {kind}" for kind, count in manifest.skipped_leased.items())
                 print(
-                    f"wrote {path} (mode 0600; it holds the tenant's private keys): {manifest.key_count} keys at etcd "
-                    f"revision {manifest.etcd_revision}" + (f"; leased keys left out: {skipped}" if skipped else ""),
+                    f"wrote {path} (mode 0600; {held}): {manifest.key_count} keys at etcd revision "
+                    f"{manifest.etcd_revision}" + (f"; leased keys left out: {skipped}" if skipped else ""),
                     file=out,
                 )
         except Refused as refusal:

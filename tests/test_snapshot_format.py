@@ -131,6 +131,20 @@ def test_a_tar_size_in_base_256_is_refused_however_large_or_negative(member, siz
         read(packed(tar))
 
 
+
+@pytest.mark.parametrize(
+    ("member", "limit"), [("manifest", archive.MAX_MANIFEST), ("secrets", archive.MAX_SECRETS)]
+)
+def test_a_member_past_its_limit_is_refused_by_its_size_before_it_is_read(member, limit):
+    """Padded with JSON whitespace, with every checksum right: only the size is wrong."""
+    if member == "manifest":
+        data = forged(manifest=manifest_of().ljust(limit + 1))
+    else:
+        secrets = SECRETS_DOCUMENT.ljust(limit + 1)
+        data = forged(manifest=manifest_of(secrets=secrets), secrets=secrets)
+    with pytest.raises(Refused, match=f"gives a size of {limit + 1} bytes, not 0 to {limit}"):
+        read(data)
+
 @FUZZ
 @given(
     member=st.integers(0, 2),

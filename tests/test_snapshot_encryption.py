@@ -11,11 +11,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from snapshot import archive, encryption
 from snapshot.archive import Refused
 from tests import test_snapshot_live as live
 from tests.test_make_and_workflows import make, needs_make
+from tests.test_snapshot_archive import mutate, mutations
 from tests.test_snapshot_format import forged
 from tests.test_validation import FakeLab
 from validation.exit_codes import EXIT_USAGE
@@ -127,6 +129,22 @@ def test_a_truncated_or_altered_encrypted_file_is_refused_and_nothing_is_left(
     assert list(private_tmp.iterdir()) == []  # the part decrypted before the damage is gone too
 
 
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutation=mutations())
+def test_any_change_to_an_encrypted_file_is_refused(tmp_path, keys, private_tmp, mutation):
+    """An encrypted file is outside input too: any change is a refusal with a sentence, never another exception."""
+    identity, public, _ = keys
+    sealed = tmp_path / "s.tar.gz.age"
+    if not sealed.exists():
+        program_encrypts(tmp_path, SNAPSHOT, public).rename(sealed)
+    changed = tmp_path / "changed.tar.gz.age"
+    changed.write_bytes(mutate(sealed.read_bytes(), mutation))
+    with pytest.raises(Refused) as refusal:
+        opened(changed, identity)
+    assert str(refusal.value).isprintable()
+    assert list(private_tmp.iterdir()) == []
+
 def test_the_wrong_identity_is_refused(tmp_path, keys, private_tmp):
     _, public, other = keys
     sealed = program_encrypts(tmp_path, SNAPSHOT, public)
@@ -214,8 +232,8 @@ def test_a_wrong_identity_is_refused_by_the_cli_before_anything_changes(
     assert live.run(lab, tmp_path, "take", "tenant-a", "--recipient", public)[0] == 0
     (sealed,) = (tmp_path / "snapshots").iterdir()
     taken = len(lab.calls)
-    for given in (["--identity", str(other)], ["--identity", str(tmp_path / "absent")], []):
-        code, _ = live.run(lab, tmp_path, "restore", "tenant-a", str(sealed), *given)
+    for identity_arguments in (["--identity", str(other)], ["--identity", str(tmp_path / "absent")], []):
+        code, _ = live.run(lab, tmp_path, "restore", "tenant-a", str(sealed), *identity_arguments)
         assert code == 1 and "refused, nothing changed" in capsys.readouterr().err
     # Read-only calls only, and the root credentials never even fetched.
     assert {call.command.split()[0] for call in lab.calls[taken:]} == {"get"}

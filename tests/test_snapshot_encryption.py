@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from snapshot import archive, encryption
 from snapshot.archive import Refused
 from tests import test_snapshot_live as live
-from tests.test_make_and_workflows import make, needs_make
+from tests.plan import ROOT
+from tests.test_make_and_workflows import make, needs_make, workflow
 from tests.test_snapshot_archive import mutate, mutations
 from tests.test_snapshot_format import forged
 from tests.test_validation import FakeLab
@@ -257,3 +259,20 @@ def test_make_restore_of_an_encrypted_file_asks_for_the_identity_before_any_venv
     done = make("restore", "TENANT=tenant-a", "SNAPSHOT=snapshots/a.tar.gz.age", f"VENV={tmp_path / 'venv'}")
     assert done.returncode != 0 and "IDENTITY=<age identity file>" in done.stderr
     assert not (tmp_path / "venv").exists() and "pulumi" not in done.stdout
+
+
+def test_ci_installs_age_before_the_tests_which_fail_without_it_under_ci(tmp_path):
+    runs = [step.get("run", "") for step in workflow("ci.yml")["jobs"]["test"]["steps"]]
+    install = next(i for i, run in enumerate(runs) if "apt-get install" in run and "age" in run.split())
+    assert install < next(i for i, run in enumerate(runs) if " test" in run and run.startswith("make "))
+    (apt,) = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if "apt-get install" in line]
+    assert "age" in apt.split()
+    # Without the binaries: skipped on a laptop, a failure where CI is set.
+    bare = {**os.environ, "PATH": str(tmp_path)}
+    bare.pop("CI", None)
+    module = str(ROOT / "tests" / "test_snapshot_encryption.py")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", module, "-k", "the_age_cli_decrypts"]
+    laptop = subprocess.run(command, env=bare, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert laptop.returncode == 0 and "skipped" in laptop.stdout, laptop.stdout
+    ci = subprocess.run(command, env={**bare, "CI": "true"}, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert ci.returncode != 0 and "CI is set but these are not installed: age, age-keygen" in ci.stdout, ci.stdout

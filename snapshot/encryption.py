@@ -101,7 +101,7 @@ def decrypt(sealed: Path, identity_file: Path, out: IO[bytes]) -> None:
                 f"no key in the identity file {identity_file} opens it: it was encrypted to another public key, or "
                 "its header was altered"
             ) from None
-        raise Refused(f"it is not an age file this lab wrote, or it is damaged ({said})") from None
+        raise Refused(f"it is not an age file, or it is damaged ({said})") from None
     except OSError as problem:
         if problem.errno is not None:  # the file itself could not be read
             raise Refused(f"cannot read {sealed}: {problem.strerror or problem}") from None
@@ -114,7 +114,7 @@ def decrypted(sealed: Path, identity_file: Path) -> Iterator[Path]:
     """The plaintext of sealed in a private file (0600, in a 0700 directory of its own), removed afterwards."""
     directory = Path(tempfile.mkdtemp(prefix="kamaji-hami-lab-restore-"))  # mode 0700
     try:
-        plain = directory / sealed.name.removesuffix(SUFFIX)
+        plain = directory / "snapshot.tar.gz"
         with archive.private_file(plain) as out:
             decrypt(sealed, identity_file, out)
         yield plain

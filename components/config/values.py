@@ -193,21 +193,25 @@ ManagementClusterMode = _choice("kind", "existing")
 GpuDevices = _choice("mock", "real")
 PieceMode = _choice("install", "provided")
 LoadBalancerMode = _choice("metallb", "provided")
-DnsLabel = _matching(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS label", strip=False)
+# Patterns also held against what other programs read back (a snapshot's manifest: snapshot/archive.py).
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+TENANT_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+KUBERNETES_VERSION = r"v\d{1,5}\.\d{1,5}\.\d{1,5}"
+DnsLabel = _matching(DNS_LABEL, "a DNS label", strip=False)
 TenantName = _matching(
-    r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
+    TENANT_NAME,
     f"a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, at most {MAX_LABEL} characters)",
     strip=False,
 )
 ClusterName = _matching(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")
-KubernetesVersion = _matching(r"v\d{1,5}\.\d{1,5}\.\d{1,5}", "v<major>.<minor>.<patch>, e.g. v1.36.4")
+KubernetesVersion = _matching(KUBERNETES_VERSION, "v<major>.<minor>.<patch>, e.g. v1.36.4")
 # Kubernetes object names (DataStores) and Docker network names, as each accepts them.
 ObjectName = _matching(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain name")
 # Where a machine worker is reached over SSH, and as whom.
 _DNS_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 
-def _host_address(text: str) -> str:
+def host_address(text: str) -> str:
     """A canonical IPv4 literal, an IPv6 literal, or a DNS name; never a form only some resolvers read.
 
     getaddrinfo takes 010.0.1.21 as octal (8.0.1.21) and 0x7f.1 or 1.2.3 as shorthand: a name whose last
@@ -235,7 +239,7 @@ def _host_address(text: str) -> str:
 
 
 HostAddress = Annotated[
-    StrictStr, AfterValidator(_host_address),
+    StrictStr, AfterValidator(host_address),
     WithJsonSchema({"type": "string", "pattern": r"^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$",
                     "maxLength": 253}),
 ]

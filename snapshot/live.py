@@ -209,7 +209,7 @@ class LiveTenant:
             + ")"
             for pod in pods
         )
-        return not pods, f"{len(pods)} pods still match {selector}: {described}"
+        return not pods, f"pods still match {selector}: {described}"
 
     def awake(self) -> tuple[bool, str]:
         status = self.tcp().get("status", {}).get("kubernetesResources", {}).get("version", {}).get("status", "")

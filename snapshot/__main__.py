@@ -175,10 +175,12 @@ def main(
         except core.Unfinished as stopped:
             print(f"snapshot: restore of {args.tenant} stopped: {stopped} {finish}", file=sys.stderr)
             return EXIT_FAILED
-        except (EtcdFailed, CheckFailed, CheckSkipped, OSError) as problem:
+        except (EtcdFailed, CheckFailed, CheckSkipped, OSError, KeyboardInterrupt) as problem:
+            # Before the delete (after it, core raises Unfinished): etcd is as it was.
             again = f" etcd was not changed; if the tenant was put to sleep, it stays asleep. {finish}"
             again = again if args.command == "restore" else ""
-            print(f"snapshot: {args.command} of {args.tenant} failed: {problem}.{again}", file=sys.stderr)
+            what = "interrupted" if isinstance(problem, KeyboardInterrupt) else f"failed: {problem}"
+            print(f"snapshot: {args.command} of {args.tenant} {what}.{again}", file=sys.stderr)
             return EXIT_FAILED
     return 0
 

@@ -188,3 +188,30 @@ def test_the_restore_says_whether_api_servers_started_or_the_tenant_sleeps_by_it
     asleep = "no API server started, as it sleeps by its config (sleeping: true): `make wake TENANT=tenant-a`"
     assert (asleep in said, started in said) == (sleeping, not sleeping)
     assert cluster.replicas() == (0 if sleeping else 1)
+
+
+@pytest.mark.parametrize("when", ["waiting for the pods to go", "writing the keys"])
+def test_ctrl_c_says_whether_etcd_changed_and_how_to_finish(
+    real_etcd, port_forward, tmp_path, monkeypatch, capsys, when
+):
+    monkeypatch.chdir(tmp_path)
+    snapshot, cluster, lab, saved = seeded(real_etcd, tmp_path)
+    unchanged = contents(root(real_etcd), PREFIX)
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    if when == "writing the keys":
+        monkeypatch.setattr(PrefixWriter, "put", interrupted)
+    else:
+        lab.on("management", PODS, interrupted)
+    code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
+    err = capsys.readouterr().err
+    assert code == 1 and f"`make restore TENANT=tenant-a SNAPSHOT={snapshot}`" in err
+    if when == "writing the keys":
+        assert err.startswith("snapshot: restore of tenant-a stopped: KeyboardInterrupt. Tenant tenant-a is held")
+        assert f"prefix {PREFIX} was emptied" in err and contents(root(real_etcd), PREFIX) == {}
+    else:
+        assert err.startswith("snapshot: restore of tenant-a interrupted. etcd was not changed; if the tenant was")
+        assert contents(root(real_etcd), PREFIX) == unchanged
+    assert cluster.replicas() == 0

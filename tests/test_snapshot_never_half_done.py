@@ -10,6 +10,7 @@ a take killed with SIGKILL leaves nothing under the snapshots directory.
 from __future__ import annotations
 
 import contextlib
+import errno
 import multiprocessing
 import os
 import signal
@@ -259,3 +260,39 @@ def test_a_snapshot_killed_midway_leaves_nothing_under_the_snapshots_directory(e
     # What the kill left is in the private scratch directory, 0700, outside snapshots/.
     (left,) = scratch_root.iterdir()
     assert stat.S_IMODE(left.stat().st_mode) == 0o700 and archive.KEYS in {p.name for p in left.iterdir()}
+
+
+def test_across_file_systems_the_snapshot_is_copied_in_whole_and_no_partial_stays(
+    etcd, tmp_path, scratch_root, monkeypatch
+):
+    def other_file_system(source, destination):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", other_file_system)
+    path, manifest = take(etcd, TENANT, SECRETS, tmp_path / "snapshots", WHEN)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert archive.verify(path).manifest.body() == manifest.body()
+    assert scratch_entries(scratch_root) == []
+
+
+@pytest.mark.parametrize("link", [True, False])
+def test_a_snapshot_never_replaces_a_file_that_appeared_under_its_name_meanwhile(
+    etcd, tmp_path, scratch_root, monkeypatch, link
+):
+    directory = tmp_path / "snapshots"
+    made = archive.write_archive
+
+    def another_take_wins(path, *args):
+        made(path, *args)
+        (directory / core.file_name(TENANT.tenant, WHEN)).write_bytes(b"the other take's")
+
+    monkeypatch.setattr(archive, "write_archive", another_take_wins)
+    if not link:
+        monkeypatch.setattr(os, "link", lambda source, destination: (_ for _ in ()).throw(OSError(errno.EXDEV, "")))
+    with pytest.raises(FileExistsError):
+        take(etcd, TENANT, SECRETS, directory, WHEN)
+    assert [(p.name, p.read_bytes()) for p in directory.iterdir()] == [
+        (core.file_name(TENANT.tenant, WHEN), b"the other take's")
+    ]
+    assert scratch_entries(scratch_root) == []

@@ -203,12 +203,7 @@ class LiveTenant:
         its ReplicaSets', no longer counts it (kubernetes/kubernetes pkg/controller/replicaset/replica_set.go@003e862:
         syncReplicaSet computes the status from controller.FilterActivePods, which drops pods being deleted)."""
         pods = self.lab.management.items("pods", "-n", self.tenant.namespace, "-l", selector)
-        described = ", ".join(
-            f"{pod['metadata']['name']} ("
-            + ("terminating" if pod["metadata"].get("deletionTimestamp") else pod.get("status", {}).get("phase", "?"))
-            + ")"
-            for pod in pods
-        )
+        described = ", ".join(f"{pod['metadata']['name']} ({pod_state(pod)})" for pod in pods)
         return not pods, f"pods still match {selector}: {described}"
 
     def awake(self) -> tuple[bool, str]:
@@ -226,6 +221,13 @@ def decoded(value: str) -> bytes:
         return base64.b64decode(value, validate=True)
     except (ValueError, binascii.Error):
         return b""
+
+
+def pod_state(pod: dict[str, Any]) -> str:
+    """The word kubectl shows for a pod being deleted, terminating, else its phase."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return "terminating"
+    return pod.get("status", {}).get("phase") or "no phase yet"
 
 
 def replicas_spec(replicas: int) -> dict[str, Any]:

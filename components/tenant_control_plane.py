@@ -96,9 +96,17 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "namespace": args.namespace,
                 # What Kamaji's KubeconfigGenerator sample selects tenants by.
                 "labels": {"tenant.clastix.io": tenant.name},
-                # Kamaji's CRD has no conditions. Ready alone would pass at once after an
-                # update (the status still describes the old version), so also wait for the version.
-                "annotations": {"pulumi.com/waitFor": wait_for(args.kubernetes_version, tenant.sleeping)},
+                "annotations": {
+                    # Kamaji's CRD has no conditions. Ready alone would pass at once after an
+                    # update (the status still describes the old version), so also wait for the version.
+                    "pulumi.com/waitFor": wait_for(args.kubernetes_version, tenant.sleeping),
+                    # Its replicas are the stack's, even after `make restore` held the tenant with `kubectl patch`
+                    # (field manager kubectl-patch, which then owns them): an apply without force would conflict
+                    # on the next sleep or wake. pulumi-kubernetes applies unforced unless told, and takes over
+                    # only kubectl's and its own client-side managers before it applies (pulumi/pulumi-kubernetes
+                    # provider/pkg/await/await.go@94977969: patchForce, fixCSAFieldManagers).
+                    "pulumi.com/patchForce": "true",
+                },
             },
             spec=control_plane_spec(tenant, args.kubernetes_version, args.konnectivity_metrics),
             opts=pulumi.ResourceOptions(

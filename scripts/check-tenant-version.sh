@@ -39,11 +39,20 @@ minor() {
 	printf '%s\n' "${BASH_REMATCH[1]}"
 }
 
-# "<spec version> <running version>"; nothing at all when the tenant has no control plane yet.
+# "<spec version> <running version>", then on a line of its own the replica count a restore holding the tenant
+# keeps (snapshot/live.py HOLD_ANNOTATION); nothing at all when the tenant has no control plane yet.
 versions=$(kube -n "$NAMESPACE" get tenantcontrolplanes.kamaji.clastix.io "$TENANT" --ignore-not-found \
-	-o 'jsonpath={.spec.kubernetes.version} {.status.kubernetesResources.version.version}') ||
+	-o 'jsonpath={.spec.kubernetes.version} {.status.kubernetesResources.version.version}{"\n"}{.metadata.annotations.kamaji-hami-lab/held-replicas}') ||
 	die "tenant $TENANT: cannot read its TenantControlPlane from the management cluster"
-read -r spec_version running_version <<<"$versions" || true
+read -r spec_version running_version <<<"${versions%%$'\n'*}" || true
+held=""
+[[ $versions != *$'\n'* ]] || held=${versions#*$'\n'}
+# The apply forces the stack's replicas (pulumi.com/patchForce), which would start API servers on a prefix
+# the restore has emptied or half written.
+[[ -z $held ]] ||
+	die "tenant $TENANT is held asleep by a restore that did not finish (annotation kamaji-hami-lab/held-replicas" \
+		"on its TenantControlPlane): its etcd prefix may be empty or half written. Finish the restore first:" \
+		"make restore TENANT=$TENANT SNAPSHOT=<the snapshot it was restoring>"
 if [[ -z ${spec_version:-} && ${SLEEPING:-false} == true ]]; then
 	# Its workers join, and HAMi and kube-proxy are installed, through its API server.
 	die "tenant $TENANT does not exist yet and cannot be created asleep: create it awake, then set" \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import tempfile
@@ -13,7 +14,7 @@ from typing import TextIO
 from snapshot import archive, core, encryption
 from snapshot.archive import Refused
 from snapshot.etcd import EtcdFailed, Progress
-from snapshot.live import LiveTenant, root_etcdctl
+from snapshot.live import HOLD_ANNOTATION, LiveTenant, root_etcdctl
 from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
@@ -49,6 +50,17 @@ REJOIN = (
     "makes each worker join again, then writes kubeconfigs/ and validates (docs/operations.md, "
     '"Into a re-created tenant").'
 )
+
+
+# After a restore stopped, and while one holds the tenant: the same command again finishes it (docs/operations.md).
+FINISH = "To finish, run the restore again: `make restore TENANT={tenant} SNAPSHOT={file}`."
+HELD = (
+    "a restore that did not finish holds it asleep (the annotation {annotation} on its "
+    "TenantControlPlane), and its etcd prefix may be empty or partly written. Finish that restore first: "
+    "`make restore TENANT={tenant} SNAPSHOT=<the snapshot it was restoring>`."
+)
+# The stack config keeps the tenant asleep (`sleeping: true`): the restore leaves it so.
+SLEEPS_BY_CONFIG = "no API server started, as it sleeps by its config (sleeping: true): `make wake TENANT={tenant}`"
 
 
 def etcdctl_binary() -> str:
@@ -133,22 +145,29 @@ def main(
         print(f"  {keys} keys, {size / 1e6:.1f} MB", file=out, flush=True)
 
     progress = Progress(report)
+    finish = FINISH.format(tenant=args.tenant, file=shlex.quote(str(getattr(args, "file", ""))))
     with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-snapshot-") as workdir:
         lab = Lab.open(outputs, runner, Path(workdir), clock)
-        live = LiveTenant(lab, outputs.tenants[args.tenant])
+        live = LiveTenant(lab, outputs.tenants[args.tenant], say=lambda line: print(line, file=out, flush=True))
         try:
             if args.command == "restore":
                 target = live.target()
-                # Decrypted and verified before anything reaches etcd or the tenant: a refusal changes nothing.
-                with encryption.readable(args.file, args.identity) as file:
-                    core.check(file, target)
+                # One private copy (the plaintext, when encrypted) is verified, then written: a refusal changes
+                # nothing, and what was verified is what is written even if the file changes meanwhile.
+                with encryption.private_plaintext(args.file, args.identity) as copy:
+                    contents = core.check(copy, target)
                     with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
-                        done = core.restore(root, file, target, live.hold, live.restore_secrets, progress)
+                        done = core.restore_copy(
+                            root, copy, contents, target, live.hold, live.restore_secrets, progress
+                        )
+                started = "API servers restarted"
+                if live.tenant.sleeping:
+                    started = SLEEPS_BY_CONFIG.format(tenant=args.tenant)
                 print(
                     escaped(
                         f"restored tenant {args.tenant} to etcd revision {done.manifest.etcd_revision} of "
                         f"{done.manifest.created}: {done.deleted} keys removed, {done.written} written, identity "
-                        "Secrets back, API servers restarted"
+                        f"Secrets back, {started}"
                     ),
                     file=out,
                 )
@@ -158,6 +177,10 @@ def main(
                     kept = CA_REPLACED if live.ca_kept else CA_NOT_KEPT
                     print(kept, REJOIN.format(tenant=args.tenant), file=out)
             else:
+                if live.held():
+                    held = HELD.format(tenant=args.tenant, annotation=HOLD_ANNOTATION)
+                    print(f"snapshot: take of {args.tenant} refused, nothing written: {held}", file=sys.stderr)
+                    return EXIT_FAILED
                 target, secrets, when = live.target(), live.identity_secrets(), clock.wall()
                 # Encrypted: the plaintext is written only to the private work directory, removed at the end.
                 directory = Path(workdir) / "plain" if args.recipient else args.dir
@@ -182,10 +205,15 @@ def main(
         except Refused as refusal:
             print(escaped(f"snapshot: {args.file} refused, nothing changed: {refusal}"), file=sys.stderr)
             return EXIT_FAILED
-        except (EtcdFailed, CheckFailed, CheckSkipped, OSError) as problem:
-            again = " If the tenant was put to sleep, it stays asleep: run the restore again."
+        except core.Unfinished as stopped:
+            print(f"snapshot: restore of {args.tenant} stopped: {stopped} {finish}", file=sys.stderr)
+            return EXIT_FAILED
+        except (EtcdFailed, CheckFailed, CheckSkipped, OSError, KeyboardInterrupt) as problem:
+            # Before the delete (after it, core raises Unfinished): etcd is as it was.
+            again = f" etcd was not changed; if the tenant was put to sleep, it stays asleep. {finish}"
             again = again if args.command == "restore" else ""
-            print(f"snapshot: {args.command} of {args.tenant} failed: {problem}.{again}", file=sys.stderr)
+            what = "interrupted" if isinstance(problem, KeyboardInterrupt) else f"failed: {problem}"
+            print(f"snapshot: {args.command} of {args.tenant} {what}.{again}", file=sys.stderr)
             return EXIT_FAILED
     return 0
 

@@ -7,9 +7,12 @@ runs against any etcd, and the tests run it against the real one.
 from __future__ import annotations
 
 import datetime
+import os
 import re
-from collections.abc import Callable
-from contextlib import AbstractContextManager, suppress
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,17 +52,17 @@ def take(
 ) -> tuple[Path, Manifest]:
     """snapshots/<tenant>-<UTC time>.tar.gz: every key under the prefix at one revision, and the identity Secrets.
 
-    Keys stream into a private scratch file (never all in memory), then into the archive; the archive appears
-    under its name only when complete.
+    Keys stream into a scratch file (never all in memory), then into the archive, both in a private_scratch
+    directory outside `directory`; the archive appears under its name only when complete (publish).
     """
     archive.private_directory(directory)
     path = directory / file_name(target.tenant, when)
     if path.exists():
         raise FileExistsError(f"{path} already exists")
-    scratch, partial = directory / f".{path.name}.keys", directory / f".{path.name}.partial"
     reader = PrefixReader(etcdctl, target.prefix)
-    try:
-        with archive.private_file(scratch) as out:
+    with private_scratch() as scratch:
+        keys, packed = scratch / archive.KEYS, scratch / path.name
+        with archive.private_file(keys) as out:
             digest, count = archive.write_keys(reader.read(progress), out)
         secrets_bytes = archive.secrets_document(secrets)
         secrets_digest = archive.Digest()
@@ -76,13 +79,62 @@ def take(
             members={archive.KEYS: digest.summary(), archive.SECRETS: secrets_digest.summary()},
             endpoint=target.endpoint,
         )
-        archive.write_archive(partial, manifest, scratch, secrets_bytes)
+        archive.write_archive(packed, manifest, keys, secrets_bytes)
+        publish(packed, path)
+    return path, manifest
+
+
+@contextmanager
+def private_scratch() -> Iterator[Path]:
+    """A new directory only this user can enter (mkdtemp makes it 0700), in the system's temporary directory
+    ($TMPDIR), never under snapshots/; removed with all it holds when the block ends. Uncompressed keys and
+    unverified copies live here, so a process killed midway leaves nothing under snapshots/."""
+    with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-snapshot-") as name:
+        yield Path(name)
+
+
+@contextmanager
+def private_copy(path: Path) -> Iterator[Path]:
+    """path copied into a private file (0600, in a private_scratch directory), removed afterwards. A restore
+    verifies and writes this one copy, so what it verified is what it writes even if path changes meanwhile;
+    a snapshot that has to be decrypted first belongs in the same kind of place."""
+    with private_scratch() as scratch:
+        copy = scratch / "snapshot.tar.gz"
+        try:
+            source = path.open("rb")
+        except OSError as problem:
+            raise Refused(f"cannot read {path}: {problem.strerror or problem}") from None
+        with source, archive.private_file(copy) as out:
+            shutil.copyfileobj(source, out)
+        yield copy
+
+
+def publish(made: Path, path: Path) -> None:
+    """The complete archive made appears at path at once, never in part, and never over an existing file: a hard
+    link where made and path share a file system (the usual case), else copied_into_place."""
+    try:
+        os.link(made, path)
+    except FileExistsError:
+        raise
+    except OSError:  # another file system (a tmpfs /tmp), or one without hard links
+        copied_into_place(made, path)
+
+
+def copied_into_place(made: Path, path: Path) -> None:
+    """made copied under a hidden name beside path, renamed when complete: only a process killed during this copy
+    leaves something (that hidden, compressed file) under snapshots/."""
+    partial = path.parent / f".{path.name}.partial"
+    try:
+        with made.open("rb") as source, archive.private_file(partial) as out:
+            shutil.copyfileobj(source, out)
+            out.flush()
+            os.fsync(out.fileno())
+        if path.exists():
+            raise FileExistsError(f"{path} already exists")
         partial.rename(path)
     finally:
-        for leftover in (scratch, partial):
-            with suppress(FileNotFoundError):
-                leftover.unlink()
-    return path, manifest
+        with suppress(FileNotFoundError):
+            partial.unlink()
 
 
 def minor(version: str) -> tuple[int, int] | None:
@@ -136,6 +188,16 @@ class Restored:
     written: int
 
 
+class Unfinished(Exception):
+    """A restore stopped after it began to change the tenant's prefix: the tenant stays held asleep (so nothing runs
+    on what is there) until the restore is run again. state says what the prefix holds; the cause is chained."""
+
+    def __init__(self, state: str, cause: BaseException):
+        # KeyboardInterrupt has no words of its own.
+        super().__init__(f"{str(cause) or type(cause).__name__}. {state}.")
+        self.state = state
+
+
 def restore(
     etcdctl: Etcdctl,
     path: Path,
@@ -144,17 +206,45 @@ def restore(
     restore_secrets: Callable[[dict[str, dict[str, Any]]], None],
     progress: Progress | None = None,
 ) -> Restored:
-    """Verify the file, then with the tenant held: delete its prefix, write the snapshot's keys back and its
-    identity Secrets. Every step repeats safely, so an interrupted restore is run again to completion."""
-    contents = check(path, target)
+    """Verify a private copy of the file, then restore the tenant from that copy (restore_copy)."""
+    with private_copy(path) as copy:
+        return restore_copy(etcdctl, copy, check(copy, target), target, hold, restore_secrets, progress)
+
+
+def restore_copy(
+    etcdctl: Etcdctl,
+    copy: Path,
+    contents: Contents,
+    target: Target,
+    hold: Callable[[], AbstractContextManager[None]],
+    restore_secrets: Callable[[dict[str, dict[str, Any]]], None],
+    progress: Progress | None = None,
+) -> Restored:
+    """With the tenant held: delete its prefix, write the keys of copy back and its identity Secrets.
+
+    copy is a private_copy that check() verified into contents. A failure before the delete leaves etcd as it was
+    (and is raised as it is); from the delete on, it is raised as Unfinished. Every step repeats safely, so an
+    interrupted restore is run again to completion."""
     writer = PrefixWriter(etcdctl, target.prefix, progress or Progress())
-    with hold():
-        deleted = writer.clear()
-        with path.open("rb") as source:
-            # Read again, key by key; the file was verified, and is verified again as it is read.
-            again = archive.read(source, writer.put)
-        writer.flush()
-        if again.manifest != contents.manifest:
-            raise Refused(f"{path} changed while it was restored; run the restore again")
-        restore_secrets(contents.secrets)
+    prefix, tenant = target.prefix.decode(), target.tenant
+    state = ""  # what the tenant is left with if this stops now; "" while nothing of etcd changed
+    try:
+        with hold():
+            state = f"Tenant {tenant} is held asleep, and its etcd prefix {prefix} may have been emptied"
+            deleted = writer.clear()
+            state = f"Tenant {tenant} is held asleep; its etcd prefix {prefix} was emptied and is not all written back"
+            with copy.open("rb") as source:
+                # Read again, key by key, and verified again as it is read: the copy is private, so it is the
+                # file check() verified.
+                again = archive.read(source, writer.put)
+            writer.flush()
+            if again.manifest != contents.manifest:
+                raise Refused(f"{copy} changed while it was restored")
+            state = f"Tenant {tenant} is held asleep; its etcd prefix {prefix} is back, its identity Secrets not all"
+            restore_secrets(contents.secrets)
+            state = f"Tenant {tenant}'s etcd prefix {prefix} and identity Secrets are back; waking it did not finish"
+    except (Exception, KeyboardInterrupt) as problem:
+        if not state:
+            raise
+        raise Unfinished(state, problem) from problem
     return Restored(contents.manifest, deleted, writer.progress.keys)

@@ -9,8 +9,6 @@ encrypt_io/decrypt_io@v1.3.0). What it writes is age-encryption.org/v1, which th
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import IO
 import pyrage
 from pyrage import x25519
 
-from snapshot import archive
+from snapshot import archive, core
 from snapshot.archive import Refused
 
 SUFFIX = ".age"
@@ -111,22 +109,21 @@ def decrypt(sealed: Path, identity_file: Path, out: IO[bytes]) -> None:
 
 @contextmanager
 def decrypted(sealed: Path, identity_file: Path) -> Iterator[Path]:
-    """The plaintext of sealed in a private file (0600, in a 0700 directory of its own), removed afterwards."""
-    directory = Path(tempfile.mkdtemp(prefix="kamaji-hami-lab-restore-"))  # mode 0700
-    try:
-        plain = directory / "snapshot.tar.gz"
+    """The plaintext of sealed in a private file (0600, in a core.private_scratch directory), removed afterwards."""
+    with core.private_scratch() as scratch:
+        plain = scratch / "snapshot.tar.gz"
         with archive.private_file(plain) as out:
             decrypt(sealed, identity_file, out)
         yield plain
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 @contextmanager
-def readable(path: Path, identity_file: Path | None) -> Iterator[Path]:
-    """The snapshot as a file the reader can verify: path itself, or its plaintext when it is encrypted."""
+def private_plaintext(path: Path, identity_file: Path | None) -> Iterator[Path]:
+    """The snapshot as one private file that the restore verifies and then writes: core.private_copy of path, or
+    its plaintext when it is encrypted."""
     if not is_encrypted(path):
-        yield path
+        with core.private_copy(path) as copy:
+            yield copy
         return
     if identity_file is None:
         raise Refused("it is encrypted with age: give the identity file that opens it (make restore IDENTITY=<file>)")

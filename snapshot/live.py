@@ -19,7 +19,7 @@ import re
 import select
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +67,7 @@ class LiveTenant:
     ca_replaced: bool = False  # the restore put back a CA other than the one the tenant had
     restored_ca: str = ""  # the snapshot's ca.crt (base64), when the restore put it back
     ca_kept: bool = True  # Kamaji kept the restored CA (False: it found it invalid or expiring and made a new one)
+    say: Callable[[str], None] = lambda line: None  # what it waits for, as it starts waiting
 
     def tcp(self) -> dict[str, Any]:
         return self.lab.management.get(TCP_RESOURCE, self.tenant.name, "-n", self.tenant.namespace)
@@ -153,6 +154,10 @@ class LiveTenant:
             return False, f"the {ADMIN_CONF} in secret {self.tenant.namespace}/{admin_name} still names the CA it had"
         return True, ""
 
+    def held(self) -> bool:
+        """Whether a restore holds the tenant asleep: one under way, or one that stopped before it finished."""
+        return HOLD_ANNOTATION in (self.tcp().get("metadata", {}).get("annotations") or {})
+
     @contextmanager
     def hold(self) -> Iterator[None]:
         """The tenant asleep (no API server writes its prefix) while the body runs; woken after it succeeds,
@@ -162,7 +167,12 @@ class LiveTenant:
         replicas = int(held) if held else tcp["spec"]["controlPlane"].get("deployment", {}).get("replicas")
         replicas = DEFAULT_REPLICAS if replicas is None else replicas
         self.patch({"metadata": {"annotations": {HOLD_ANNOTATION: str(replicas)}}, "spec": replicas_spec(0)})
-        self.wait(SLEEP_TIMEOUT, "no API server pod", self.asleep)
+        selector = self.api_server_selector()
+        self.say(
+            f"holding tenant {self.tenant.name} asleep: waiting until no pod in {self.tenant.namespace} matches its "
+            f"API server Deployment's selector {selector}, terminating ones included"
+        )
+        self.wait(SLEEP_TIMEOUT, "asleep", lambda: self.asleep(selector))
         yield
         woken = {"metadata": {"annotations": {HOLD_ANNOTATION: None, CA_ANNOTATION: None}}}
         self.patch(woken | {"spec": replicas_spec(replicas)})
@@ -176,10 +186,25 @@ class LiveTenant:
         )
         management.checked(patched)
 
-    def asleep(self) -> tuple[bool, str]:
-        deployment = self.lab.management.get("deployment", self.tenant.name, "-n", self.tenant.namespace)
-        running = deployment.get("status", {}).get("replicas") or 0
-        return running == 0, f"{running} API server pods still running"
+    def api_server_selector(self) -> str:
+        """The label selector of the Deployment Kamaji runs the tenant's API servers in, named after the
+        TenantControlPlane; Kamaji selects by matchLabels alone (clastix/kamaji
+        internal/builders/controlplane/deployment.go@26.8.2-edge: setSelector)."""
+        namespace = self.tenant.namespace
+        deployment = self.lab.management.get("deployment", self.tenant.name, "-n", namespace)
+        labels = (deployment.get("spec", {}).get("selector") or {}).get("matchLabels") or {}
+        if not labels:  # an empty selector would match every pod in the namespace
+            raise CheckFailed(f"deployment {namespace}/{self.tenant.name} has no spec.selector.matchLabels")
+        return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+    def asleep(self, selector: str) -> tuple[bool, str]:
+        """No pod matches the API server Deployment's selector, terminating ones included: a pod being deleted
+        keeps serving (and writing etcd) until its grace period ends, yet the Deployment's status.replicas, the sum of
+        its ReplicaSets', no longer counts it (kubernetes/kubernetes pkg/controller/replicaset/replica_set.go@003e862:
+        syncReplicaSet computes the status from controller.FilterActivePods, which drops pods being deleted)."""
+        pods = self.lab.management.items("pods", "-n", self.tenant.namespace, "-l", selector)
+        described = ", ".join(f"{pod['metadata']['name']} ({pod_state(pod)})" for pod in pods)
+        return not pods, f"pods still match {selector}: {described}"
 
     def awake(self) -> tuple[bool, str]:
         status = self.tcp().get("status", {}).get("kubernetesResources", {}).get("version", {}).get("status", "")
@@ -196,6 +221,13 @@ def decoded(value: str) -> bytes:
         return base64.b64decode(value, validate=True)
     except (ValueError, binascii.Error):
         return b""
+
+
+def pod_state(pod: dict[str, Any]) -> str:
+    """The word kubectl shows for a pod being deleted, terminating, else its phase."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return "terminating"
+    return pod.get("status", {}).get("phase") or "no phase yet"
 
 
 def replicas_spec(replicas: int) -> dict[str, Any]:

@@ -194,6 +194,27 @@ MUTANTS = (
         'gpu_pod("webhook-probe", 0, 0) | {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}',
         ("tests/test_validation.py", "tests/test_validation_edges.py"),
     ),
+    Mutant(
+        "TenantControlPlane applied without force, so a sleep after a restore conflicts",
+        "components/tenant_control_plane.py",
+        '"pulumi.com/patchForce": "true",',
+        "",
+        ("tests/test_snapshot_then_sleep.py",),
+    ),
+    Mutant(
+        "restore writes the original file, not the copy it verified",
+        "snapshot/core.py",
+        "return restore_copy(etcdctl, copy, check(copy, target),",
+        "return restore_copy(etcdctl, path, check(copy, target),",
+        ("tests/test_snapshot_never_half_done.py",),
+    ),
+    Mutant(
+        "a snapshot is renamed into place, over a file that appeared meanwhile",
+        "snapshot/core.py",
+        "os.link(made, path)",
+        "os.rename(made, path)",
+        ("tests/test_snapshot_never_half_done.py",),
+    ),
 )
 
 

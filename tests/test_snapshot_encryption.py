@@ -181,10 +181,12 @@ def test_a_missing_or_unusable_identity_file_is_refused_without_quoting_it(
 def test_an_encrypted_file_without_an_identity_is_refused_and_a_plain_one_is_read_as_it_is(tmp_path, keys):
     _, public, _ = keys
     sealed = program_encrypts(tmp_path, SNAPSHOT, public)
-    with pytest.raises(Refused, match="encrypted with age: give the identity file"), encryption.readable(sealed, None):
+    refused = pytest.raises(Refused, match="encrypted with age: give the identity file")
+    with refused, encryption.private_plaintext(sealed, None):
         pass
-    with encryption.readable(tmp_path / "plain.tar.gz", None) as plain:
-        assert plain == tmp_path / "plain.tar.gz"
+    with encryption.private_plaintext(tmp_path / "plain.tar.gz", None) as plain:
+        assert plain.read_bytes() == (tmp_path / "plain.tar.gz").read_bytes()
+        assert plain != tmp_path / "plain.tar.gz"  # a private copy, not the file itself
 
 
 @pytest.mark.parametrize("text", ["", "age1", "AGE-SECRET-KEY-1ABC", "ssh-ed25519 AAAA", "age1\x1b[2J"])

@@ -16,7 +16,7 @@ import pytest
 
 from snapshot import archive
 from snapshot.archive import Refused
-from snapshot.core import Target, restore, take
+from snapshot.core import Target, Unfinished, restore, take
 from snapshot.etcd import Etcdctl, EtcdFailed, PrefixReader, PrefixWriter, Progress
 from tests.real_etcd import ETCDCTL, RealEtcd
 
@@ -168,7 +168,7 @@ def test_an_interrupted_restore_runs_again_to_completion(etcd, tmp_path, monkeyp
 
     monkeypatch.setattr("snapshot.etcd.TXN_OPS", 3)
     monkeypatch.setattr(PrefixWriter, "commit", fail_on_second)
-    with pytest.raises(EtcdFailed):
+    with pytest.raises(Unfinished, match="connection lost"):
         restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
     assert 0 < len(contents(etcd, f"/{TENANT.schema}/")) < len(before)  # halfway
 

@@ -36,6 +36,11 @@ TCP = r"tenantcontrolplanes\.kamaji\.clastix\.io tenant-a -n tenants"
 SCHEMA = recorded("tcp-tenant-a.json")["spec"]["dataStoreSchema"]
 
 
+def recorded_snapshot(name: str) -> dict:
+    """A hand-made answer of tests/fixtures/snapshot/ (its README says what each answers)."""
+    return json.loads((Path(__file__).parent / "fixtures/snapshot" / name).read_text())
+
+
 def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
@@ -89,6 +94,7 @@ class ManagementCluster:
         lab.on("management", rf"^get {TCP} -o json", lambda command: ok(self.tcp))
         lab.on("management", rf"^patch {TCP} --type merge -p ", self.patch)
         lab.on("management", r"^get deployment tenant-a -n tenants -o json", self.deployment)
+        lab.on("management", r"^get pods -n tenants -l kamaji\.clastix\.io/name=tenant-a -o json", self.pods)
         lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(recorded("datastore-default.json")))
         for name, data in root.items():
             lab.on("management", rf"^get secret {name} -n kamaji-system -o json", ok({"data": data}))
@@ -118,7 +124,15 @@ class ManagementCluster:
         return ok(self.tcp)
 
     def deployment(self, command: str) -> CommandResult:
-        return ok({"status": {"replicas": self.replicas()} if self.replicas() else {}})
+        deployment = recorded_snapshot("deployment-tenant-a-held.json")
+        deployment["spec"]["replicas"] = self.replicas()
+        return ok(deployment)
+
+    def pods(self, command: str) -> CommandResult:
+        """The API server pods, asked for once the hold scaled to 0: gone at once here (tests/test_snapshot_hold.py
+        keeps a terminating one a while)."""
+        assert self.replicas() == 0
+        return ok({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": []})
 
     def get_secret(self, command: str) -> CommandResult:
         name = command.split()[2]

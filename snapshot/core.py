@@ -1,4 +1,4 @@
-"""Take and restore one tenant's snapshot, given etcdctl and the tenant's side (hold, Secrets, restart).
+"""Take and restore one tenant's snapshot, given an etcd client and the tenant's side (hold, Secrets, restart).
 
 What needs a live lab (kubectl, the port-forward, the TenantControlPlane) is in snapshot/live.py; what is here
 runs against any etcd, and the tests run it against the real one.
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from snapshot import archive
 from snapshot.archive import Contents, Manifest, Refused
-from snapshot.etcd import Etcdctl, PrefixReader, PrefixWriter, Progress
+from snapshot.etcd import EtcdClient, PrefixReader, PrefixWriter, Progress
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def file_name(tenant: str, when: datetime.datetime) -> str:
 
 
 def take(
-    etcdctl: Etcdctl,
+    etcdctl: EtcdClient,
     target: Target,
     secrets: dict[str, dict[str, Any]],
     directory: Path,
@@ -137,7 +137,7 @@ class Restored:
 
 
 def restore(
-    etcdctl: Etcdctl,
+    etcdctl: EtcdClient,
     path: Path,
     target: Target,
     hold: Callable[[], AbstractContextManager[None]],

@@ -196,9 +196,9 @@ class EtcdClient:
             return AnswerTooLarge(f"etcd's answer to {what} is larger than {ANSWER_BYTES} bytes")
         return EtcdFailed(f"etcd {what} at {self.address} failed: {details or code.name} ({code.name})")
 
-    def range(self, start: bytes, end: bytes, limit: int, revision: int) -> Any:
+    def range(self, start: bytes, end: bytes, limit: int, revision: int) -> Pending:
         request = PB["RangeRequest"](key=start, range_end=end, limit=limit, revision=revision)
-        return self.call("KV/Range", request, "RangeResponse", f"range from {start[:80]!r}")
+        return self.submit("KV/Range", request, "RangeResponse", f"range from {start[:80]!r}")
 
     def delete_range(self, start: bytes, end: bytes) -> int:
         request = PB["DeleteRangeRequest"](key=start, range_end=end)
@@ -251,11 +251,12 @@ def page_after(largest: int, most: int) -> int:
 
 def checked_page(answer: Any, start: bytes, end: bytes, limit: int) -> Any:
     """The answer, after checking that it holds what etcd's Range promises: at most limit keys, ascending, within
-    [start, end), and `more` exactly when its count of keys in range exceeds those returned
-    (etcd-io/etcd server/etcdserver/apply.go and server/mvcc/kvstore_txn.go@v3.5.1: Range, rangeKeys). A page cut
-    short anywhere would otherwise look like the end of the prefix."""
+    [start, end); its count is every key in range at the revision, so `more` means count exceeds the keys
+    returned, and no `more` means it equals them (etcd-io/etcd server/etcdserver/apply.go: Range,
+    server/mvcc/index.go: Revisions@v3.5.1). A page cut short would otherwise look like the end of the prefix."""
     kvs, previous = answer.kvs, start
-    if len(kvs) > limit or answer.more != (answer.count > len(kvs)) or (not kvs and answer.more):
+    consistent = answer.count > len(kvs) > 0 if answer.more else answer.count == len(kvs)
+    if len(kvs) > limit or not consistent:
         raise EtcdFailed(
             f"etcd's page from {start[:80]!r} contradicts itself: {len(kvs)} keys of {answer.count}, "
             f"more={answer.more}, asked for {limit}"
@@ -280,32 +281,43 @@ class PrefixReader:
     def read(self, progress: Progress | None = None) -> Iterator[Key]:
         progress = progress or Progress()
         start, end = self.prefix, range_end(self.prefix)
-        limit = min(self.page, FIRST_PAGE)
+        answer, asked = self.answer(start, min(self.page, FIRST_PAGE), None)
+        self.revision = self.revision or answer.header.revision  # the store's revision when the read began
+        while True:
+            following = None
+            if answer.more:
+                # The smallest key after the last one: no key is read twice, whatever its size. Each page holds at
+                # most twice the keys of the last, so pages grow back gently after large objects. Asked for now,
+                # so etcd reads the next page while this one is written.
+                largest = max(len(kv.key) + len(kv.value) for kv in answer.kvs)
+                start, limit = answer.kvs[-1].key + b"\0", min(page_after(largest, self.page), 2 * asked)
+                following = (start, limit, self.client.range(start, end, limit, self.revision))
+            for kv in answer.kvs:
+                key = self.kept(kv)
+                if key:
+                    progress.add(len(key.key) + len(key.value))
+                    yield key
+            if following is None:
+                break
+            answer, asked = self.answer(*following)
+        progress.done()
+
+    def answer(self, start: bytes, limit: int, pending: Pending | None) -> tuple[Any, int]:
+        """The page of up to limit keys from start, checked, and how many keys it was asked for; asked again for
+        a quarter as many while the answer is larger than an answer may be (objects grew past what the previous
+        page's sizes foretold)."""
+        end = range_end(self.prefix)
         while True:
             try:
-                answer = checked_page(self.client.range(start, end, limit, self.revision), start, end, limit)
+                pending = pending or self.client.range(start, end, limit, self.revision)
+                return checked_page(pending.result(), start, end, limit), limit
             except AnswerTooLarge:
                 if limit == 1:
                     raise EtcdFailed(
                         f"the key after {start[:80]!r} is larger than {ANSWER_BYTES} bytes, more than any etcd "
                         "value under its default --max-request-bytes"
                     ) from None
-                limit = 1  # larger objects than the last page's: one at a time, until the next page's size is known
-                continue
-            if not self.revision:
-                self.revision = answer.header.revision
-            largest = 0
-            for kv in answer.kvs:
-                largest = max(largest, len(kv.key) + len(kv.value))
-                key = self.kept(kv)
-                if key:
-                    progress.add(len(key.key) + len(key.value))
-                    yield key
-            if not answer.more:
-                break
-            # The smallest key after the last one: no key is read twice, whatever its size.
-            start, limit = answer.kvs[-1].key + b"\0", page_after(largest, self.page)
-        progress.done()
+                limit, pending = max(1, limit // 4), None
 
     def kept(self, kv: Any) -> Key | None:
         if not kv.lease:

@@ -120,9 +120,10 @@ def test_round_trip_is_byte_identical_and_neighbours_keep_keys_and_revisions(etc
 def test_the_snapshot_reads_one_revision_even_while_the_tenant_writes(etcd, tmp_path):
     class WritingBetweenPages(EtcdClient):
         def range(self, *args):
-            answer = super().range(*args)
+            pending = super().range(*args)
+            pending.result()  # answered before the write
             put(etcd, f"/{TENANT.schema}/configmaps/default/zz-during".encode(), b"written during the snapshot")
-            return answer
+            return pending
 
     revision = json.loads(etcdctl(etcd, "get", "/", "--limit=1", "-w", "json"))["header"]["revision"]
     reader = WritingBetweenPages(etcd.address, etcd.ca, etcd.cert, etcd.key)

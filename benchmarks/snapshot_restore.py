@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from snapshot.archive import Key
@@ -60,9 +61,9 @@ def step(argv: list[str]) -> dict:
         return {"keys": done.written}
 
 
-# Runs argv as its own child and writes that child's peak resident memory (KiB) to a file. A child's ru_maxrss
-# starts from the RSS of the process that forked it (Linux keeps the old mm's high-water mark across exec), so the
-# fork comes from this small interpreter (-I -S: a few MiB), not from the benchmark with its filled buffers.
+# Runs argv as its own child and writes that child's peak resident memory (KiB) and CPU seconds to a file. A
+# child's ru_maxrss starts from the RSS of the process that forked it (Linux keeps the old mm's high-water mark
+# across exec), so the fork comes from this small interpreter (-I -S: a few MiB), not from the benchmark.
 LAUNCHER = """
 import os, sys
 pid = os.fork()
@@ -70,44 +71,60 @@ if pid == 0:
     os.execv(sys.argv[2], sys.argv[2:])
 _, status, usage = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as out:
-    out.write(str(usage.ru_maxrss))
+    out.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def child(argv: list[str]) -> tuple[str, float, int]:
-    """argv run as a child process: its standard output, its seconds from start to exit, and its peak resident
-    memory in bytes."""
+@dataclass
+class Measured:
+    """One child process: what it printed, its seconds from start to exit, its own CPU seconds, the etcd server's
+    CPU seconds meanwhile (the rest of the wall time is waiting, on this machine's other work too), and its
+    peak resident memory in bytes."""
+
+    out: str
+    seconds: float
+    cpu: float
+    etcd_cpu: float
+    peak: int
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's user and system CPU seconds so far (proc(5): /proc/<pid>/stat, fields utime and stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child(argv: list[str], etcd_pid: int) -> Measured:
     with tempfile.TemporaryDirectory() as scratch:
-        peak, err = Path(scratch) / "peak", Path(scratch) / "stderr"
-        started = time.perf_counter()
+        usage, err = Path(scratch) / "usage", Path(scratch) / "stderr"
+        etcd_before, started = cpu_seconds(etcd_pid), time.perf_counter()
         with err.open("wb") as errors:
             done = subprocess.run(
-                [sys.executable, "-I", "-S", "-c", LAUNCHER, str(peak), *argv],
+                [sys.executable, "-I", "-S", "-c", LAUNCHER, str(usage), *argv],
                 stdout=subprocess.PIPE,
                 stderr=errors,
                 cwd=ROOT,
             )
-        seconds = time.perf_counter() - started
+        seconds, etcd_cpu = time.perf_counter() - started, cpu_seconds(etcd_pid) - etcd_before
         if done.returncode:
             words = err.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"{' '.join(argv[:5])} failed ({done.returncode}): {words}")
-        return done.stdout.decode(), seconds, int(peak.read_text()) * 1024  # Linux counts ru_maxrss in KiB
+        peak_kib, cpu = usage.read_text().split()
+        # Linux counts ru_maxrss in KiB.
+        return Measured(done.stdout.decode(), seconds, float(cpu), etcd_cpu, int(peak_kib) * 1024)
 
 
-def measured_step(what: str, client: EtcdClient, place: Path) -> tuple[dict, float, int]:
+def measured_step(what: str, client: EtcdClient, place: Path, etcd_pid: int) -> tuple[dict, Measured]:
     files = [str(client.ca), str(client.cert), str(client.key)]
     argv = [sys.executable, "-m", "benchmarks.snapshot_restore", "--step", what, client.address, *files, str(place)]
-    out, seconds, peak = child(argv)
-    return json.loads(out.splitlines()[-1]), seconds, peak
+    measured = child(argv, etcd_pid)
+    return json.loads(measured.out.splitlines()[-1]), measured
 
 
-def etcdctl_snapshot(client: EtcdClient, path: Path) -> tuple[float, int]:
+def etcdctl_snapshot(client: EtcdClient, path: Path, etcd_pid: int) -> Measured:
     tls = [f"--cacert={client.ca}", f"--cert={client.cert}", f"--key={client.key}"]
-    _, seconds, peak = child(
-        [str(ETCDCTL), f"--endpoints=https://{client.address}", *tls, "snapshot", "save", str(path)]
-    )
-    return seconds, peak
+    return child([str(ETCDCTL), f"--endpoints=https://{client.address}", *tls, "snapshot", "save", str(path)], etcd_pid)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,9 +145,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"filling {args.keys} keys of {args.value_bytes} bytes ...", flush=True)
             fill(client, args.keys, args.value_bytes)
             database = scratch / "etcd.db"
-            base_seconds, base_peak = etcdctl_snapshot(client, database)
-            took, took_seconds, took_peak = measured_step("take", client, scratch / "snapshots")
-            done, done_seconds, done_peak = measured_step("restore", client, Path(took["file"]))
+            assert server.process is not None
+            etcd_pid = server.process.pid
+            base = etcdctl_snapshot(client, database, etcd_pid)
+            took, took_measured = measured_step("take", client, scratch / "snapshots", etcd_pid)
+            done, done_measured = measured_step("restore", client, Path(took["file"]), etcd_pid)
         if not took["keys"] == done["keys"] == args.keys:
             raise RuntimeError(f"{args.keys} keys filled, {took['keys']} in the snapshot, {done['keys']} restored")
         values = args.keys * args.value_bytes / MIB
@@ -138,15 +157,19 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{args.keys} keys of {args.value_bytes} bytes ({values:.1f} MiB of values); snapshot file {size:.1f} MiB"
         )
-        print(f"{'':26} {'seconds':>8} {'x etcdctl':>10} {'peak RSS MiB':>13} {'x etcdctl':>10}")
+        print(
+            f"{'':34} {'seconds':>8} {'x etcdctl':>10} {'CPU s':>7} {'etcd CPU s':>11} {'peak RSS MiB':>13} "
+            f"{'x etcdctl':>10}"
+        )
         rows = [
-            (f"etcdctl snapshot save ({database.stat().st_size / MIB:.0f} MiB db)", base_seconds, base_peak),
-            ("snapshot (take)", took_seconds, took_peak),
-            ("restore", done_seconds, done_peak),
+            (f"etcdctl snapshot save ({database.stat().st_size / MIB:.0f} MiB db)", base),
+            ("snapshot (take)", took_measured),
+            ("restore", done_measured),
         ]
-        for name, seconds, peak in rows:
+        for name, measured in rows:
             print(
-                f"{name:26} {seconds:8.2f} {seconds / base_seconds:10.2f} {peak / MIB:13.0f} {peak / base_peak:10.2f}"
+                f"{name:34} {measured.seconds:8.2f} {measured.seconds / base.seconds:10.2f} {measured.cpu:7.2f} "
+                f"{measured.etcd_cpu:11.2f} {measured.peak / MIB:13.0f} {measured.peak / base.peak:10.2f}"
             )
     finally:
         server.stop()

@@ -32,13 +32,15 @@ from google.protobuf.message import DecodeError
 
 from snapshot.archive import Key
 
-PAGE = 1000  # most keys per read
+# etcd 3.5.1 counts every key from a page's start to the prefix's end to answer each page (server/mvcc/index.go:
+# Revisions visits the whole range for its total), so reading n keys in pages of p costs about n*n/2p visits:
+# pages are as large as memory allows. Each holds as many keys as fit in PAGE_BYTES at the largest size the
+# previous page saw, so 1 KiB objects come ~8,000 at a time and 256 KiB CRDs 31 at a time, and PAGE at most.
+PAGE = 10000
 FIRST_PAGE = 16  # the first read, before any value size is known: a prefix may start with large CRDs
-# Each later page holds as many keys as fit in PAGE_BYTES at the largest size the previous page saw, so 1 KiB
-# objects come 1,000 at a time and 256 KiB CRDs 16 at a time.
-PAGE_BYTES = 4 * 1024 * 1024
+PAGE_BYTES = 8 * 1024 * 1024
 # No answer is received above this (the channel's max_receive_message_length): a page that grew past it, when
-# small objects are followed by large ones, is read again one key at a time. etcd sends up to 2 GiB
+# small objects are followed by large ones, is asked again for fewer keys. etcd sends up to 2 GiB
 # (server/etcdserver/api/v3rpc/grpc.go@v3.5.1: maxSendBytes), so without it memory would follow etcd's page.
 ANSWER_BYTES = 64 * 1024 * 1024
 # A transaction may hold at most --max-txn-ops operations (128 by default) and a request at most

@@ -17,13 +17,14 @@ def test_the_small_benchmark_reports_seconds_and_peak_memory_of_each_step_beside
     assert "500 keys of 2048 bytes (1.0 MiB of values)" in out
     figures = {}
     for row in ROWS:
-        found = re.search(rf"^{re.escape(row)}[^\n]*?{NUMBER}{NUMBER}\s+(\d+){NUMBER}$", out, re.MULTILINE)
+        found = re.search(rf"^{re.escape(row)}[^\n]*?{NUMBER * 4}\s+(\d+){NUMBER}$", out, re.MULTILINE)
         assert found, f"no figures for {row!r} in:\n{out}"
         figures[row] = [float(value) for value in found.groups()]
-    seconds, ratio, peak, peak_ratio = figures["etcdctl snapshot save"]
+    seconds, ratio, cpu, etcd_cpu, peak, peak_ratio = figures["etcdctl snapshot save"]
     assert (ratio, peak_ratio) == (1.0, 1.0) and seconds > 0 and peak > 0
     for row in ROWS[1:]:
-        seconds, ratio, peak, peak_ratio = figures[row]
+        seconds, ratio, cpu, etcd_cpu, peak, peak_ratio = figures[row]
+        assert cpu > 0 and etcd_cpu >= 0
         # Each ratio is the figure over etcdctl's, as printed (rounded to two places).
         assert abs(ratio - seconds / figures[ROWS[0]][0]) < 0.05 * ratio + 0.01
         assert 0 < peak < 256, f"{row} peaked at {peak} MiB"

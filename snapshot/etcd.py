@@ -212,9 +212,9 @@ class EtcdClient:
             raise EtcdFailed(f"etcd granted no lease of {ttl}s: {granted.error or 'no lease ID in its answer'}")
         return granted.ID
 
-    def txn(self, operations: list[Any]) -> Pending:
-        request = PB["TxnRequest"](success=operations)
-        return self.submit("KV/Txn", request, "TxnResponse", f"transaction of {len(operations)} puts")
+    def txn(self, request: Any) -> Pending:
+        """A TxnRequest on its way."""
+        return self.submit("KV/Txn", request, "TxnResponse", f"transaction of {len(request.success)} puts")
 
 
 def range_end(prefix: bytes) -> bytes:
@@ -339,7 +339,9 @@ class PrefixWriter:
     prefix: bytes
     progress: Progress = field(default_factory=Progress)
     leases: dict[str, int] = field(default_factory=dict)  # resource -> lease ID granted for this restore
-    batch: list[Any] = field(default_factory=list)
+    # The transaction being filled: puts are added to it in place, which costs a tenth of building each
+    # operation as a message of its own and copying it in.
+    batch: Any = field(default_factory=lambda: PB["TxnRequest"]())
     batch_bytes: int = 0
     pending: list[Pending] = field(default_factory=list)
 
@@ -353,30 +355,27 @@ class PrefixWriter:
             self.leases[resource] = self.client.lease_grant(KEEP_LEASED[resource])
         return self.leases[resource]
 
-    def operation(self, key: Key) -> Any:
+    def put(self, key: Key) -> None:
+        """Queue one key; a full batch goes to etcd as one transaction, IN_FLIGHT of them at a time."""
         if not key.key.startswith(self.prefix):
             raise EtcdFailed(f"refusing to write {key.key[:80]!r}: it is outside {self.prefix!r}")
         lease = self.lease_for(key) if key.leased else 0
-        return PB["RequestOp"](request_put=PB["PutRequest"](key=key.key, value=key.value, lease=lease))
-
-    def put(self, key: Key) -> None:
-        """Queue one key; a full batch goes to etcd as one transaction, IN_FLIGHT of them at a time."""
-        operation = self.operation(key)
         size = len(key.key) + len(key.value) + PUT_OVERHEAD
-        if self.batch and (len(self.batch) >= TXN_OPS or self.batch_bytes + size > TXN_BYTES):
+        if self.batch.success and (len(self.batch.success) >= TXN_OPS or self.batch_bytes + size > TXN_BYTES):
             self.send()
-        self.batch.append(operation)
+        put = self.batch.success.add().request_put
+        put.key, put.value, put.lease = key.key, key.value, lease
         self.batch_bytes += size
         self.progress.add(len(key.key) + len(key.value))
 
     def send(self) -> None:
         """The batch to etcd, beside the transactions already under way; the oldest must succeed first if
         IN_FLIGHT are. The keys are distinct, so the order in which batches land does not matter."""
-        if self.batch:
+        if self.batch.success:
             while len(self.pending) >= IN_FLIGHT:
                 self.landed(self.pending.pop(0))
             self.pending.append(self.commit(self.batch))
-        self.batch, self.batch_bytes = [], 0
+        self.batch, self.batch_bytes = PB["TxnRequest"](), 0
 
     def flush(self) -> None:
         """Everything queued is in etcd, or the first failure is raised."""
@@ -384,8 +383,8 @@ class PrefixWriter:
         while self.pending:
             self.landed(self.pending.pop(0))
 
-    def commit(self, operations: list[Any]) -> Pending:
-        return self.client.txn(operations)
+    def commit(self, transaction: Any) -> Pending:
+        return self.client.txn(transaction)
 
     @staticmethod
     def landed(pending: Pending) -> None:

@@ -179,11 +179,11 @@ def test_an_interrupted_restore_runs_again_to_completion(etcd, tmp_path, monkeyp
     commits = []
     real_commit = PrefixWriter.commit
 
-    def fail_on_second(self, operations):
-        commits.append(len(operations))
+    def fail_on_second(self, transaction):
+        commits.append(transaction)
         if len(commits) == 2:
             raise EtcdFailed("etcd transaction failed: connection lost")
-        return real_commit(self, operations)
+        return real_commit(self, transaction)
 
     monkeypatch.setattr("snapshot.etcd.TXN_OPS", 3)
     monkeypatch.setattr(PrefixWriter, "commit", fail_on_second)

@@ -94,7 +94,7 @@ def test_pages_are_sized_by_bytes_so_large_values_come_a_few_at_a_time(etcd, mon
     sizes = answered_sizes(etcd, monkeypatch)
     read = list(PrefixReader(etcd, PREFIX).read())
     assert [key.key for key in read] == sorted(contents(etcd, PREFIX.decode()))
-    assert len(sizes) > 3 and max(sizes) <= client_module.PAGE_BYTES
+    assert len(sizes) >= 3 and max(sizes) <= client_module.PAGE_BYTES
 
 
 def answered_sizes(client: EtcdClient, monkeypatch) -> list[int]:

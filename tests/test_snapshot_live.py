@@ -269,7 +269,7 @@ def test_a_restore_that_failed_while_the_tenant_slept_is_run_again_and_wakes_it_
     saved = prefix(real_etcd)
     seed(real_etcd, "later")
 
-    def lost(self, operations):
+    def lost(self, transaction):
         raise EtcdFailed("etcd transaction failed: connection lost")
 
     real_commit = PrefixWriter.commit

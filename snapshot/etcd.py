@@ -35,7 +35,7 @@ from snapshot.archive import Key
 # etcd 3.5.1 counts every key from a page's start to the prefix's end to answer each page (server/mvcc/index.go:
 # Revisions visits the whole range for its total), so reading n keys in pages of p costs about n*n/2p visits:
 # pages are as large as memory allows. Each holds as many keys as fit in PAGE_BYTES at the largest size the
-# previous page saw, so 1 KiB objects come ~8,000 at a time and 256 KiB CRDs 31 at a time, and PAGE at most.
+# previous page saw, so 1 KiB objects come ~7,800 at a time and 256 KiB CRDs 31 at a time, and PAGE at most.
 PAGE = 10000
 FIRST_PAGE = 16  # the first read, before any value size is known: a prefix may start with large CRDs
 PAGE_BYTES = 8 * 1024 * 1024
@@ -58,7 +58,8 @@ CALL_TIMEOUT = 120.0
 # write their own within seconds. Any other leased key is left out too, and the manifest counts what was.
 KEEP_LEASED = {"events": 3600}
 
-# The fields this module uses of each etcd message: (name, number, type, message type or "", repeated).
+# The fields this module uses of each etcd message (a parser skips the others): (name, number, type, message
+# type or "", repeated).
 _Field = descriptor_pb2.FieldDescriptorProto
 _BYTES, _INT64, _BOOL, _STRING, _MESSAGE = (
     _Field.TYPE_BYTES,
@@ -69,11 +70,7 @@ _BYTES, _INT64, _BOOL, _STRING, _MESSAGE = (
 )
 MESSAGES: dict[str, list[tuple[str, int, int, str, bool]]] = {
     "ResponseHeader": [("revision", 3, _INT64, "", False)],
-    "KeyValue": [
-        ("key", 1, _BYTES, "", False), ("create_revision", 2, _INT64, "", False),
-        ("mod_revision", 3, _INT64, "", False), ("version", 4, _INT64, "", False),
-        ("value", 5, _BYTES, "", False), ("lease", 6, _INT64, "", False),
-    ],
+    "KeyValue": [("key", 1, _BYTES, "", False), ("value", 5, _BYTES, "", False), ("lease", 6, _INT64, "", False)],
     "RangeRequest": [
         ("key", 1, _BYTES, "", False), ("range_end", 2, _BYTES, "", False),
         ("limit", 3, _INT64, "", False), ("revision", 4, _INT64, "", False),
@@ -84,15 +81,12 @@ MESSAGES: dict[str, list[tuple[str, int, int, str, bool]]] = {
     ],
     "PutRequest": [("key", 1, _BYTES, "", False), ("value", 2, _BYTES, "", False), ("lease", 3, _INT64, "", False)],
     "DeleteRangeRequest": [("key", 1, _BYTES, "", False), ("range_end", 2, _BYTES, "", False)],
-    "DeleteRangeResponse": [("header", 1, _MESSAGE, "ResponseHeader", False), ("deleted", 2, _INT64, "", False)],
+    "DeleteRangeResponse": [("deleted", 2, _INT64, "", False)],
     "RequestOp": [("request_put", 2, _MESSAGE, "PutRequest", False)],
     "TxnRequest": [("success", 2, _MESSAGE, "RequestOp", True)],
-    "TxnResponse": [("header", 1, _MESSAGE, "ResponseHeader", False), ("succeeded", 2, _BOOL, "", False)],
+    "TxnResponse": [("succeeded", 2, _BOOL, "", False)],
     "LeaseGrantRequest": [("TTL", 1, _INT64, "", False)],
-    "LeaseGrantResponse": [
-        ("header", 1, _MESSAGE, "ResponseHeader", False), ("ID", 2, _INT64, "", False),
-        ("error", 4, _STRING, "", False),
-    ],
+    "LeaseGrantResponse": [("ID", 2, _INT64, "", False), ("error", 4, _STRING, "", False)],
 }  # fmt: skip
 
 
@@ -197,8 +191,8 @@ class EtcdClient:
         code, details = error.code(), " ".join((error.details() or "").split())[-400:]
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return EtcdFailed(f"etcd {what} at {self.address} timed out after {CALL_TIMEOUT:g}s")
-        # gRPC's own words when an answer passes max_receive_message_length (grpc/grpc
-        # src/core/ext/filters/message_size/message_size_filter.cc: "Received message larger than max").
+        # grpcio's own words (1.85.4) when an answer passes max_receive_message_length: "Received message larger
+        # than max (<size> vs. <cap>)"; tests/test_snapshot_etcd_client.py meets them.
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
             return AnswerTooLarge(f"etcd's answer to {what} is larger than {ANSWER_BYTES} bytes")
         return EtcdFailed(f"etcd {what} at {self.address} failed: {details or code.name} ({code.name})")

@@ -175,7 +175,7 @@ def stand_in(tmp_path):
 
 
 def page(names: list[bytes], count: int | None = None, more: bool = False) -> bytes:
-    kvs = [PB["KeyValue"](key=name, value=b"v", create_revision=2, mod_revision=2, version=1) for name in names]
+    kvs = [PB["KeyValue"](key=name, value=b"v") for name in names]
     answer = PB["RangeResponse"](header=PB["ResponseHeader"](revision=9), kvs=kvs, more=more)
     answer.count = len(names) if count is None else count
     return answer.SerializeToString()

@@ -343,7 +343,7 @@ def test_a_snapshot_from_before_the_endpoint_was_recorded_is_restored_with_the_e
 
 def test_a_missing_file_is_refused_with_its_name(tmp_path):
     with pytest.raises(Refused, match=f"cannot read {tmp_path}/nothing.tar.gz"):
-        restore(None, tmp_path / "nothing.tar.gz", TENANT, never_held, lambda s: None)  # type: ignore[arg-type]
+        restore(None, tmp_path / "nothing.tar.gz", TENANT, never_held, lambda s: None)  # refused before any client
 
 
 def test_progress_reports_keys_and_bytes(etcd, tmp_path):

@@ -37,6 +37,17 @@ def write(client: EtcdClient, written: list[Key]) -> None:
     writer.flush()
 
 
+def test_with_auth_enabled_as_kamaji_etcd_runs_it_root_reads_and_writes_by_its_certificate_alone(real_etcd):
+    """kamaji-etcd knows root by the client certificate's CN, with auth enabled: the reason the client speaks
+    gRPC, since etcd's JSON gateway refuses such a certificate (docs/operations.md)."""
+    real_etcd.provision_root_and_enable_auth()
+    client = root(real_etcd)
+    written = keys(300, 100) + [Key(PREFIX + b"events/default/e", b"an event", leased=True)]
+    write(client, written)
+    assert list(PrefixReader(client, PREFIX).read()) == sorted(written, key=lambda key: key.key)
+    assert PrefixWriter(client, PREFIX).clear() == len(written)
+
+
 def test_etcd_down_fails_naming_the_address_and_leaves_no_snapshot(real_etcd, tmp_path):
     server = root(real_etcd)
     address = f"127.0.0.1:{free_port()}"  # nothing listens there

@@ -3,15 +3,16 @@ prefix read at one revision, page by page, and written back in pipelined transac
 the prefix.
 
 Why gRPC, and not etcd's JSON gateway or an etcdctl process per call:
-- The gateway (on by default, and kamaji-etcd's statefulset does not turn it off) cannot reach this DataStore:
-  kamaji-etcd runs --client-cert-auth with auth enabled and knows its root user by the client certificate's CN
-  (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_sts.yaml and etcd_job_preinstall_2.yaml@92f31f0), and in
-  that setup etcd answers every /v3/ gateway request from a certificate with a CN with 400 "CommonName of client
-  sending a request against gateway will be ignored" (etcd-io/etcd server/embed/serve.go@v3.5.1:
-  accessController.ServeHTTP), since the gateway forwards over its own connection.
+- The gateway (on by default: server/embed/config.go@v3.5.1, NewConfig; kamaji-etcd's statefulset leaves it on)
+  cannot reach this DataStore: kamaji-etcd runs --client-cert-auth with auth enabled and knows its root user by
+  the client certificate's CN (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_sts.yaml and
+  etcd_job_preinstall_2.yaml@92f31f0), and in that setup etcd answers every /v3/ gateway request from a
+  certificate with a CN with 400 "CommonName of client sending a request against gateway will be ignored"
+  (etcd-io/etcd server/embed/serve.go@v3.5.1: accessController.ServeHTTP), since the gateway forwards over its
+  own connection.
 - An etcdctl process per page or transaction pays a process start and a TLS handshake each time (a restore of
   100,000 keys started ~780 of them), and prints values as base64 JSON that is then decoded again.
-- grpcio and protobuf already come with the Pulumi SDK (requirements.txt pins pulumi, which requires both), so
+- grpcio and protobuf already come with the Pulumi SDK (requirements.txt pins them at the versions it gets), so
   this adds no dependency. Keys and values cross the wire as raw bytes: no base64 on the hot path at all, only in
   the archive's own lines. One HTTP/2 connection carries several transactions in flight at once.
 

@@ -10,15 +10,19 @@ from __future__ import annotations
 import datetime
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import grpc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from snapshot import etcd as client_module
 from snapshot.archive import Key
 from snapshot.core import take
-from snapshot.etcd import PB, EtcdClient, EtcdFailed, PrefixReader, PrefixWriter
+from snapshot.etcd import PB, EtcdClient, EtcdFailed, Pending, PrefixReader, PrefixWriter, checked_page
 from tests.real_etcd import free_port, issue, make_ca
 from tests.test_snapshot_etcd import SECRETS, TENANT, contents, etcd, put, root  # noqa: F401 (etcd: a fixture)
 
@@ -235,3 +239,47 @@ def test_the_stand_in_serves_a_well_formed_page_as_etcd_would(stand_in):
     client, answers = stand_in
     answers.append(page(THREE))
     assert [key.key for key in PrefixReader(client, PREFIX).read()] == THREE
+
+
+# --- any answer at all, without the network --------------------------------------------------------------------
+
+
+@dataclass
+class Answered:
+    """A finished gRPC call that brought data back."""
+
+    data: bytes
+
+    def result(self) -> bytes:
+        return self.data
+
+
+def parsed_page(data: bytes):
+    answered = Pending(Answered(data), PB["RangeResponse"], "range", root_like)
+    return checked_page(answered.result(), PREFIX, client_module.range_end(PREFIX), client_module.FIRST_PAGE)
+
+
+root_like = SimpleNamespace(address="127.0.0.1:2379")
+WHOLE = page(THREE, count=7, more=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        st.tuples(st.integers(0, len(WHOLE)), st.binary(max_size=8)).map(
+            lambda cut: WHOLE[: cut[0]] + cut[1] + WHOLE[cut[0] + len(cut[1]) :]
+        ),
+        st.integers(0, len(WHOLE)).map(lambda end: WHOLE[:end]),
+    )
+)
+def test_any_bytes_for_an_answer_give_a_checked_page_or_etcd_failed(data):
+    """etcd's answers are outside input: whatever the bytes, the reader gets a page that keeps Range's promises
+    or EtcdFailed, never another exception."""
+    try:
+        answer = parsed_page(data)
+    except EtcdFailed:
+        return
+    names = [kv.key for kv in answer.kvs]
+    assert names == sorted(set(names)) and len(names) <= client_module.FIRST_PAGE
+    assert all(PREFIX <= name < client_module.range_end(PREFIX) for name in names)

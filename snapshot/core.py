@@ -1,4 +1,4 @@
-"""Take and restore one tenant's snapshot, given etcdctl and the tenant's side (hold, Secrets, restart).
+"""Take and restore one tenant's snapshot, given an etcd client and the tenant's side (hold, Secrets, restart).
 
 What needs a live lab (kubectl, the port-forward, the TenantControlPlane) is in snapshot/live.py; what is here
 runs against any etcd, and the tests run it against the real one.
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from snapshot import archive
 from snapshot.archive import Contents, Manifest, Refused
-from snapshot.etcd import Etcdctl, PrefixReader, PrefixWriter, Progress
+from snapshot.etcd import EtcdClient, PrefixReader, PrefixWriter, Progress
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def file_name(tenant: str, when: datetime.datetime) -> str:
 
 
 def take(
-    etcdctl: Etcdctl,
+    etcdctl: EtcdClient,
     target: Target,
     secrets: dict[str, dict[str, Any]],
     directory: Path,
@@ -199,7 +199,7 @@ class Unfinished(Exception):
 
 
 def restore(
-    etcdctl: Etcdctl,
+    etcdctl: EtcdClient,
     path: Path,
     target: Target,
     hold: Callable[[], AbstractContextManager[None]],
@@ -212,7 +212,7 @@ def restore(
 
 
 def restore_copy(
-    etcdctl: Etcdctl,
+    etcdctl: EtcdClient,
     copy: Path,
     contents: Contents,
     target: Target,

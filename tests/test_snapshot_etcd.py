@@ -11,14 +11,15 @@ import gzip
 import hashlib
 import json
 import stat
+import subprocess
 
 import pytest
 
 from snapshot import archive
 from snapshot.archive import Refused
 from snapshot.core import Target, Unfinished, restore, take
-from snapshot.etcd import Etcdctl, EtcdFailed, PrefixReader, PrefixWriter, Progress
-from tests.real_etcd import ETCDCTL, RealEtcd
+from snapshot.etcd import EtcdClient, EtcdFailed, PrefixReader, PrefixWriter, Progress
+from tests.real_etcd import CALL_TIMEOUT, ETCDCTL, RealEtcd
 
 WHEN = datetime.datetime(2026, 12, 4, 18, 30, 5, tzinfo=datetime.UTC)
 TENANT = Target("tenant-a", "tenants", "tenants_tenant-a", "v1.36.4", "https://172.30.255.2:6443")
@@ -29,39 +30,55 @@ PROTOBUF = b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x80\xff\xfe\"\\'\r\n-- end
 SECRETS = {"ca": {"type": "Opaque", "data": {"ca.crt": base64.b64encode(b"PEM").decode()}}}
 
 
-def root(server: RealEtcd) -> Etcdctl:
-    files = (f"--cacert={server.root.ca}", f"--cert={server.root.cert}", f"--key={server.root.key}")
-    return Etcdctl((str(ETCDCTL), f"--endpoints={server.url}", *files))
+def root(server: RealEtcd) -> EtcdClient:
+    """The program's etcd client with the root certificate (the DataStore's, in a lab)."""
+    return EtcdClient(server.url.removeprefix("https://"), server.root.ca, server.root.cert, server.root.key)
 
 
-def put(etcdctl: Etcdctl, key: bytes, value: bytes, *flags: str) -> None:
+def etcdctl(client: EtcdClient, *args: str | bytes, stdin: bytes | None = None) -> bytes:
+    """etcdctl as the client's user at the client's address: the tests' own look at etcd, apart from the program's
+    client, for setup and inspection."""
+    tls = (f"--cacert={client.ca}", f"--cert={client.cert}", f"--key={client.key}")
+    done = subprocess.run(
+        [str(ETCDCTL), f"--endpoints=https://{client.address}", *tls, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=CALL_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"etcdctl {args}: {done.stderr.decode(errors='replace')}"
+    return done.stdout
+
+
+def put(client: EtcdClient, key: bytes, value: bytes, *flags: str) -> None:
     # etcdctl put reads the value from stdin when none is given: any bytes, as they are (an empty one it refuses
     # there, so that goes as an argument).
     if value:
-        etcdctl.run("put", *flags, "--", key, stdin=value)
+        etcdctl(client, "put", *flags, "--", key, stdin=value)
     else:
-        etcdctl.run("put", *flags, "--", key, "")
+        etcdctl(client, "put", *flags, "--", key, "")
 
 
-def dump(etcdctl: Etcdctl, prefix: str) -> list[dict]:
-    """Every kv under prefix as etcd reports it: key, value, create and mod revision, version, lease."""
-    return etcdctl.json("get", prefix, "--prefix").get("kvs") or []
+def dump(client: EtcdClient, prefix: str) -> list[dict]:
+    """Every kv under prefix as etcdctl reports it: key, value, create and mod revision, version, lease."""
+    return json.loads(etcdctl(client, "get", prefix, "--prefix", "-w", "json")).get("kvs") or []
 
 
-def contents(etcdctl: Etcdctl, prefix: str) -> dict[bytes, bytes]:
-    return {base64.b64decode(kv["key"]): base64.b64decode(kv.get("value", "")) for kv in dump(etcdctl, prefix)}
+def contents(client: EtcdClient, prefix: str) -> dict[bytes, bytes]:
+    return {base64.b64decode(kv["key"]): base64.b64decode(kv.get("value", "")) for kv in dump(client, prefix)}
 
 
 @pytest.fixture
 def etcd(real_etcd):
-    etcdctl = root(real_etcd)
+    client = root(real_etcd)
     for schema in (TENANT.schema, NEIGHBOUR):
         for index in range(5):
-            put(etcdctl, f"/{schema}/configmaps/default/cm-{index}".encode(), PROTOBUF + bytes([index]))
-    put(etcdctl, b"/tenants_tenant-a0/outside", b"just past the prefix")  # the prefix's range end, not in it
-    put(etcdctl, f"/{TENANT.schema}/secrets/default/empty".encode(), b"")
-    put(etcdctl, f"/{TENANT.schema}/secrets/default/-dash".encode(), b"-starts with a dash")
-    return etcdctl
+            put(client, f"/{schema}/configmaps/default/cm-{index}".encode(), PROTOBUF + bytes([index]))
+    put(client, b"/tenants_tenant-a0/outside", b"just past the prefix")  # the prefix's range end, not in it
+    put(client, f"/{TENANT.schema}/secrets/default/empty".encode(), b"")
+    put(client, f"/{TENANT.schema}/secrets/default/-dash".encode(), b"-starts with a dash")
+    yield client
+    client.close()
 
 
 def never_held():
@@ -88,7 +105,7 @@ def test_round_trip_is_byte_identical_and_neighbours_keep_keys_and_revisions(etc
 
     # After the snapshot: one object changed, one deleted, one made.
     put(etcd, f"/{TENANT.schema}/configmaps/default/cm-0".encode(), b"changed")
-    etcd.run("del", f"/{TENANT.schema}/configmaps/default/cm-1")
+    etcdctl(etcd, "del", f"/{TENANT.schema}/configmaps/default/cm-1")
     put(etcd, f"/{TENANT.schema}/configmaps/default/made-later".encode(), b"later")
     log: list[str] = []
     secrets: list[dict] = []
@@ -101,14 +118,15 @@ def test_round_trip_is_byte_identical_and_neighbours_keep_keys_and_revisions(etc
 
 
 def test_the_snapshot_reads_one_revision_even_while_the_tenant_writes(etcd, tmp_path):
-    class WritingBetweenPages(Etcdctl):
-        def json(self, *args, what=""):
-            answer = super().json(*args, what=what)
+    class WritingBetweenPages(EtcdClient):
+        def range(self, *args):
+            pending = super().range(*args)
+            pending.result()  # answered before the write
             put(etcd, f"/{TENANT.schema}/configmaps/default/zz-during".encode(), b"written during the snapshot")
-            return answer
+            return pending
 
-    revision = int(etcd.json("get", "/", "--limit=1")["header"]["revision"])
-    reader = WritingBetweenPages(etcd.argv)
+    revision = json.loads(etcdctl(etcd, "get", "/", "--limit=1", "-w", "json"))["header"]["revision"]
+    reader = WritingBetweenPages(etcd.address, etcd.ca, etcd.cert, etcd.key)
     pages = PrefixReader(reader, TENANT.prefix, page=2)
     keys = [key.key for key in pages.read()]
     assert pages.revision == revision
@@ -116,7 +134,8 @@ def test_the_snapshot_reads_one_revision_even_while_the_tenant_writes(etcd, tmp_
 
 
 def test_every_byte_and_every_escape_lookalike_is_written_back_as_it_was(etcd):
-    """etcdctl txn reads Go-quoted strings: what the writer quotes must come back byte for byte."""
+    """Keys and values go as raw bytes: what the writer puts must come back byte for byte, whatever looks like
+    an escape or a flag."""
     tricky = [bytes(range(256)), b"\\'", b"\\\\'", b"'\\", b'"', b'\\"', b"\\x41", b"\\n", b"", b"-", b"--"]
     keys = [archive.Key(f"/{TENANT.schema}/values/{index:02}".encode(), value) for index, value in enumerate(tricky)]
     keys.append(archive.Key(f"/{TENANT.schema}/keys/\xff \"'\\".encode("latin-1"), b"a key with odd bytes"))
@@ -136,18 +155,18 @@ def test_every_page_size_reads_every_key_once(etcd, page):
 
 
 def test_events_come_back_with_a_fresh_lease_and_master_leases_are_left_out(etcd, tmp_path):
-    lease = f"{int(etcd.json('lease', 'grant', '600')['ID']):x}"
+    lease = f"{json.loads(etcdctl(etcd, 'lease', 'grant', '600', '-w', 'json'))['ID']:x}"
     put(etcd, f"/{TENANT.schema}/events/default/pod.1".encode(), b"an event", f"--lease={lease}")
     put(etcd, f"/{TENANT.schema}/masterleases/10.0.0.1".encode(), b"an endpoint", f"--lease={lease}")
     path, manifest = take(etcd, TENANT, SECRETS, tmp_path, WHEN)
     assert manifest.skipped_leased == {"masterleases": 1}
     assert manifest.key_count == 8
 
-    etcd.run("lease", "revoke", lease)  # the old lease is gone, as after a rebuilt lab
+    etcdctl(etcd, "lease", "revoke", lease)  # the old lease is gone, as after a rebuilt lab
     restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
     (event,) = dump(etcd, f"/{TENANT.schema}/events/")
     assert base64.b64decode(event["value"]) == b"an event"
-    ttl = etcd.json("lease", "timetolive", f"{int(event['lease']):x}")
+    ttl = json.loads(etcdctl(etcd, "lease", "timetolive", f"{int(event['lease']):x}", "-w", "json"))
     assert 0 < ttl["ttl"] <= 3600 and ttl["granted-ttl"] == 3600
     assert dump(etcd, f"/{TENANT.schema}/masterleases/") == []
     assert all(not int(kv.get("lease", 0)) for kv in dump(etcd, f"/{TENANT.schema}/configmaps/"))
@@ -160,11 +179,11 @@ def test_an_interrupted_restore_runs_again_to_completion(etcd, tmp_path, monkeyp
     commits = []
     real_commit = PrefixWriter.commit
 
-    def fail_on_second(self, operations):
-        commits.append(len(operations))
+    def fail_on_second(self, transaction):
+        commits.append(transaction)
         if len(commits) == 2:
-            raise EtcdFailed("etcdctl txn failed: connection lost")
-        real_commit(self, operations)
+            raise EtcdFailed("etcd transaction failed: connection lost")
+        return real_commit(self, transaction)
 
     monkeypatch.setattr("snapshot.etcd.TXN_OPS", 3)
     monkeypatch.setattr(PrefixWriter, "commit", fail_on_second)
@@ -181,7 +200,7 @@ def test_a_restore_into_an_emptied_prefix_brings_everything_back(etcd, tmp_path)
     """A re-created tenant starts from an empty (or freshly bootstrapped) prefix."""
     before = contents(etcd, f"/{TENANT.schema}/")
     path, _ = take(etcd, TENANT, SECRETS, tmp_path, WHEN)
-    etcd.run("del", f"/{TENANT.schema}/", "--prefix")
+    etcdctl(etcd, "del", f"/{TENANT.schema}/", "--prefix")
     put(etcd, f"/{TENANT.schema}/namespaces/default".encode(), b"bootstrapped anew")
     restore(etcd, path, TENANT, contextlib.nullcontext, lambda secrets: None)
     assert contents(etcd, f"/{TENANT.schema}/") == before
@@ -324,7 +343,7 @@ def test_a_snapshot_from_before_the_endpoint_was_recorded_is_restored_with_the_e
 
 def test_a_missing_file_is_refused_with_its_name(tmp_path):
     with pytest.raises(Refused, match=f"cannot read {tmp_path}/nothing.tar.gz"):
-        restore(Etcdctl(("false",)), tmp_path / "nothing.tar.gz", TENANT, never_held, lambda s: None)
+        restore(None, tmp_path / "nothing.tar.gz", TENANT, never_held, lambda s: None)  # refused before any client
 
 
 def test_progress_reports_keys_and_bytes(etcd, tmp_path):

@@ -16,7 +16,6 @@ import pytest
 from snapshot.__main__ import main
 from snapshot.etcd import EtcdFailed, PrefixWriter
 from snapshot.live import HOLD_ANNOTATION
-from tests.real_etcd import ETCDCTL
 from tests.test_snapshot_etcd import contents, put, root
 from tests.test_snapshot_live import OUTPUTS, SCHEMA, ManagementCluster, WallClock, port_forward  # noqa: F401 (fixture)
 from tests.test_validation import FakeLab, ok
@@ -35,7 +34,7 @@ def run(lab: FakeLab, tmp_path: Path, *args: str, sleeping: bool = False) -> tup
     path = tmp_path / "outputs.json"
     path.write_text(json.dumps(outputs))
     out = io.StringIO()
-    code = main(["--outputs", str(path), *args], runner=lab, clock=WallClock(), stdout=out, etcdctl=str(ETCDCTL))
+    code = main(["--outputs", str(path), *args], runner=lab, clock=WallClock(), stdout=out)
     return code, out.getvalue()
 
 

@@ -23,11 +23,11 @@ import yaml
 
 from snapshot.__main__ import main
 from snapshot.core import same_address
-from snapshot.etcd import Etcdctl, EtcdFailed, PrefixWriter
+from snapshot.etcd import EtcdFailed, PrefixWriter
 from snapshot.live import CA_ANNOTATION, HOLD_ANNOTATION, REISSUE_TIMEOUT, forwarded_port
 from tests.etcd_pods import chart_secrets
-from tests.real_etcd import ETCDCTL, RealEtcd
-from tests.test_snapshot_etcd import mutate_manifest
+from tests.real_etcd import RealEtcd
+from tests.test_snapshot_etcd import dump, etcdctl, mutate_manifest, put, root
 from tests.test_validation import FakeClock, FakeLab, error, ok, recorded
 from validation.exit_codes import EXIT_USAGE
 from validation.host import CommandResult
@@ -157,14 +157,8 @@ class ManagementCluster:
         return {name: secret["data"] for name, secret in self.secrets.items() if name in identity("any")}
 
 
-def root(server: RealEtcd) -> Etcdctl:
-    files = (f"--cacert={server.root.ca}", f"--cert={server.root.cert}", f"--key={server.root.key}")
-    return Etcdctl((str(ETCDCTL), f"--endpoints={server.url}", *files))
-
-
 def prefix(server: RealEtcd, schema: str = SCHEMA) -> list[tuple[str, str]]:
-    kvs = root(server).json("get", f"/{schema}/", "--prefix").get("kvs") or []
-    return [(kv["key"], kv.get("value", "")) for kv in kvs]
+    return [(kv["key"], kv.get("value", "")) for kv in dump(root(server), f"/{schema}/")]
 
 
 @pytest.fixture
@@ -199,16 +193,14 @@ def run(lab: FakeLab, tmp_path: Path, *args: str, endpoint: str = ENDPOINT) -> t
     outputs = tmp_path / "outputs.json"
     outputs.write_text(OUTPUTS.read_text().replace(ENDPOINT, endpoint))  # the endpoint and the kubeconfig's server
     out = io.StringIO()
-    code = main(
-        ["--outputs", str(outputs), *args], runner=lab, clock=WallClock(), stdout=out, etcdctl=str(ETCDCTL)
-    )  # fmt: skip
+    code = main(["--outputs", str(outputs), *args], runner=lab, clock=WallClock(), stdout=out)
     return code, out.getvalue()
 
 
 def seed(server: RealEtcd, generation: str) -> None:
-    etcdctl = root(server)
+    client = root(server)
     for name in ("kube-root-ca.crt", f"made-in-{generation}"):
-        etcdctl.run("put", "--", f"/{SCHEMA}/configmaps/default/{name}", stdin=b"k8s\x00" + generation.encode())
+        put(client, f"/{SCHEMA}/configmaps/default/{name}".encode(), b"k8s\x00" + generation.encode())
 
 
 def test_a_snapshot_restored_into_a_re_created_tenant_brings_back_its_keys_and_identity(
@@ -216,7 +208,7 @@ def test_a_snapshot_restored_into_a_re_created_tenant_brings_back_its_keys_and_i
 ):
     monkeypatch.chdir(tmp_path)
     seed(real_etcd, "first-lab")
-    root(real_etcd).run("put", "/tenants_tenant_b/configmaps/default/theirs", "kept")
+    put(root(real_etcd), b"/tenants_tenant_b/configmaps/default/theirs", b"kept")
     first = ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
     code, said = run(lab, tmp_path, "take", "tenant-a")
     assert code == 0, said
@@ -229,9 +221,9 @@ def test_a_snapshot_restored_into_a_re_created_tenant_brings_back_its_keys_and_i
     )
 
     # make down; make up: the prefix bootstrapped anew, a new CA and signing keys, a new TenantControlPlane.
-    root(real_etcd).run("del", f"/{SCHEMA}/", "--prefix")
+    etcdctl(root(real_etcd), "del", f"/{SCHEMA}/", "--prefix")
     seed(real_etcd, "second-lab")
-    neighbour = root(real_etcd).json("get", "/tenants_tenant_b/", "--prefix")["kvs"]
+    neighbour = dump(root(real_etcd), "/tenants_tenant_b/")
     second = ManagementCluster(real_etcd, lab := FakeLab(), "second-lab")
     etcd_at_wake = []
     wake = second.patch
@@ -246,7 +238,7 @@ def test_a_snapshot_restored_into_a_re_created_tenant_brings_back_its_keys_and_i
     assert code == 0, said
     assert prefix(real_etcd) == saved
     assert second.data() == saved_identity
-    assert root(real_etcd).json("get", "/tenants_tenant_b/", "--prefix")["kvs"] == neighbour
+    assert dump(root(real_etcd), "/tenants_tenant_b/") == neighbour
     # Asleep before etcd changed, Secrets back while asleep, woken (fresh API servers) last, onto restored keys.
     assert second.events == [
         "replicas 0", f"annotated {CA_ANNOTATION}", "secret tenant-a-ca", "secret tenant-a-sa-certificate",
@@ -291,8 +283,8 @@ def test_a_restore_that_failed_while_the_tenant_slept_is_run_again_and_wakes_it_
     saved = prefix(real_etcd)
     seed(real_etcd, "later")
 
-    def lost(self, operations):
-        raise EtcdFailed("etcdctl txn failed: connection lost")
+    def lost(self, transaction):
+        raise EtcdFailed("etcd transaction failed: connection lost")
 
     real_commit = PrefixWriter.commit
     monkeypatch.setattr(PrefixWriter, "commit", lost)
@@ -367,7 +359,7 @@ def rebuilt(
     ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
     assert run(lab, tmp_path, "take", "tenant-a", endpoint=endpoint)[0] == 0
     (snapshot,) = (tmp_path / "snapshots").iterdir()
-    root(real_etcd).run("del", f"/{SCHEMA}/", "--prefix")
+    etcdctl(root(real_etcd), "del", f"/{SCHEMA}/", "--prefix")
     seed(real_etcd, "second-lab")
     second = ManagementCluster(real_etcd, lab := FakeLab(), "second-lab", kamaji)
     return snapshot, second, lab

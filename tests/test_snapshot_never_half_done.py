@@ -23,8 +23,8 @@ import pytest
 
 from snapshot import archive, core
 from snapshot.core import Unfinished, private_copy, restore, take
-from snapshot.etcd import PrefixWriter, Progress
-from tests.test_snapshot_etcd import SECRETS, TENANT, WHEN, contents, etcd, put  # noqa: F401 (fixture)
+from snapshot.etcd import EtcdClient, PrefixWriter, Progress
+from tests.test_snapshot_etcd import SECRETS, TENANT, WHEN, contents, etcd, etcdctl, put  # noqa: F401 (fixture)
 
 PREFIX = f"/{TENANT.schema}/"
 KILL_TIMEOUT = 60.0  # seconds for the child to reach the point where it is killed
@@ -43,7 +43,7 @@ def later_snapshot(etcd, tmp_path) -> Path:
     """Another valid snapshot of the tenant, taken after a change: one a swapped-in file could be."""
     put(etcd, f"{PREFIX}configmaps/default/made-later".encode(), b"later")
     path, _ = take(etcd, TENANT, SECRETS, tmp_path / "later", WHEN)
-    etcd.run("del", f"{PREFIX}configmaps/default/made-later")
+    etcdctl(etcd, "del", f"{PREFIX}configmaps/default/made-later")
     return path
 
 
@@ -221,9 +221,11 @@ def wait_forever(ready: str) -> None:
     time.sleep(600)
 
 
-def take_until_killed(etcdctl, directory: str, scratch: str, ready: str, where: str) -> None:
-    """In a child process: take a snapshot and stop, waiting to be killed, where told."""
+def take_until_killed(connection: tuple, directory: str, scratch: str, ready: str, where: str) -> None:
+    """In a child process, with a client of its own on connection (address, CA, certificate, key): take a snapshot
+    and stop, waiting to be killed, where told."""
     tempfile.tempdir = scratch
+    client = EtcdClient(*connection)
     progress = Progress()
     if where == "streaming keys":
         progress = Progress(lambda keys, size: wait_forever(ready) if keys >= 3 else None, every=1)
@@ -235,14 +237,15 @@ def take_until_killed(etcdctl, directory: str, scratch: str, ready: str, where: 
             wait_forever(ready)
 
         archive.write_archive = write_then_wait
-    core.take(etcdctl, TENANT, SECRETS, Path(directory), WHEN, progress)
+    core.take(client, TENANT, SECRETS, Path(directory), WHEN, progress)
 
 
 @pytest.mark.parametrize("where", ["streaming keys", "with the archive written"])
 def test_a_snapshot_killed_midway_leaves_nothing_under_the_snapshots_directory(etcd, tmp_path, scratch_root, where):
     directory, ready = tmp_path / "snapshots", tmp_path / "ready"
     child = multiprocessing.get_context("spawn").Process(
-        target=take_until_killed, args=(etcd, str(directory), str(scratch_root), str(ready), where)
+        target=take_until_killed,
+        args=((etcd.address, etcd.ca, etcd.cert, etcd.key), str(directory), str(scratch_root), str(ready), where),
     )
     child.start()
     try:

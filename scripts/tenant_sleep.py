@@ -43,8 +43,9 @@ TENANTS_KEY = "kamaji-hami-lab:tenants"
 # manager, before HAMi's device plugin (a pod on that node) has registered, and rejects for good each that asks for
 # a device-plugin resource ("cannot allocate unregistered device", or "no healthy devices present": kubernetes/
 # kubernetes pkg/kubelet/cm/devicemanager/manager.go devicesToAllocate, the node-reboot case; the status reason
-# from pkg/kubelet/cm/admission/errors.go). Still so for v1.31 to v1.36: kubernetes/kubernetes issues #125579 and
-# #128043 are open, and the retries proposed (#131190, #137919) were closed unmerged.
+# from pkg/kubelet/cm/admission/errors.go). Read in a recent copy of manager.go, not at a tag (the repository is too
+# large to fetch here); that v1.31 to v1.36 all do it rests on issues #125579 (v1.30) and #133382 (v1.31) being open
+# and the retries proposed for v1.36's cycle (#131190, #137919) being closed unmerged: a live wake proves it.
 REFUSED_REASON = "UnexpectedAdmissionError"
 GPU_RESOURCES = frozenset({GPU_COUNT_RESOURCE, GPU_MEMORY_RESOURCE, GPU_MEMORY_PERCENTAGE_RESOURCE, GPU_CORES_RESOURCE})
 RECOVER_TIMEOUT = 300.0
@@ -166,6 +167,9 @@ def recover(tenant: str, kubeconfig_dir: Path, runner: Runner, clock: Clock, tim
     if waiting:
         print(f"tenant_sleep: {tenant}: GPU pods not running with their GPU allocated {timeout:.0f}s after the wake: "
               + "; ".join(waiting), file=sys.stderr)
+    elif not done and not bare:
+        print(f"tenant_sleep: {tenant}: the GPU pods deleted last were not looked at again within {timeout:.0f}s",
+              file=sys.stderr)
     if done:
         print(f"{tenant}: every GPU pod runs with its GPU allocated")
         return 0
@@ -193,6 +197,9 @@ def main(argv: Sequence[str] | None = None, runner: Runner | None = None, root: 
         print(f"tenant_sleep: {error}", file=sys.stderr)
         return EXIT_USAGE
     if args.action == "recover":
+        if asleep:
+            print(f"tenant_sleep: tenant {args.tenant} is asleep in the stack config; wake it first", file=sys.stderr)
+            return EXIT_USAGE
         kubeconfig_dir = (root or Path.cwd()) / args.kubeconfig_dir  # an absolute one stays as it is
         return recover(args.tenant, kubeconfig_dir, runner or SubprocessRunner(), clock or Clock(), args.timeout)
     command = config_command(args.action, args.stack, index, asleep)

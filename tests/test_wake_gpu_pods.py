@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from tests.test_tenant_sleep import load_script, stack_dir
+from tests.test_tenant_sleep import STACK_FILE, load_script, stack_dir
 from tests.test_validation import FakeClock
 from validation.host import CommandResult
 
@@ -86,8 +86,8 @@ class TenantApi:
         return [call[4:] for call in self.calls if call[4:6] == ("delete", "pod")]
 
 
-def recover(tmp_path, api: TenantApi, *extra: str, kubeconfig: bool = True) -> int:
-    root = stack_dir(tmp_path)
+def recover(tmp_path, api: TenantApi, *extra: str, kubeconfig: bool = True, stack: str | None = None) -> int:
+    root = stack_dir(tmp_path, *([stack] if stack else []))
     if kubeconfig:
         (root / "kubeconfigs").mkdir()
         (root / "kubeconfigs" / "tenant-b.kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
@@ -181,3 +181,13 @@ def test_an_unreachable_tenant_fails_the_wake_saying_so(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "tenant-b: cannot bring its GPU pods back: cannot reach the tenant-b API server: Unable to connect" in err
     assert "every GPU pod runs" not in capsys.readouterr().out
+
+
+def test_a_tenant_still_asleep_is_not_asked(tmp_path, capsys):
+    api = TenantApi([])
+    asleep = STACK_FILE.replace("    - name: tenant-b\n", "    - name: tenant-b\n      sleeping: true\n")
+
+    assert recover(tmp_path, api, stack=asleep) == 64
+
+    assert api.calls == []
+    assert "tenant tenant-b is asleep in the stack config; wake it first" in capsys.readouterr().err

@@ -70,7 +70,8 @@ def test_a_pinned_kamaji_image_is_rendered_after_the_resources_file(tmp_path):
 
 def kamaji_rendered_with(*etcd_labels: str) -> str:
     """Kamaji's chart rendered with its etcd subchart's objects labelled as kamaji-etcd's helpers label them
-    (clastix/kamaji-etcd charts/kamaji-etcd/templates/_helpers.tpl@92f31f0: <name>-<version>, + as _)."""
+    (clastix/kamaji-etcd charts/kamaji-etcd/templates/_helpers.tpl@92f31f0: <name>-<version>, + as _), as helm
+    v4.2.3 `helm template` printed them for charts/kamaji@26.8.2-edge bundling that kamaji-etcd."""
     kamaji = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: kamaji\n  labels:\n" \
         "    helm.sh/chart: kamaji-0.0.0_latest\n"
     etcd = "---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: kamaji-etcd\n  labels:\n" \

@@ -170,9 +170,12 @@ sleep: tenant-named venv existing-stack ## put tenant TENANT to sleep (sleeping:
 	$(PY) scripts/tenant_sleep.py sleep --tenant $(TENANT) --stack $(STACK)
 	$(MAKE) --no-print-directory up
 
-wake: tenant-named venv existing-stack ## wake tenant TENANT (removes sleeping) and run make up, which validates it
+# A woken container worker is a rebooted node: its kubelet refuses the GPU pods it had (docs/operations.md,
+# "Sleeping tenants"); recover has their controllers create them again and waits until they run.
+wake: tenant-named venv existing-stack ## wake tenant TENANT (removes sleeping), run make up, which validates it, then bring its GPU pods back
 	$(PY) scripts/tenant_sleep.py wake --tenant $(TENANT) --stack $(STACK)
 	$(MAKE) --no-print-directory up
+	$(PY) scripts/tenant_sleep.py recover --tenant $(TENANT) --stack $(STACK) --kubeconfig-dir $(KUBECONFIG_DIR)
 
 kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<name>.kubeconfig, mode 0600
 	$(WRITE_KUBECONFIGS)

@@ -28,6 +28,17 @@ KAMAJI_REPO = "https://clastix.github.io/charts"
 # throttle and OOM-kill it). Only a YAML null deletes a chart default, and a
 # Python None inside `values=` is silently dropped, so it goes in as a file.
 KAMAJI_VALUES_YAML = "resources: null\n"
+# What the lab was checked against, by default: the chart stays 0.0.0+latest (Kamaji publishes no other open
+# chart), and its controller image is this edge release, the commit the code's Kamaji citations name
+# (clastix/kamaji 26.8.2-edge = ddbabd8). docs/configuration.md, "Pinning Kamaji", says how to move it.
+KAMAJI_IMAGE_TAG = "26.8.2-edge"
+# The kamaji-etcd chart Kamaji's chart bundles as its DataStore, as the code cites it (clastix/kamaji-etcd 92f31f0,
+# charts/kamaji-etcd/Chart.yaml). No value pins it: the chart asks for kamaji-etcd >=0.15.0 (charts/kamaji/
+# Chart.yaml@26.8.2-edge), its publisher packs the newest one in (stefanprodan/helm-gh-pages src/entrypoint.sh
+# @89c6698 runs `helm dependency update`), and an install takes the packed one, checking only its name (helm
+# pkg/action/install.go@v3.20.2 CheckDependencies, which pulumi-kubernetes' Release calls). So it is checked:
+# scripts/render_charts.py fails CI when the published chart bundles another.
+KAMAJI_ETCD_CHART = "kamaji-etcd-0.17.0"
 CERT_MANAGER_VALUES = {"crds": {"enabled": True}}
 
 
@@ -228,7 +239,7 @@ class Platform(pulumi.ComponentResource):
             namespace=KAMAJI_NAMESPACE,
             create_namespace=True,
             value_yaml_files=[pulumi.StringAsset(KAMAJI_VALUES_YAML)],
-            values=kamaji_values(args.versions.kamaji_image_tag) or None,
+            values=kamaji_values(args.versions.kamaji_image_tag),
             timeout=HELM_TIMEOUT_SECONDS,
             # Kamaji's certificates and webhooks are cert-manager resources.
             opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[cert_manager])),
@@ -255,13 +266,11 @@ def metallb_chart_version(metallb_version: str) -> str:
 
 
 def kamaji_values(image_tag: str) -> dict:
-    """Helm values for Kamaji besides KAMAJI_VALUES_YAML.
+    """Helm values for Kamaji besides KAMAJI_VALUES_YAML; an empty `image_tag` means KAMAJI_IMAGE_TAG.
 
     The chart's image defaults to its appVersion `latest` pulled Always, so any
     restart of the controller could run a newer Kamaji than the CRDs Helm
     installed; a pinned tag is pulled once (clastix/kamaji
     charts/kamaji/values.yaml@26.8.2-edge: image.tag, image.pullPolicy).
     """
-    if not image_tag:
-        return {}
-    return {"image": {"tag": image_tag, "pullPolicy": "IfNotPresent"}}
+    return {"image": {"tag": image_tag or KAMAJI_IMAGE_TAG, "pullPolicy": "IfNotPresent"}}

@@ -88,7 +88,7 @@ class Versions:
     metallb: str
     kamaji_chart: str
     kamaji_image_tag: str
-    """Empty keeps the Kamaji chart's default controller image tag."""
+    """Empty means the tag the lab was checked against (components/platform.py KAMAJI_IMAGE_TAG)."""
     hami_chart: str
     mock_device_plugin: str
     """Image reference of HAMi's mock device plugin, tag included."""

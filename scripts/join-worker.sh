@@ -305,34 +305,41 @@ CONFIG
 # kubeadm join gives the kubelet the API server that kube-public/cluster-info names, not the endpoint it
 # discovered through (kubernetes cmd/kubeadm/app/discovery/discovery.go, For, as indexed for v1.36). Kamaji
 # rewrites cluster-info only when its content no longer matches what Kamaji last wrote, not when the tenant's
-# address moves, and re-creates it from the tenant's current kubeconfig when it is gone (clastix/kamaji
-# internal/resources/kubeadm_utils.go, KubeadmBootstrap; controllers/soot/controllers/kubeadm_phase.go
-# @26.8.2-edge). So one that names another address is deleted; a missing one is Kamaji's to create (the
-# attempts below wait for it).
-# cluster_info_endpoint: host:port of the server cluster-info names; empty while there is none.
+# address moves, and re-creates it when it is gone (clastix/kamaji internal/resources/kubeadm_utils.go,
+# KubeadmBootstrap; controllers/soot/controllers/kubeadm_phase.go @26.8.2-edge). It writes the server of the
+# tenant's super-admin.conf, not of admin.conf (internal/utilities/tenant_client.go GetTenantKubeconfig,
+# internal/kubeadm/bootstraptoken.go @26.8.2-edge), and issues the two in separate steps (controllers/
+# resources.go, getKubeconfigResources): re-created while super-admin.conf still names the old address, it
+# names that again, and stays so. So one that names another address is deleted, again each time Kamaji
+# writes it back; a missing one is Kamaji's to create (the attempts below wait for it).
 cluster_info_endpoint() {
-	local server
-	server=$(kube -n kube-public get configmap cluster-info -o 'jsonpath={.data.kubeconfig}' 2>/dev/null |
-		sed -n 's/^ *server: *//p' | head -n 1) || server=
-	server=${server#*://}
-	printf '%s\n' "${server%%/*}"
+	server_named_in "$(kube -n kube-public get configmap cluster-info -o 'jsonpath={.data.kubeconfig}' 2>/dev/null)"
 }
 named=
-cluster_info_names_endpoint() {
+deletions=0
+# cluster_info_current: whether cluster-info names this endpoint, or is missing and was never deleted here;
+# deletes one that names another address.
+cluster_info_current() {
 	named=$(cluster_info_endpoint)
 	[[ $named == "$endpoint" ]] && return 0
-	progress "waiting for Kamaji to write kube-public/cluster-info for $endpoint (it names ${named:-nothing yet})"
-	return 1
-}
-named=$(cluster_info_endpoint)
-if [[ -n $named && $named != "$endpoint" ]]; then
-	log "kube-public/cluster-info names $named, not $endpoint; deleting it for Kamaji to write it again"
+	if [[ -z $named ]]; then
+		((deletions > 0)) || return 0
+		progress "waiting for Kamaji to write kube-public/cluster-info for $endpoint (it names nothing yet)"
+		return 1
+	fi
+	if ((deletions == 0)); then
+		log "kube-public/cluster-info names $named, not $endpoint; deleting it for Kamaji to write it again"
+	else
+		progress "Kamaji wrote kube-public/cluster-info for $named again (from a super-admin.conf not yet issued for $endpoint); deleting it again"
+	fi
 	kube -n kube-public delete configmap cluster-info --ignore-not-found >&2 ||
 		die "could not delete kube-public/cluster-info, which names $named instead of $endpoint"
-	retry "${CLUSTER_INFO_TIMEOUT:-60}" "$RETRY_INTERVAL" cluster_info_names_endpoint ||
-		die "Kamaji did not write kube-public/cluster-info for $endpoint within ${CLUSTER_INFO_TIMEOUT:-60}s" \
-			"(it names ${named:-nothing}); a worker joining now would be sent another address"
-fi
+	deletions=$((deletions + 1))
+	return 1
+}
+retry "${CLUSTER_INFO_TIMEOUT:-60}" "$RETRY_INTERVAL" cluster_info_current ||
+	die "Kamaji did not write kube-public/cluster-info for $endpoint within ${CLUSTER_INFO_TIMEOUT:-60}s" \
+		"(it names ${named:-nothing}); a worker joining now would be sent another address"
 
 # Runs inside the node, bounded there (a killed docker exec or ssh would not stop it).
 # The config sits on tmpfs (/run) only while kubeadm runs; reset_node removes a

@@ -109,6 +109,16 @@ kubeconfig_endpoint() {
 	printf '%s\n' "$server"
 }
 
+# server_named_in KUBECONFIG_TEXT: host:port of the first server a kubeconfig's text names; empty when
+# it names none. Reads text held in memory, so a credential needs no file: kubeconfigs written by
+# client-go's clientcmd.Write (Kamaji's, and kube-public/cluster-info) put each field on its own line.
+server_named_in() {
+	local server
+	server=$(sed -n 's/^ *server: *//p' <<<"$1" | head -n 1)
+	server=${server#*://}
+	printf '%s\n' "${server%%/*}"
+}
+
 _systemd_reached_multi_user() {
 	local container=$1 started_at=$2 logs
 	logs=$(docker logs --since "$started_at" "$container" 2>&1) || return 1

@@ -49,6 +49,8 @@ class Chart:
     """The tenant whose release this is, for charts installed once per tenant."""
     kube_version: str = ""
     """The cluster's Kubernetes version, when it is a tenant's rather than the lab's."""
+    bundles: tuple[str, ...] = field(default=())
+    """The subcharts the chart must render, as their helm.sh/chart labels name them (<name>-<version>)."""
 
     @property
     def label(self) -> str:
@@ -72,7 +74,6 @@ def stack_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
 def charts(lab: LabSettings) -> list[Chart]:
     """Every chart the program installs, with the values it passes (as Platform and GpuSharing do)."""
     versions = lab.versions
-    kamaji_values = platform.kamaji_values(versions.kamaji_image_tag)
     # Pieces the cluster already runs (lab.provided) are checked, not installed.
     installed = []
     if not lab.provided.cert_manager:
@@ -96,7 +97,8 @@ def charts(lab: LabSettings) -> list[Chart]:
                 platform.KAMAJI_REPO,
                 versions.kamaji_chart,
                 platform.KAMAJI_NAMESPACE,
-                (platform.KAMAJI_VALUES_YAML, *([yaml.safe_dump(kamaji_values)] if kamaji_values else [])),
+                (platform.KAMAJI_VALUES_YAML, yaml.safe_dump(platform.kamaji_values(versions.kamaji_image_tag))),
+                bundles=(platform.KAMAJI_ETCD_CHART,),
             )
         )
     return [
@@ -176,6 +178,30 @@ def images(rendered: str) -> set[str]:
     return {image for document in yaml.safe_load_all(rendered) for image in walk(document)}
 
 
+def bundled_otherwise(chart: Chart, rendered: str) -> list[str]:
+    """What is wrong with the subcharts `chart` rendered: each expected one that came at another version, or not at all.
+
+    Charts label what they render with helm.sh/chart: <name>-<version> (kamaji-etcd's _helpers.tpl, etcd.chart,
+    at clastix/kamaji-etcd 92f31f0).
+    """
+    labels = {
+        document["metadata"].get("labels", {}).get("helm.sh/chart", "")
+        for document in yaml.safe_load_all(rendered)
+        if isinstance(document, dict) and isinstance(document.get("metadata"), dict)
+    }
+    problems = []
+    for wanted in chart.bundles:
+        name = wanted.rsplit("-", 1)[0]
+        found = sorted(label for label in labels if label.rsplit("-", 1)[0] == name)
+        if found != [wanted]:
+            problems.append(
+                f"chart {chart.name} {chart.version} bundles {', '.join(found) or f'no {name}'}, not {wanted}, which "
+                f"the lab was checked against: re-check what docs/configuration.md (Pinning Kamaji) lists, then move "
+                f"KAMAJI_ETCD_CHART in components/platform.py"
+            )
+    return problems
+
+
 def run(command: list[str]) -> subprocess.CompletedProcess[str]:
     print("+", " ".join(command), file=sys.stderr)
     return subprocess.run(command, capture_output=True, text=True, check=False)
@@ -207,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"chart {chart.name} {chart.version} rejects its values: {rendered.stderr.strip()}")
             continue
         (args.out / f"{chart.label}.yaml").write_text(rendered.stdout)
+        failures += bundled_otherwise(chart, rendered.stdout)
         found |= images(rendered.stdout)
 
     for image in sorted(found):

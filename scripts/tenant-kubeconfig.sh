@@ -5,7 +5,9 @@
 # that never answers is reported as unreachable, not as unauthorised.
 #
 # With API_ADDRESS, it first waits until MetalLB gave the tenant's Service that
-# address and Kamaji issued admin.conf for it (the TenantControlPlane declares it).
+# address and Kamaji issued admin.conf and super-admin.conf for it (the
+# TenantControlPlane declares it): Kamaji writes kube-public/cluster-info, which
+# workers join through, from super-admin.conf, and issues it after admin.conf.
 #
 # env:    KUBECONFIG_DATA  management cluster kubeconfig
 #         TENANT           TenantControlPlane name
@@ -75,8 +77,19 @@ ready_at_address() {
 	waiting_on=kamaji
 	printf '%s' "$tenant_kubeconfig" >"$admin_conf_file"
 	issued=$(KUBECONFIG=$admin_conf_file kubeconfig_endpoint 2>/dev/null) || issued=
+	[[ ${issued%:*} == "$API_ADDRESS" ]] || {
+		progress "waiting for Kamaji to issue tenant $TENANT's admin kubeconfig for $API_ADDRESS (it names ${issued:-no server})"
+		return 1
+	}
+	# Kamaji's bootstrap-token step writes cluster-info with the server of super-admin.conf (clastix/kamaji
+	# internal/utilities/tenant_client.go GetTenantKubeconfig, internal/kubeadm/bootstraptoken.go
+	# @26.8.2-edge), a separate step after admin.conf (controllers/resources.go, getKubeconfigResources).
+	# Only its server is read, in memory: it is a system:masters credential this script has no use for.
+	waiting_on=super-admin
+	issued=$(server_named_in "$(kube -n "$NAMESPACE" get secret "$secret" \
+		-o 'jsonpath={.data.super-admin\.conf}' 2>/dev/null | base64 -d 2>/dev/null)")
 	[[ ${issued%:*} == "$API_ADDRESS" ]] && return 0
-	progress "waiting for Kamaji to issue tenant $TENANT's admin kubeconfig for $API_ADDRESS (it names ${issued:-no server})"
+	progress "waiting for Kamaji to issue tenant $TENANT's super-admin kubeconfig for $API_ADDRESS, from which it writes the cluster-info workers join through (it names ${issued:-no server})"
 	return 1
 }
 if ! retry "$secret_timeout" "$RETRY_INTERVAL" ready_at_address; then
@@ -88,7 +101,12 @@ if ! retry "$secret_timeout" "$RETRY_INTERVAL" ready_at_address; then
 			"describe service $TENANT shows MetalLB's events). In a lab brought up before tenant addresses were" \
 			"pinned, another tenant or Grafana may still hold it: docs/architecture.md, \"Addresses on the lab's network\""
 		;;
-	*) die "Kamaji did not issue tenant $TENANT's admin kubeconfig for $API_ADDRESS within ${secret_timeout}s (it names ${issued:-no server})" ;;
+	kamaji) die "Kamaji did not issue tenant $TENANT's admin kubeconfig for $API_ADDRESS within ${secret_timeout}s (it names ${issued:-no server})" ;;
+	*)
+		die "Kamaji did not issue tenant $TENANT's super-admin kubeconfig (key super-admin.conf of Secret" \
+			"$NAMESPACE/$secret) for $API_ADDRESS within ${secret_timeout}s (it names ${issued:-no server});" \
+			"Kamaji writes kube-public/cluster-info from it, so workers would be sent that address"
+		;;
 	esac
 fi
 kubeconfig_file tenant_kubeconfig

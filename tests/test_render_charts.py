@@ -5,6 +5,7 @@ Resolving charts and images needs the network; the pull-request workflow runs th
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from tests.plan import dev_config, fake_kubeconfig
@@ -44,8 +45,9 @@ def test_values_files_are_the_ones_the_releases_get(tmp_path):
     charts = written(tmp_path)
     assert charts["cert-manager"][2] == [{"crds": {"enabled": True}}]
     assert charts["metallb"][2] == []
-    # A YAML null removes the chart's default limits; it must survive into the file helm reads.
-    assert charts["kamaji"][2] == [{"resources": None}]
+    # A YAML null removes the chart's default limits; it must survive into the file helm reads. With no
+    # kamajiImageTag the controller is the edge release the code was checked against, not the chart's `latest`.
+    assert charts["kamaji"][2] == [{"resources": None}, {"image": {"tag": "26.8.2-edge", "pullPolicy": "IfNotPresent"}}]
     (hami,) = charts["hami-tenant-a"][2]
     assert hami["scheduler"]["kubeScheduler"]["image"]["tag"] == "v1.36.4"
 
@@ -64,6 +66,45 @@ def test_each_tenant_s_hami_is_rendered_with_its_own_gpu_slots(tmp_path):
 def test_a_pinned_kamaji_image_is_rendered_after_the_resources_file(tmp_path):
     kamaji = written(tmp_path, kamajiImageTag="26.8.2-edge")["kamaji"][2]
     assert kamaji == [{"resources": None}, {"image": {"tag": "26.8.2-edge", "pullPolicy": "IfNotPresent"}}]
+
+
+def kamaji_rendered_with(*etcd_labels: str) -> str:
+    """Kamaji's chart rendered with its etcd subchart's objects labelled as kamaji-etcd's helpers label them
+    (clastix/kamaji-etcd charts/kamaji-etcd/templates/_helpers.tpl@92f31f0: <name>-<version>, + as _), as helm
+    v4.2.3 `helm template` printed them for charts/kamaji@26.8.2-edge bundling that kamaji-etcd."""
+    kamaji = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: kamaji\n  labels:\n" \
+        "    helm.sh/chart: kamaji-0.0.0_latest\n"
+    etcd = "---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: kamaji-etcd\n  labels:\n" \
+        "    helm.sh/chart: {}\n"
+    return kamaji + "".join(etcd.format(label) for label in etcd_labels) + "---\n# empty\n"
+
+
+@pytest.mark.parametrize(("labels", "said"), [
+    (("kamaji-etcd-0.18.0",), "bundles kamaji-etcd-0.18.0, not kamaji-etcd-0.17.0"),
+    # A version the pinned one is a prefix of is another version.
+    (("kamaji-etcd-0.17.01",), "bundles kamaji-etcd-0.17.01, not kamaji-etcd-0.17.0"),
+    ((), "bundles no kamaji-etcd, not kamaji-etcd-0.17.0"),
+    (("kamaji-etcd-0.17.0", "kamaji-etcd-0.18.0"), "bundles kamaji-etcd-0.17.0, kamaji-etcd-0.18.0, not"),
+])
+def test_ci_fails_when_kamaji_s_chart_bundles_another_etcd_chart_than_the_lab_was_checked_against(
+        tmp_path, labels, said):
+    # Kamaji's chart asks for kamaji-etcd >=0.15.0 and is published with the newest (clastix/kamaji
+    # charts/kamaji/Chart.yaml@26.8.2-edge); no value chooses the bundled one.
+    (kamaji,) = [chart for chart in render_charts.charts(render_charts.parse_settings(dev_config()))
+                 if chart.name == "kamaji"]
+
+    (problem,) = render_charts.bundled_otherwise(kamaji, kamaji_rendered_with(*labels))
+
+    assert said in problem
+    assert problem.startswith("chart kamaji 0.0.0+latest ")
+    assert "docs/configuration.md (Pinning Kamaji)" in problem
+
+
+def test_the_etcd_chart_the_lab_was_checked_against_passes():
+    (kamaji,) = [chart for chart in render_charts.charts(render_charts.parse_settings(dev_config()))
+                 if chart.name == "kamaji"]
+    # What snapshot/live.py, validation/checks/datastore.py and wait-kamaji.sh cite: clastix/kamaji-etcd 92f31f0.
+    assert render_charts.bundled_otherwise(kamaji, kamaji_rendered_with("kamaji-etcd-0.17.0")) == []
 
 
 def test_images_are_collected_from_every_rendered_container():

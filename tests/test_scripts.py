@@ -71,11 +71,12 @@ class Fakes:
         self.home.mkdir()
         write_shims(self.bin, FAKED_TOOLS)
 
-    def on(self, tool: str, match: str, *replies: str | dict) -> Fakes:
-        """Reply to calls of `tool` whose joined argv matches regex `match`; a str reply is stdout with exit 0."""
-        self.rules.append(
-            {"tool": tool, "match": match, "replies": [r if isinstance(r, dict) else reply(r) for r in replies]}
-        )
+    def on(self, tool: str, match: str, *replies: str | dict, steps_on: str | None = None) -> Fakes:
+        """Reply to calls of `tool` whose joined argv matches regex `match`; a str reply is stdout with exit 0.
+
+        Replies follow one another call by call; with `steps_on`, by how many earlier calls of `tool` matched it."""
+        rule = {"tool": tool, "match": match, "replies": [r if isinstance(r, dict) else reply(r) for r in replies]}
+        self.rules.append(rule if steps_on is None else {**rule, "steps_on": steps_on})
         return self
 
     def run(self, script: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -851,6 +852,15 @@ SERVICE_ADDRESSES = r"-n tenants get service tenant-a -o jsonpath=\{\.status\.lo
 SERVER_OF_ADMIN_CONF = r"config view --raw --minify -o jsonpath=\{\.clusters\[0\]\.cluster\.server\}"
 
 
+# The same Secret's super-admin.conf, which Kamaji writes kube-public/cluster-info from.
+SUPER_ADMIN_CONF = r"-n tenants get secret tenant-a-admin-kubeconfig -o jsonpath=\{\.data\.super-admin\\\.conf\}"
+SUPER_ADMIN_KEY_MARKER = "SUPER-ADMIN-CLIENT-KEY-DO-NOT-LEAK"
+
+
+def super_admin_conf_at(address: str) -> str:
+    return b64(kubeconfig_at(address).replace(ADMIN_KEY_MARKER, SUPER_ADMIN_KEY_MARKER))
+
+
 def pinned_run(fakes: Fakes, **env: str) -> subprocess.CompletedProcess[str]:
     return fakes.run("tenant-kubeconfig.sh", KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG, TENANT="tenant-a",
                      NAMESPACE="tenants", API_ADDRESS="172.30.255.2", **env)
@@ -858,6 +868,7 @@ def pinned_run(fakes: Fakes, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_tenant_kubeconfig_waits_for_metallb_then_for_kamaji_at_the_pinned_address(fakes):
     # 172.30.255.20 starts with 172.30.255.2: only the whole address counts, in the Service and in admin.conf.
+    fakes.on("kubectl", SUPER_ADMIN_CONF, super_admin_conf_at("172.30.255.2"))
     fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")), b64(kubeconfig_at("172.30.255.20")),
              b64(kubeconfig_at("172.30.255.2")))
     fakes.on("kubectl", SERVICE_ADDRESSES, "", "172.30.255.20", "172.30.255.2")
@@ -880,6 +891,7 @@ def test_tenant_kubeconfig_waits_for_metallb_then_for_kamaji_at_the_pinned_addre
 @pytest.mark.parametrize("annotated", [reply("service/tenant-a annotated\n"), reply(exit=1, stderr="forbidden\n")])
 def test_tenant_kubeconfig_has_metallb_try_again_while_the_address_does_not_come(fakes, annotated):
     # MetalLB retries a Service only when it changes (go.universe.tf/metallb controller/main.go@v0.16.1).
+    fakes.on("kubectl", SUPER_ADMIN_CONF, super_admin_conf_at("172.30.255.2"))
     fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.2")))
     fakes.on("kubectl", SERVICE_ADDRESSES, "172.30.255.20", "172.30.255.20", "172.30.255.2")
     fakes.on("kubectl", r"annotate service tenant-a", annotated)
@@ -910,6 +922,7 @@ def test_tenant_kubeconfig_says_the_certificate_is_not_trusted_yet_rather_than_u
     # What kubectl prints when the API server's certificate names only the tenant's old address (Go's crypto/x509).
     untrusted = ("Unable to connect to the server: tls: failed to verify certificate: x509: certificate is valid "
                  "for 172.30.255.20, 10.96.0.1, not 172.30.255.2")
+    fakes.on("kubectl", SUPER_ADMIN_CONF, super_admin_conf_at("172.30.255.2"))
     fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.2")))
     fakes.on("kubectl", SERVICE_ADDRESSES, "172.30.255.2")
     fakes.on("kubectl", SERVER_OF_ADMIN_CONF, "https://172.30.255.2:6443")
@@ -924,6 +937,7 @@ def test_tenant_kubeconfig_says_the_certificate_is_not_trusted_yet_rather_than_u
 
 
 def test_tenant_kubeconfig_waits_until_kamaji_issues_admin_conf_for_the_pinned_address(fakes):
+    fakes.on("kubectl", SUPER_ADMIN_CONF, super_admin_conf_at("172.30.255.2"))
     fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.20")), b64(kubeconfig_at("172.30.255.2")))
     fakes.on("kubectl", SERVICE_ADDRESSES, "172.30.255.2")
     fakes.on("kubectl", SERVER_OF_ADMIN_CONF, "https://172.30.255.20:6443", "https://172.30.255.2:6443")
@@ -939,6 +953,48 @@ def test_tenant_kubeconfig_waits_until_kamaji_issues_admin_conf_for_the_pinned_a
                                                                   kubeconfig_at("172.30.255.2").rstrip("\n")]
     # One scratch file for every poll: the admin credentials are written to one place.
     assert len({call["kubeconfig"]["path"] for call in views}) == 1
+
+
+def test_tenant_kubeconfig_waits_until_super_admin_conf_names_the_pinned_address_too(fakes):
+    # admin.conf moved first; Kamaji would write cluster-info from super-admin.conf, which still names the
+    # old address, so workers would be sent there (clastix/kamaji internal/kubeadm/bootstraptoken.go@26.8.2-edge).
+    fakes.on("kubectl", SUPER_ADMIN_CONF, super_admin_conf_at("172.30.255.20"), super_admin_conf_at("172.30.255.20"),
+             super_admin_conf_at("172.30.255.2"))
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.2")))
+    fakes.on("kubectl", SERVICE_ADDRESSES, "172.30.255.2")
+    fakes.on("kubectl", SERVER_OF_ADMIN_CONF, "https://172.30.255.2:6443")
+    fakes.on("kubectl", r"auth can-i", "yes\n")
+
+    result = pinned_run(fakes)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == kubeconfig_at("172.30.255.2")
+    assert "super-admin kubeconfig for 172.30.255.2, from which it writes the cluster-info workers join through " \
+        "(it names 172.30.255.20:6443)" in result.stderr
+    assert len(fakes.calls("kubectl", "super-admin")) == 3
+    auth = fakes.calls("kubectl", "auth can-i")
+    assert len(auth) == 1 and fakes.calls()[-1] == auth[0], "authorised only once both name the address"
+    # Read for its server only: the system:masters credential reaches no file, no output, no log.
+    assert SUPER_ADMIN_KEY_MARKER not in result.stdout + result.stderr
+    assert all(SUPER_ADMIN_KEY_MARKER not in (call["kubeconfig"] or {}).get("content", "")
+               and SUPER_ADMIN_KEY_MARKER not in json.dumps(call["files"]) for call in fakes.calls())
+
+
+@pytest.mark.parametrize(("super_admin", "said"), [(super_admin_conf_at("172.30.255.20"), "172.30.255.20:6443"),
+                                                   (reply(exit=1, stderr="NotFound\n"), "no server")])
+def test_tenant_kubeconfig_says_when_kamaji_never_issues_super_admin_conf_for_the_address(fakes, super_admin, said):
+    fakes.on("kubectl", SUPER_ADMIN_CONF, super_admin)
+    fakes.on("kubectl", r"get secret", b64(kubeconfig_at("172.30.255.2")))
+    fakes.on("kubectl", SERVICE_ADDRESSES, "172.30.255.2")
+    fakes.on("kubectl", SERVER_OF_ADMIN_CONF, "https://172.30.255.2:6443")
+
+    result = pinned_run(fakes, SECRET_TIMEOUT="0")
+
+    assert result.returncode != 0 and result.stdout == ""
+    assert "Kamaji did not issue tenant tenant-a's super-admin kubeconfig (key super-admin.conf of Secret " \
+        f"tenants/tenant-a-admin-kubeconfig) for 172.30.255.2 within 0s (it names {said});" in result.stderr
+    assert SUPER_ADMIN_KEY_MARKER not in result.stderr and ADMIN_KEY_MARKER not in result.stderr
+    assert not fakes.calls("kubectl", "auth can-i")
 
 
 @pytest.mark.parametrize(("addresses", "said"), [("172.30.255.20", "(it has 172.30.255.20)"),
@@ -1028,6 +1084,29 @@ def test_join_worker_has_a_cluster_info_that_names_another_address_written_again
     joined = next(i for i, call in enumerate(calls) if call.startswith("exec -i w1 sh -c"))
     assert deleted < joined
     assert len(fakes.calls("kubectl", "get configmap cluster-info")) == 3
+
+
+def test_join_worker_deletes_cluster_info_again_while_kamaji_writes_the_old_address_back(fakes, tenant_ca):
+    # Kamaji re-creates a deleted cluster-info from super-admin.conf, which it issues after admin.conf
+    # (clastix/kamaji controllers/resources.go, internal/utilities/tenant_client.go @26.8.2-edge), and then
+    # leaves it as it wrote it: what the API answers changes only with each delete.
+    fakes.on("kubectl", CLUSTER_INFO, cluster_info_at("172.18.255.20:6443"), cluster_info_at("172.18.255.20:6443"),
+             cluster_info_at(ENDPOINT), steps_on="delete configmap cluster-info")
+    fakes.on("kubectl", r"-n kube-public delete configmap cluster-info --ignore-not-found",
+             'configmap "cluster-info" deleted\n')
+    joinable_worker(fakes, tenant_ca)
+
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1", CLUSTER_INFO_TIMEOUT="2")
+
+    assert result.returncode == 0, result.stderr
+    assert len(fakes.calls("kubectl", "delete configmap cluster-info")) == 2
+    assert "Kamaji wrote kube-public/cluster-info for 172.18.255.20:6443 again" in result.stderr
+    calls = [" ".join(call["argv"]) for call in fakes.calls()]
+    last_delete = max(i for i, call in enumerate(calls) if "delete configmap cluster-info" in call)
+    joined = next(i for i, call in enumerate(calls) if call.startswith("exec -i w1 sh -c"))
+    assert last_delete < joined
+    (join,) = fakes.calls("docker", "^exec -i w1 sh -c")
+    assert f'apiServerEndpoint: "{ENDPOINT}"' in join["stdin"]
 
 
 @pytest.mark.parametrize("present", [cluster_info_at(ENDPOINT), reply(exit=1, stderr="NotFound\n")],

@@ -10,7 +10,9 @@ The reply comes from the first rule in $FAKE_RULES (a JSON list; or the file
 $FAKE_RULES_FILE, for tools run where the environment cannot reach) whose `tool`
 matches and whose regex `match` is found in the space-joined argv. A rule's
 `replies` ({"stdout", "stderr", "exit"}) are used in call order, the last one
-repeating. A call no rule models fails loudly (exit 97, naming the call), so a
+repeating; a rule with `steps_on` (a regex) instead picks its reply by how many earlier calls of
+its tool matched that regex, modelling state that another call changes (an object that a delete
+makes a controller write again). A call no rule models fails loudly (exit 97, naming the call), so a
 script cannot silently depend on an answer the test never gave. Like the real
 `docker exec`, one without -i hands the command no stdin.
 """
@@ -59,10 +61,14 @@ def main() -> int:
     rule = matching_rule(rules, tool, argv)
     earlier_calls = 0
     if rule is not None and os.path.exists(log_path):
+        steps_on = rules[rule].get("steps_on")
         with open(log_path, encoding="utf-8") as log:
             for line in log:
                 call = json.loads(line)
-                earlier_calls += matching_rule(rules, call["tool"], call["argv"]) == rule
+                if steps_on is None:
+                    earlier_calls += matching_rule(rules, call["tool"], call["argv"]) == rule
+                else:
+                    earlier_calls += call["tool"] == tool and re.search(steps_on, " ".join(call["argv"])) is not None
 
     with open(log_path, "a", encoding="utf-8") as log:
         files = {arg: Path(arg).read_text(encoding="utf-8") for arg in argv if os.path.isfile(arg)}

@@ -436,15 +436,15 @@ def test_the_preflight_plans_with_the_programs_network_and_default_subnet():
 
 
 def test_the_network_kind_up_creates_passes_the_preflight(tmp_path, capsys):
-    from tests.test_scripts import NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK, Fakes, run_kind_up
+    from tests.test_scripts import Fakes, missing_network, run_kind_up
 
     (tmp_path / "fakes").mkdir()
     fakes = Fakes(tmp_path / "fakes")
-    fakes.on("docker", NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK).on("docker", r"^network inspect bridge ", "\n")
+    missing_network(fakes).on("docker", r"^network inspect bridge ", "\n")
     fakes.on("docker", r"^network create ", "network-id\n")
     fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
     # With the layout the program hands kind-up.sh when kindSubnet is empty.
-    assert run_kind_up(fakes, NO_NETWORK, KIND_SUBNET=str(D), KIND_IP_RANGE=str(dynamic_range(D))).returncode == 0
+    assert run_kind_up(fakes, KIND_SUBNET=str(D), KIND_IP_RANGE=str(dynamic_range(D))).returncode == 0
     (create,) = fakes.calls("docker", "^network create")
     argv = create["argv"]
     made = {flag: value for flag, value in zip(argv, argv[1:], strict=False) if flag.startswith("--")}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -433,7 +434,7 @@ def test_kind_up_checks_a_network_another_lab_created_meanwhile(fakes):
     assert fakes.calls("kind", "^create cluster")
 
 
-@pytest.mark.parametrize("failing", [NETWORK_LS, NETWORK_INSPECT])
+@pytest.mark.parametrize("failing", [NETWORK_LS, NETWORK_INSPECT], ids=["ls", "inspect"])
 def test_kind_up_stops_when_docker_cannot_say_whether_the_network_exists(fakes, failing):
     fakes.on("docker", failing, reply(exit=1, stderr="Cannot connect to the Docker daemon at unix:///var/run/docker.sock"))
 
@@ -443,6 +444,109 @@ def test_kind_up_stops_when_docker_cannot_say_whether_the_network_exists(fakes, 
     assert re.search(f"ERROR: cannot [a-z ]+ docker network {KIND_NETWORK}( exists)?: Cannot connect to the Docker "
                      "daemon", result.stderr)
     assert fakes.calls("docker", "^network create") == [] and fakes.calls("kind") == []
+
+
+@pytest.mark.parametrize("missing", [NO_NETWORK, NO_NETWORK_20_10], ids=["daemon-wording", "client-20.10-wording"])
+@pytest.mark.parametrize("listed", ["", LOOKALIKES], ids=["none", "lookalikes"])
+def test_kind_up_creates_the_missing_network_whatever_the_client_says_of_it(fakes, missing, listed):
+    # README: Docker Engine 20.10 or newer. Networks whose names merely contain the lab's are not it.
+    missing_network(fakes, missing, listed).on("docker", r"^network inspect bridge ", "\n")
+    fakes.on("docker", r"^network create ", "network-id\n")
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+
+    result = run_kind_up(fakes)
+
+    assert result.returncode == 0, result.stderr
+    (create,) = fakes.calls("docker", "^network create")
+    assert create["argv"][-1] == KIND_NETWORK
+    assert fakes.calls("kind", "^create cluster")
+
+
+# Docker 29 holds a network's --ip-range as a netip.Prefix: without one, the inspect template prints its zero value,
+# "invalid Prefix" (moby/moby api/types/network/ipam.go@docker-v29.7.2, IPAMConfig.IPRange; Go's net/netip).
+UNLAID_NETWORK_29 = "|172.18.0.0/16=invalid Prefix fc00:f853:ccd:e793::/64=invalid Prefix \n"
+
+
+def test_kind_up_reads_docker_29s_empty_ip_range_as_none(fakes):
+    fakes.on("kind", r"^get clusters$", "")
+
+    result = run_kind_up(fakes, UNLAID_NETWORK_29)
+
+    assert result.returncode != 0
+    assert f"docker network {KIND_NETWORK} (not created by kamaji-hami-lab) lets Docker give any address of " \
+           "172.18.0.0/16 to containers" in result.stderr
+    assert "invalid" not in result.stderr
+    assert fakes.calls("docker", "^network (create|rm)") == [] and fakes.calls("kind") == []
+
+
+def test_kind_up_uses_its_network_whose_ipv6_part_docker_29_lists_without_a_range(fakes):
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+
+    result = run_kind_up(fakes, "quarters|172.18.0.0/16=172.18.0.0/18 fc00:f853:ccd:e793::/64=invalid Prefix \n")
+
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" not in result.stderr
+
+
+def run_kind_up_on_host(fakes: Fakes, host_files: dict[str, str], subnet: str = "192.168.0.0/16"):
+    """kind-up.sh on a host with the given own network files, where the lab's network is missing."""
+    missing_network(fakes).on("docker", r"^network inspect bridge ", "\n")
+    fakes.on("docker", r"^network create ", "network-id\n")
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+    host = recorded_host(fakes.home.parent / "host", host_files)
+    network = ipaddress.IPv4Network(subnet)
+    return run_kind_up(fakes, PREFLIGHT_ROOT=str(host), KIND_SUBNET=subnet,
+                       KIND_IP_RANGE=str(next(network.subnets(prefixlen_diff=2))))
+
+
+def test_kind_up_refuses_to_create_the_network_over_the_hosts_own_lan(fakes):
+    # The recorded host is on 192.168.1.0/24: Docker would create a bridge over it without a word.
+    result = run_kind_up_on_host(fakes, {})
+
+    assert result.returncode != 0
+    assert "192.168.0.0/16" in result.stderr and "route 192.168.1.0/24 dev wlp2s0" in result.stderr
+    assert "nameserver 192.168.1.1 of /run/systemd/resolve/resolv.conf" in result.stderr
+    spare = re.findall(r"pulumi config set kamaji-hami-lab:kindSubnet (\S+)", result.stderr)
+    assert spare and all(not ipaddress.IPv4Network(s).overlaps(ipaddress.IPv4Network("192.168.1.0/24")) for s in spare)
+    assert fakes.calls("docker", "^network create") == [] and fakes.calls("kind") == []
+
+
+def test_kind_up_creates_the_network_beside_the_hosts_own(fakes):
+    result = run_kind_up_on_host(fakes, {}, subnet="172.30.0.0/16")
+
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" not in result.stderr
+    assert fakes.calls("docker", "^network create")
+
+
+def test_kind_up_warns_of_a_vpn_route_it_would_shadow_and_goes_on(fakes):
+    from tests.test_preflight import HOST_NETWORK_FILES, route_line
+
+    routes = HOST_NETWORK_FILES["proc/net/route"] + route_line("tun0", "172.16.0.0/12", "10.8.0.1", flags=0x0003)
+    result = run_kind_up_on_host(fakes, {"proc/net/route": routes}, subnet="172.30.0.0/16")
+
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" in result.stderr and "route 172.16.0.0/12 dev tun0 via 10.8.0.1" in result.stderr
+    assert fakes.calls("docker", "^network create")
+
+
+@pytest.mark.parametrize("routes", ["", "garbage\n"], ids=["empty", "malformed"])
+def test_kind_up_says_it_could_not_compare_routes_it_cannot_read(fakes, routes):
+    result = run_kind_up_on_host(fakes, {"proc/net/route": routes}, subnet="172.30.0.0/16")
+
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" in result.stderr and "cannot read this host's routes (/proc/net/route)" in result.stderr
+
+
+def test_kind_up_leaves_the_host_check_to_a_network_that_exists(fakes):
+    # Once it exists its own bridge is one of the host's routes; kind-up.sh only checks what it finds.
+    fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
+    host = recorded_host(fakes.home.parent / "host", {"proc/net/route": "garbage\n"})
+
+    result = run_kind_up(fakes, OUR_NETWORK, PREFLIGHT_ROOT=str(host))
+
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" not in result.stderr
 
 
 def test_kind_kubeconfig_prints_the_clusters_kubeconfig(fakes):
@@ -573,7 +677,7 @@ def test_kind_down_is_quiet_when_the_network_is_already_gone(fakes, missing, lis
     assert "WARNING" not in result.stderr
 
 
-@pytest.mark.parametrize("failing", [NETWORK_LS, NETWORK_LABEL, CONTAINERS_ON_NETWORK])
+@pytest.mark.parametrize("failing", [NETWORK_LS, NETWORK_LABEL, CONTAINERS_ON_NETWORK], ids=["ls", "inspect", "ps"])
 def test_kind_down_never_fails_destroy_when_docker_cannot_say_who_uses_the_network(fakes, failing):
     fakes.on("kind", r"^get clusters$", "mgmt\n").on("kind", r"^delete cluster ", "")
     fakes.on("docker", failing, reply(exit=1, stderr="Cannot connect to the Docker daemon at unix:///var/run/docker.sock"))

@@ -535,7 +535,9 @@ def kind_network(host: Host) -> KindNetwork | None:
                                f'{{{{index .Labels "{LAYOUT_LABEL}"}}}}|'
                                "{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}", LAB_NETWORK])
     label, _, ipam = answer.strip().partition("|") if status == 0 else ("", "", "")
-    for entry in ipam.split():
+    # Docker 29 prints a network's empty --ip-range as "invalid Prefix", a netip.Prefix's zero value (moby/moby
+    # api/types/network/ipam.go@docker-v29.7.2, IPAMConfig.IPRange): no range, as an empty one.
+    for entry in ipam.replace("=invalid Prefix", "=").split():
         subnet, _, ip_range = entry.partition("=")
         try:
             return KindNetwork(ipaddress.IPv4Network(subnet, strict=True),

@@ -224,11 +224,12 @@ DEFAULT_NETWORKS = {"bridge": "172.17.0.0/16", "host": "", "none": ""}
 KINDS_OWN = "fc00:f853:ccd:e793::/64 172.18.0.0/16"  # where Docker usually puts kind's `kind` network
 
 
-def with_kind_network(tmp_path, stack, answer, networks=None):
-    """A host whose lab network inspect gives `answer` and whose Docker has `networks` (name: subnets)."""
+def with_kind_network(tmp_path, stack, answer, networks=None, files=None):
+    """A host whose lab network inspect gives `answer`, whose Docker has `networks` (name: subnets) and whose
+    recorded files `files` replaces (e.g. its routes)."""
     import dataclasses
 
-    host, calls = make_host(tmp_path, stack_config=stack)
+    host, calls = make_host(tmp_path, files, stack_config=stack)
     networks = {**DEFAULT_NETWORKS, **(networks or {})}
     ids = {f"{index:012x}": name for index, name in enumerate(networks)}
     asked = []

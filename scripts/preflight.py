@@ -717,13 +717,13 @@ def planned_subnet_clashes(host: Host, planned: ipaddress.IPv4Network, said: str
     """What the lab's network, created on `planned` (`said` names where that comes from), would overlap: another
     docker network, which Docker refuses ("Pool overlaps with other one on this address space"), a route or a
     nameserver of the host, which it does not. Each overlap is named, with a free /16 to plan with instead."""
-    fix_for = []  # (severity, problem) before the spare subnet is known
+    clashes = []  # (severity, problem): each gets the spare subnet, known once everything taken is
     networks = docker_subnets(host) or {}
     bridges = {subnet for subnets in networks.values() for subnet in subnets}
     taken = list(bridges)
     # The lab's own network is no clash: another lab on this host may have created it since it was looked up.
     for name, subnets in sorted(networks.items()):
-        fix_for += [("error", f"{said}, which overlaps the docker network {name} ({subnet}): Docker refuses to create "
+        clashes += [("error", f"{said}, which overlaps the docker network {name} ({subnet}): Docker refuses to create "
                               f"the lab's network {LAB_NETWORK} on addresses another network has")
                     for subnet in subnets if subnet.overlaps(planned) and name != LAB_NETWORK]
     routes = host_routes(host)
@@ -734,7 +734,7 @@ def planned_subnet_clashes(host: Host, planned: ipaddress.IPv4Network, said: str
             continue
         taken.append(route.network)
         if route.network.overlaps(planned):
-            fix_for.append(("error", f"{said}, which overlaps this host's own network (route {route}): the lab's "
+            clashes.append(("error", f"{said}, which overlaps this host's own network (route {route}): the lab's "
                                      "bridge would take those addresses from the host, and Docker does not check "
                                      "that") if route.gateway is None else
                            ("warning", f"{said}, which overlaps the route {route} of this host: the lab's bridge "
@@ -742,12 +742,12 @@ def planned_subnet_clashes(host: Host, planned: ipaddress.IPv4Network, said: str
     for address, path in host_nameservers(host):
         taken.append(ipaddress.IPv4Network(address))
         if address in planned:
-            fix_for.append(("error", f"{said}, which holds the nameserver {address} of {path}: the lab's bridge "
+            clashes.append(("error", f"{said}, which holds the nameserver {address} of {path}: the lab's bridge "
                                      "would take it from this host, whose lookups would go to the lab's network"))
     spare = next((str(subnet) for subnet in SPARE_SUBNETS if not any(subnet.overlaps(t) for t in taken)),
                  "<a free private /16>")
     findings = [Finding(severity, problem, f"pulumi config set kamaji-hami-lab:kindSubnet {spare}")
-                for severity, problem in fix_for]
+                for severity, problem in clashes]
     if routes is None:
         findings.append(Finding("warning", f"cannot read this host's routes ({ROUTES_FILE}), so {planned} was not "
                                            "compared with the networks this host is on",

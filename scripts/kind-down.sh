@@ -53,7 +53,7 @@ if ! containers=$(docker ps --all --filter "network=$network" --format '{{.Names
 	exit 0
 fi
 if [[ -n $containers ]]; then
-	log "docker network $network still has $(grep -c . <<<"$containers") containers, running or stopped (${containers//$'\n'/, }: another lab's); left for the last one to remove"
+	log "docker network $network still has $(grep -c . <<<"$containers") containers of other labs, running or stopped (${containers//$'\n'/, }); left for the last one to remove"
 # Docker refuses to remove a network a container joined meanwhile: then that lab removes it later.
 elif ! said=$(docker network rm "$network" 2>&1 >/dev/null); then
 	warn "docker network $network was not removed: $said"

@@ -205,3 +205,35 @@ def test_the_labs_network_with_docker_29s_empty_ipv6_range_passes(tmp_path, caps
     answer = (0, f"quarters|{D}={next(D.subnets(2))} fc00:f853:ccd:e793::/64=invalid Prefix \n")
     host, _ = with_kind_network(tmp_path, config_json([{"name": "a"}]), answer)
     assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")
+
+
+@pytest.mark.parametrize(("route", "warned"), [("10.0.0.0/8", True), ("10.0.0.0/7", False)])
+def test_a_gateway_route_counts_from_a_slash_8(tmp_path, capsys, route, warned):
+    # Wider than a /8 through a gateway is a default route in parts; a corporate VPN's 10/8 is a network.
+    routes = HOME_ROUTES + route_line("tun0", route, "10.8.0.1", flags=0x0003)
+    code, out = run_preflight(on_host(tmp_path, {ROUTES: routes}, kindSubnet="10.89.0.0/16"), capsys, "--stack", "dev")
+
+    assert code == 0
+    assert (f"overlaps the route {route} dev tun0 via 10.8.0.1" in out) == warned
+    assert ("all good" in out) != warned
+
+
+def test_the_planned_subnet_kind_up_asks_about_is_silent_when_clear_and_named_when_not(tmp_path, capsys):
+    host = on_host(tmp_path)
+
+    assert preflight.main(["--planned-subnet", str(D)], host) == 0
+    assert capsys.readouterr().out == ""
+    assert preflight.main(["--planned-subnet", "192.168.1.128/25"], host) == 1
+    out = capsys.readouterr().out
+    assert "ERROR   the lab's subnet is 192.168.1.128/25 (kamaji-hami-lab:kindSubnet, or its default when empty), " \
+           "which overlaps this host's own network (route 192.168.1.0/24 dev wlp2s0)" in out
+    assert "nameserver" not in out, "the router's 192.168.1.1 lies below the /25"
+
+
+@pytest.mark.parametrize("subnet", ["172.30.0.1/16", "172.30.0.0/33", "fc00::/64", "kamaji"])
+def test_a_planned_subnet_that_is_no_ipv4_subnet_is_refused_by_name(tmp_path, capsys, subnet):
+    with pytest.raises(SystemExit) as exited:
+        preflight.main(["--planned-subnet", subnet], on_host(tmp_path))
+
+    assert exited.value.code == 2
+    assert f"argument --planned-subnet: not an IPv4 subnet: {subnet}" in capsys.readouterr().err

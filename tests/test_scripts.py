@@ -649,7 +649,8 @@ def test_kind_down_leaves_the_network_to_a_lab_whose_containers_are_all_stopped(
 
     assert result.returncode == 0, result.stderr
     assert fakes.calls("docker", "^network rm") == []
-    assert f"docker network {KIND_NETWORK} still has 1 containers of other labs, running or stopped (other-a-w1)" in result.stderr
+    assert f"docker network {KIND_NETWORK} still has 1 containers of other labs, running or stopped (other-a-w1)" \
+        in result.stderr
 
 
 def test_kind_down_leaves_a_network_the_lab_did_not_make(fakes):

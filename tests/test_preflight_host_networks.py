@@ -237,3 +237,26 @@ def test_a_planned_subnet_that_is_no_ipv4_subnet_is_refused_by_name(tmp_path, ca
 
     assert exited.value.code == 2
     assert f"argument --planned-subnet: not an IPv4 subnet: {subnet}" in capsys.readouterr().err
+
+
+@given(st.lists(st.one_of(st.text(alphabet=st.characters(blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")),
+                          addresses.map(lambda address: f"nameserver {address}")), max_size=8))
+def test_every_ipv4_nameserver_line_and_nothing_else_is_read(lines):
+    text = "\n".join(lines)
+
+    class Resolving(preflight.Host):
+        def read(self, path):
+            return text if path == "/etc/resolv.conf" else None
+
+    read = preflight.host_nameservers(Resolving())
+    written = [fields[1] for fields in map(str.split, lines) if len(fields) >= 2 and fields[0] == "nameserver"]
+    assert [str(address) for address, _ in read] == [w for w in written if _is_ipv4(w)]
+    assert all(path == "/etc/resolv.conf" for _, path in read)
+
+
+def _is_ipv4(text: str) -> bool:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
+from components.commands import script_command
 from components.docker_host import DockerHost
 from components.gpus import GpuSpec
 from components.node_join import join_node
@@ -50,6 +51,17 @@ class WorkerNode(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: WorkerNodeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("kamaji-hami-lab:index:WorkerNode", name, None, opts)
+
+        # A fixed address another container on the network has, running or stopped (another lab's sleeping
+        # worker), is refused before the container is made: Docker would let whichever starts second fail.
+        address_checked = [
+            script_command(
+                f"{name}-address-check",
+                "check-worker-address.sh",
+                {"WORKER": args.node_name, "WORKER_ADDRESS": args.address, "KIND_NETWORK": args.docker.network},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[args.platform]),
+            )
+        ] if args.address else []
 
         container = docker.Container(
             f"{name}-container",
@@ -99,7 +111,7 @@ class WorkerNode(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,
-                depends_on=[args.platform, args.control_plane_ready]
+                depends_on=[args.platform, args.control_plane_ready, *address_checked]
                 + ([args.previous_worker] if args.previous_worker else []),
                 # The fixed name can only exist once: remove the old container before the new one.
                 delete_before_replace=True,

@@ -11,7 +11,9 @@
 # components/addresses.py). kind then reuses it as it finds it
 # (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/network.go@v0.33.0-alpha,
 # ensureNetwork; unchanged since v0.32.0). A network someone else made is used only
-# if its --ip-range keeps out of the rest as well.
+# if its --ip-range keeps out of the rest as well. Before it creates the network, the planned
+# subnet is compared with the host's own networks, which Docker does not do for a given subnet
+# (preflight.py --planned-subnet names each overlap and a free subnet).
 #
 # env:    CLUSTER_NAME   kind cluster name
 #         NODE_IMAGE     kindest/node image for a new cluster (ignored when adopting)
@@ -19,6 +21,7 @@
 #         KIND_NETWORK   the lab's docker network, where kind puts the cluster's node
 #         KIND_SUBNET    IPv4 subnet of a new network (kindSubnet, or the lab's default)
 #         KIND_IP_RANGE  its first quarter, where Docker picks addresses (docker network create --ip-range)
+#         PREFLIGHT_ROOT where preflight.py reads the host's files (/proc/net/route, resolv.conf); tests only
 # bound:  600 s (kind create --wait 120s, after pulling the node image, which no flag bounds)
 # stdout: nothing (kind-kubeconfig.sh reads the kubeconfig)
 set -euo pipefail
@@ -35,9 +38,13 @@ owner_label=kamaji-hami-lab.io/owner
 network_label=kamaji-hami-lab.io/layout
 
 # network_layout: "<the lab's label>|<subnet>=<its ip-range> ..." of the network; fails if it is missing.
+# An empty ip-range is empty here too: Docker 29 holds it as a netip.Prefix, whose zero value prints as
+# "invalid Prefix" (moby/moby api/types/network/ipam.go@docker-v29.7.2, IPAMConfig.IPRange).
 network_layout() {
-	docker network inspect --format \
-		"{{index .Labels \"$network_label\"}}|{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}" "$network"
+	local layout
+	layout=$(docker network inspect --format \
+		"{{index .Labels \"$network_label\"}}|{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}" "$network") || return
+	printf '%s\n' "${layout//=invalid Prefix/=}"
 }
 
 # keeps_docker_in_first_quarter SUBNET RANGE: whether RANGE (a CIDR) lies in SUBNET's first quarter.
@@ -50,6 +57,15 @@ keeps_docker_in_first_quarter() {
 			start = int_of(r[1]); end = start + 2 ^ (32 - r[2]) - 1
 			exit !(start >= first && end < first + quarter)
 		}'
+}
+
+# check_host_networks: refuses a planned subnet that overlaps the host's own networks or nameservers
+# (warns of one that overlaps a route through a gateway); Docker itself refuses one of another docker network.
+check_host_networks() {
+	local said
+	said=$(python3 "$(dirname "${BASH_SOURCE[0]}")/preflight.py" --planned-subnet "$KIND_SUBNET") ||
+		die "not creating docker network $network on $KIND_SUBNET:"$'\n'"$said"
+	[[ -z $said ]] || warn "docker network $network on $KIND_SUBNET:"$'\n'"$said"
 }
 
 create_network() {
@@ -66,11 +82,17 @@ create_network() {
 		die "cannot create docker network $network with subnet $KIND_SUBNET ($said); if another docker network uses those addresses (docker network ls), set kamaji-hami-lab:kindSubnet to a free private subnet, e.g. a /16 of 10.0.0.0/8"
 }
 
-if ! layout=$(network_layout 2>&1); then
-	[[ $layout == *"not found"* ]] || die "cannot inspect docker network $network: $layout"
+listed=0
+said=$(docker_network_exists "$network" 2>&1) || listed=$?
+case $listed in
+0) ;;
+1)
+	check_host_networks
 	create_network
-	layout=$(network_layout)
-fi
+	;;
+*) die "cannot tell whether docker network $network exists: $said" ;;
+esac
+layout=$(network_layout 2>&1) || die "cannot inspect docker network $network: $layout"
 label=${layout%%|*} ipam=${layout#*|}
 subnet='' ip_range=''
 for entry in $ipam; do

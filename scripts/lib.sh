@@ -94,6 +94,18 @@ scratch_file() {
 	printf -v "$1" '%s' "$made"
 }
 
+# docker_network_exists NAME: status 0 when a docker network is named exactly NAME, 1 when none is, 2 (docker's
+# complaint on stderr) when docker cannot list them. Not read from an inspect's error, whose wording depends on
+# the client: 20.10's says "Error: No such network: NAME" (moby/moby client/errors.go@v20.10.24,
+# wrapResponseError), newer ones pass on the daemon's "network NAME not found". The name filter is a regular
+# expression matched anywhere in a name (moby/moby api/types/filters/parse.go@v28.5.2, Match; the same at
+# v20.10.24), so the names it lets through are compared here in full.
+docker_network_exists() {
+	local names
+	names=$(docker network ls --filter "name=^$1\$" --format '{{.Name}}') || return 2
+	grep -Fxq -- "$1" <<<"$names"
+}
+
 # kube ARGS...: kubectl with a per-request timeout, so a hung API server cannot
 # stretch a bounded wait.
 kube() { kubectl --request-timeout="${KUBECTL_REQUEST_TIMEOUT:-20s}" "$@"; }

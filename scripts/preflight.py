@@ -535,7 +535,9 @@ def kind_network(host: Host) -> KindNetwork | None:
                                f'{{{{index .Labels "{LAYOUT_LABEL}"}}}}|'
                                "{{range .IPAM.Config}}{{.Subnet}}={{.IPRange}} {{end}}", LAB_NETWORK])
     label, _, ipam = answer.strip().partition("|") if status == 0 else ("", "", "")
-    for entry in ipam.split():
+    # Docker 29 prints a network's empty --ip-range as "invalid Prefix", a netip.Prefix's zero value (moby/moby
+    # api/types/network/ipam.go@docker-v29.7.2, IPAMConfig.IPRange): no range, as an empty one.
+    for entry in ipam.replace("=invalid Prefix", "=").split():
         subnet, _, ip_range = entry.partition("=")
         try:
             return KindNetwork(ipaddress.IPv4Network(subnet, strict=True),
@@ -631,31 +633,126 @@ def check_kind_network(host: Host, mode: Mode) -> list[Finding]:
 
 
 def _subnet_clashes(host: Host, mode: Mode) -> list[Finding]:
-    """Before the lab's network exists: Docker refuses to create it on addresses another network has
-    ("Pool overlaps with other one on this address space"), e.g. kind's own `kind` when kindSubnet is its."""
+    """Before the lab's network exists: the planned subnet against the host's networks (planned_subnet_clashes)."""
     try:
         planned = ipaddress.IPv4Network(mode.kind_subnet, strict=True) if mode.kind_subnet else DEFAULT_KIND_SUBNET
     except ValueError:
         return []  # the program refuses it, naming the key
-    networks = docker_subnets(host) if mode.configured else None
-    if not networks:
+    if not mode.configured:
         return []
-    taken = [subnet for subnets in networks.values() for subnet in subnets]
+    said = f"is {planned}" if mode.kind_subnet else f"is empty, so the lab plans with its default {planned}"
+    return planned_subnet_clashes(host, planned, f"kamaji-hami-lab:kindSubnet {said}")
+
+
+# The host's own networks. Docker avoids them when it picks a subnet itself, but checks a given --subnet against its
+# other networks only (moby/moby libnetwork/netutils/utils_linux.go@v28.5.2, InferReservedNetworks: the on-link
+# routes of the main table and the nameservers of resolv.conf). A bridge on such a subnet takes those addresses
+# from the host: its LAN, a VPN's routes or its DNS server become unreachable, without an error.
+ROUTES_FILE = "/proc/net/route"
+# The main table, as netlink's RouteList without a table filter gives it to Docker; one line per route, every
+# field hexadecimal, addresses in the host's byte order (torvalds/linux net/ipv4/fib_trie.c, fib_route_seq_show
+# and fib_flag_trans, as indexed). Flags from include/uapi/linux/route.h.
+RTF_GATEWAY, RTF_REJECT = 0x0002, 0x0200
+# resolv.conf, and systemd-resolved's list of the servers it forwards to when resolv.conf names only its stub
+# (moby/moby libnetwork/internal/resolvconf/resolvconf_path.go@v28.5.2, Path).
+RESOLV_CONF_FILES = ("/etc/resolv.conf", "/run/systemd/resolve/resolv.conf")
+# Routes through a gateway this wide are a default route in halves (a full-tunnel VPN's 0.0.0.0/1 and
+# 128.0.0.0/1): every subnet overlaps them, and the lab's network, more specific, takes only its own addresses.
+DEFAULT_LIKE_PREFIX = 8
+
+
+@dataclass(frozen=True)
+class Route:
+    network: ipaddress.IPv4Network
+    device: str
+    gateway: ipaddress.IPv4Address | None  # None: on-link, the host is on that network itself
+
+    def __str__(self) -> str:
+        return f"{self.network} dev {self.device}" + (f" via {self.gateway}" if self.gateway else "")
+
+
+def _host_order_address(field_: str) -> ipaddress.IPv4Address:
+    """An address as /proc/net/route prints it: the 4 bytes in network order, read as one host-order number."""
+    return ipaddress.IPv4Address(int(field_, 16).to_bytes(4, sys.byteorder))
+
+
+def host_routes(host: Host) -> list[Route] | None:
+    """The routes of the host's main table, without rejecting ones; None when ROUTES_FILE cannot be read whole."""
+    lines = (host.read(ROUTES_FILE) or "").splitlines()
+    if not lines or lines[0].split()[:3] != ["Iface", "Destination", "Gateway"]:
+        return None
+    routes = []
+    for line in lines[1:]:
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            if len(fields) < 8 or not all(re.fullmatch(r"[0-9A-Fa-f]{8}", fields[i]) for i in (1, 2, 7)):
+                raise ValueError(line)
+            flags = int(fields[3], 16)
+            destination, mask = _host_order_address(fields[1]), _host_order_address(fields[7])
+            network = ipaddress.IPv4Network(f"{destination}/{mask}", strict=True)
+        except ValueError:
+            return None  # one line unread: the others prove nothing about the rest
+        if not flags & RTF_REJECT:
+            routes.append(Route(network, fields[0], _host_order_address(fields[2]) if flags & RTF_GATEWAY else None))
+    return routes
+
+
+def host_nameservers(host: Host) -> list[tuple[ipaddress.IPv4Address, str]]:
+    """(address, file) of every IPv4 nameserver the host's resolv.conf files name; a missing file names none."""
+    found = []
+    for path in RESOLV_CONF_FILES:
+        for line in (host.read(path) or "").splitlines():
+            fields = line.split()
+            if len(fields) >= 2 and fields[0] == "nameserver":
+                try:
+                    found.append((ipaddress.IPv4Address(fields[1]), path))
+                except ValueError:
+                    continue  # an IPv6 server (the lab's network has no IPv6 subnet), or no address
+    return found
+
+
+def planned_subnet_clashes(host: Host, planned: ipaddress.IPv4Network, said: str) -> list[Finding]:
+    """What the lab's network, created on `planned` (`said` names where that comes from), would overlap: another
+    docker network, which Docker refuses ("Pool overlaps with other one on this address space"), a route or a
+    nameserver of the host, which it does not. Each overlap is named, with a free /16 to plan with instead."""
+    clashes = []  # (severity, problem): each gets the spare subnet, known once everything taken is
+    networks = docker_subnets(host) or {}
+    bridges = {subnet for subnets in networks.values() for subnet in subnets}
+    taken = list(bridges)
+    # The lab's own network is no clash: another lab on this host may have created it since it was looked up.
+    for name, subnets in sorted(networks.items()):
+        clashes += [("error", f"{said}, which overlaps the docker network {name} ({subnet}): Docker refuses to create "
+                              f"the lab's network {LAB_NETWORK} on addresses another network has")
+                    for subnet in subnets if subnet.overlaps(planned) and name != LAB_NETWORK]
+    routes = host_routes(host)
+    for route in routes or []:
+        # A docker network's own bridge route is that network, named above.
+        if route.network in bridges or route.network.prefixlen == 0 or (
+                route.gateway and route.network.prefixlen < DEFAULT_LIKE_PREFIX):
+            continue
+        taken.append(route.network)
+        if route.network.overlaps(planned):
+            clashes.append(("error", f"{said}, which overlaps this host's own network (route {route}): the lab's "
+                                     "bridge would take those addresses from the host, and Docker does not check "
+                                     "that") if route.gateway is None else
+                           ("warning", f"{said}, which overlaps the route {route} of this host: the lab's bridge "
+                                       "would take the addresses it shares with that route (a VPN's, say) from it"))
+    for address, path in host_nameservers(host):
+        taken.append(ipaddress.IPv4Network(address))
+        if address in planned:
+            clashes.append(("error", f"{said}, which holds the nameserver {address} of {path}: the lab's bridge "
+                                     "would take it from this host, whose lookups would go to the lab's network"))
     spare = next((str(subnet) for subnet in SPARE_SUBNETS if not any(subnet.overlaps(t) for t in taken)),
                  "<a free private /16>")
-    said = f"is {planned}" if mode.kind_subnet else f"is empty, so the lab plans with its default {planned}"
-    # The lab's own network is no clash: another lab on this host may have created it since it was looked up.
-    return [
-        Finding(
-            "error",
-            f"kamaji-hami-lab:kindSubnet {said}, which overlaps the docker network {name} ({subnet}): Docker "
-            f"refuses to create the lab's network {LAB_NETWORK} on addresses another network has",
-            f"pulumi config set kamaji-hami-lab:kindSubnet {spare}",
-        )
-        for name, subnets in sorted(networks.items())
-        for subnet in subnets
-        if subnet.overlaps(planned) and name != LAB_NETWORK
-    ]
+    findings = [Finding(severity, problem, f"pulumi config set kamaji-hami-lab:kindSubnet {spare}")
+                for severity, problem in clashes]
+    if routes is None:
+        findings.append(Finding("warning", f"cannot read this host's routes ({ROUTES_FILE}), so {planned} was not "
+                                           "compared with the networks this host is on",
+                                f"make sure no network of this host lies in {planned} (ip route)"))
+    return findings
 
 
 def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:
@@ -687,12 +784,27 @@ def report(findings: Sequence[Finding]) -> int:
     return 1 if errors else 0
 
 
+def _planned_subnet(text: str) -> ipaddress.IPv4Network:
+    try:
+        return ipaddress.IPv4Network(text, strict=True)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not an IPv4 subnet: {text} ({error})") from None
+
+
 def main(argv: Sequence[str] | None = None, host: Host | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tools", nargs="+", choices=list(INSTALL_HINTS), help="only check these programs")
     parser.add_argument("--stack", help="check only what this stack's config uses (default: the kind lab)")
+    parser.add_argument("--planned-subnet", type=_planned_subnet, metavar="SUBNET",
+                        help="only compare SUBNET, on which kind-up.sh is about to create the lab's docker network, "
+                             "with the host's networks, routes and nameservers; prints nothing when it is clear")
     args = parser.parse_args(argv)
-    host = host or Host()
+    # PREFLIGHT_ROOT: where the host's files are read (tests of scripts/kind-up.sh point it at recorded ones).
+    host = host or Host(root=Path(os.environ.get("PREFLIGHT_ROOT") or "/"))
+    if args.planned_subnet:
+        said = f"the lab's subnet is {args.planned_subnet} (kamaji-hami-lab:kindSubnet, or its default when empty)"
+        problems = planned_subnet_clashes(host, args.planned_subnet, said)
+        return report(problems) if problems else 0
     mode, notes = stack_mode(host, args.stack) if args.stack else (Mode(), [])
     if args.tools:
         tools = mode.tools(args.tools)

@@ -13,6 +13,35 @@ preflight = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as
 spec.loader.exec_module(preflight)
 
 SWAPS_HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
+# /proc/net/route as Linux prints it (torvalds/linux net/ipv4/fib_trie.c, fib_route_seq_show, as indexed): a header,
+# then per route tab-separated hex fields, the addresses in the host's byte order (these: a little-endian host's),
+# every line padded to 127 characters. The host's routes, from the kernel's table.
+ROUTES_HEADER = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT"
+
+
+def route_line(device: str, network: str, gateway: str = "0.0.0.0", flags: int = 0x0001, metric: int = 0) -> str:
+    """One /proc/net/route line of a little-endian host; flags 0x0001 up, 0x0002 via a gateway, 0x0200 rejecting."""
+    import ipaddress
+
+    def hex_of(address) -> str:
+        return f"{int.from_bytes(ipaddress.IPv4Address(address).packed, 'little'):08X}"
+
+    net = ipaddress.IPv4Network(network)
+    fields = [device, hex_of(net.network_address), hex_of(gateway), f"{flags:04X}", "0", "0", str(metric),
+              hex_of(net.netmask), "0", "0", "0"]
+    return "\t".join(fields).ljust(127) + "\n"
+
+
+# A home LAN's host, shaped like an Ubuntu 24.04 desktop with Docker (docker0): its default route, the LAN
+# (192.168.1.0/24), and systemd-resolved's stub in resolv.conf, which forwards to the router.
+HOST_NETWORK_FILES = {
+    "proc/net/route": ROUTES_HEADER.ljust(127) + "\n"
+    + route_line("wlp2s0", "0.0.0.0/0", "192.168.1.1", flags=0x0003, metric=600)
+    + route_line("wlp2s0", "192.168.1.0/24", metric=600)
+    + route_line("docker0", "172.17.0.0/16"),
+    "etc/resolv.conf": "nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch .\n",
+    "run/systemd/resolve/resolv.conf": "nameserver 192.168.1.1\nsearch .\n",
+}
 # A host already tuned for the lab: the values `make preflight` asks for.
 TUNED = {
     "proc/sys/fs/inotify/max_user_watches": "524288\n",
@@ -20,6 +49,7 @@ TUNED = {
     "proc/swaps": SWAPS_HEADER,
     "sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory hugetlb pids rdma misc\n",
     "lib/modules/6.8.0-84-generic/modules.dep": "",
+    **HOST_NETWORK_FILES,
 }
 KERNEL = "6.8.0-84-generic"
 DOCKER_ENGINE = (0, "Ubuntu 24.04.3 LTS")

@@ -224,11 +224,12 @@ DEFAULT_NETWORKS = {"bridge": "172.17.0.0/16", "host": "", "none": ""}
 KINDS_OWN = "fc00:f853:ccd:e793::/64 172.18.0.0/16"  # where Docker usually puts kind's `kind` network
 
 
-def with_kind_network(tmp_path, stack, answer, networks=None):
-    """A host whose lab network inspect gives `answer` and whose Docker has `networks` (name: subnets)."""
+def with_kind_network(tmp_path, stack, answer, networks=None, files=None):
+    """A host whose lab network inspect gives `answer`, whose Docker has `networks` (name: subnets) and whose
+    recorded files `files` replaces (e.g. its routes)."""
     import dataclasses
 
-    host, calls = make_host(tmp_path, stack_config=stack)
+    host, calls = make_host(tmp_path, files, stack_config=stack)
     networks = {**DEFAULT_NETWORKS, **(networks or {})}
     ids = {f"{index:012x}": name for index, name in enumerate(networks)}
     asked = []
@@ -436,15 +437,15 @@ def test_the_preflight_plans_with_the_programs_network_and_default_subnet():
 
 
 def test_the_network_kind_up_creates_passes_the_preflight(tmp_path, capsys):
-    from tests.test_scripts import NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK, Fakes, run_kind_up
+    from tests.test_scripts import Fakes, missing_network, run_kind_up
 
     (tmp_path / "fakes").mkdir()
     fakes = Fakes(tmp_path / "fakes")
-    fakes.on("docker", NETWORK_INSPECT, NO_NETWORK, OUR_NETWORK).on("docker", r"^network inspect bridge ", "\n")
+    missing_network(fakes).on("docker", r"^network inspect bridge ", "\n")
     fakes.on("docker", r"^network create ", "network-id\n")
     fakes.on("kind", r"^get clusters$", "").on("kind", r"^create cluster ", "")
     # With the layout the program hands kind-up.sh when kindSubnet is empty.
-    assert run_kind_up(fakes, NO_NETWORK, KIND_SUBNET=str(D), KIND_IP_RANGE=str(dynamic_range(D))).returncode == 0
+    assert run_kind_up(fakes, KIND_SUBNET=str(D), KIND_IP_RANGE=str(dynamic_range(D))).returncode == 0
     (create,) = fakes.calls("docker", "^network create")
     argv = create["argv"]
     made = {flag: value for flag, value in zip(argv, argv[1:], strict=False) if flag.startswith("--")}

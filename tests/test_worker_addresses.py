@@ -101,6 +101,31 @@ def test_workers_on_an_existing_clusters_docker_network_are_left_to_docker():
         assert network == {"name": "lab-net"}
 
 
+def test_each_worker_address_is_checked_on_the_host_before_its_container_exists(up_plan):
+    # Docker keeps a stopped container's fixed address only as a request: a check on the host, of every container
+    # on the network, must run before the worker's container is made.
+    addresses = pinned(up_plan)
+    checks = {c.inputs["environment"]["WORKER"]: c for c in up_plan.commands("check-worker-address.sh")}
+    assert sorted(checks) == sorted(addresses)
+    (kind,) = up_plan.commands("kind-up.sh")
+    for container in up_plan.of_type(CONTAINER):
+        worker = container.inputs["name"]
+        env = checks[worker].inputs["environment"]
+        assert ipaddress.IPv4Address(env["WORKER_ADDRESS"]) == addresses[worker]
+        assert env["KIND_NETWORK"] == KIND_NETWORK
+        assert checks[worker].urn in up_plan.upstream(container.urn)
+        # On the network kind-up.sh made, and nothing undone on destroy: it only looks.
+        assert kind.urn in up_plan.upstream(checks[worker].urn)
+        assert checks[worker].inputs.get("delete") is None
+
+
+def test_workers_docker_places_get_no_address_check():
+    # On an existing cluster's network Docker picks the workers' addresses: there is nothing planned to check.
+    preview = plan(dev_config(**INSTALLED), preview=True, secrets={"managementKubeconfig": EXISTING_KUBECONFIG})
+    assert preview.of_type(CONTAINER)
+    assert preview.commands("check-worker-address.sh") == []
+
+
 def refusal(**overrides) -> str:
     with pytest.raises(ConfigError) as raised:
         parse_settings(dev_config(**overrides))

@@ -8,7 +8,10 @@ and the KIND_* and DOCKER_* variables the tool was given.
 
 The reply comes from the first rule in $FAKE_RULES (a JSON list; or the file
 $FAKE_RULES_FILE, for tools run where the environment cannot reach) whose `tool`
-matches and whose regex `match` is found in the space-joined argv. A rule's
+matches and whose regex `match` is found in the space-joined argv, and, if it
+has an `after` regex, once an earlier call ("<tool> <argv>") matched that: a
+fake then changes its answers once a command changed its state (a network
+exists once `docker network create` made it). A rule's
 `replies` ({"stdout", "stderr", "exit"}) are used in call order, the last one
 repeating; a rule with `steps_on` (a regex) instead picks its reply by how many earlier calls of
 its tool matched that regex, modelling state that another call changes (an object that a delete
@@ -27,10 +30,13 @@ import sys
 from pathlib import Path
 
 
-def matching_rule(rules: list[dict], tool: str, argv: list[str]) -> int | None:
+def matching_rule(rules: list[dict], tool: str, argv: list[str], earlier: list[str]) -> int | None:
+    """The first rule for this call; `earlier`: the calls before it, as "<tool> <argv>"."""
     joined = " ".join(argv)
     for index, rule in enumerate(rules):
-        if rule["tool"] == tool and re.search(rule["match"], joined):
+        if rule["tool"] != tool or not re.search(rule["match"], joined):
+            continue
+        if "after" not in rule or any(re.search(rule["after"], call) for call in earlier):
             return index
     return None
 
@@ -58,17 +64,20 @@ def main() -> int:
     rules = json.loads(Path(rules_file).read_text() if rules_file else os.environ.get("FAKE_RULES", "[]"))
     log_path = os.environ["FAKE_LOG"]
 
-    rule = matching_rule(rules, tool, argv)
-    earlier_calls = 0
-    if rule is not None and os.path.exists(log_path):
-        steps_on = rules[rule].get("steps_on")
+    history = []
+    if os.path.exists(log_path):
         with open(log_path, encoding="utf-8") as log:
-            for line in log:
-                call = json.loads(line)
-                if steps_on is None:
-                    earlier_calls += matching_rule(rules, call["tool"], call["argv"]) == rule
-                else:
-                    earlier_calls += call["tool"] == tool and re.search(steps_on, " ".join(call["argv"])) is not None
+            history = [json.loads(line) for line in log]
+    said = [" ".join([call["tool"], *call["argv"]]) for call in history]
+    rule = matching_rule(rules, tool, argv, said)
+    earlier_calls = 0
+    if rule is not None:
+        steps_on = rules[rule].get("steps_on")
+        for index, call in enumerate(history):
+            if steps_on is None:
+                earlier_calls += matching_rule(rules, call["tool"], call["argv"], said[:index]) == rule
+            else:
+                earlier_calls += call["tool"] == tool and re.search(steps_on, " ".join(call["argv"])) is not None
 
     with open(log_path, "a", encoding="utf-8") as log:
         files = {arg: Path(arg).read_text(encoding="utf-8") for arg in argv if os.path.isfile(arg)}

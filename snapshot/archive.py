@@ -117,6 +117,10 @@ def canonical(document: Any) -> bytes:
     return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+# A keys.jsonl line as canonical() writes {"key", "leased", "value"}: the only form the reader accepts.
+LINE_START, LINE_LEASED, LINE_VALUE, LINE_END = b'{"key":"', b'","leased":', b',"value":"', b'"}\n'
+
+
 @dataclass(frozen=True)
 class Key:
     """One etcd key and value as stored; leased: it carried a lease that the restore gives it afresh."""
@@ -126,8 +130,11 @@ class Key:
     leased: bool = False
 
     def line(self) -> bytes:
-        record = {"key": b64(self.key), "value": b64(self.value), "leased": self.leased}
-        return canonical(record) + b"\n"
+        """The record in canonical JSON (sorted keys, no spaces), formatted directly: base64 needs no JSON escape,
+        and this is the hot path of a snapshot (json.dumps took four times as long)."""
+        leased = b"true" if self.leased else b"false"
+        key, value = base64.b64encode(self.key), base64.b64encode(self.value)
+        return b"".join((LINE_START, key, LINE_LEASED, leased, LINE_VALUE, value, LINE_END))
 
 
 def b64(data: bytes) -> str:
@@ -365,19 +372,21 @@ def is_created(text: str) -> bool:
 
 
 def parse_line(line: bytes, prefix: bytes) -> Key:
+    """One line exactly as Key.line writes it (base64 holds no quote, so the split cannot be fooled)."""
     try:
-        record = json.loads(line.decode("utf-8"))
-        if not isinstance(record, dict) or set(record) != {"key", "value", "leased"}:
-            raise ValueError("fields")
-        if type(record["leased"]) is not bool:
+        if not (line.startswith(LINE_START) and line.endswith(LINE_END[:-1])):
+            raise ValueError("not a key record")
+        key_text, rest = line[len(LINE_START) : -len(LINE_END) + 1].split(LINE_LEASED, 1)
+        leased, value_text = rest.split(LINE_VALUE, 1)
+        if leased not in (b"true", b"false"):
             raise ValueError("leased")
-        key = base64.b64decode(record["key"], validate=True)
-        value = base64.b64decode(record["value"], validate=True)
-    except (ValueError, TypeError, UnicodeError, binascii.Error, RecursionError):
+        key = base64.b64decode(key_text, validate=True)
+        value = base64.b64decode(value_text, validate=True)
+    except (ValueError, binascii.Error):
         raise Refused("keys.jsonl holds a line that is not a key record") from None
     if not key.startswith(prefix) or b"\0" in key:
         raise Refused(f"keys.jsonl holds a key outside {prefix.decode()}: {key[:80]!r}")
-    return Key(key, value, record["leased"])
+    return Key(key, value, leased == b"true")
 
 
 def read_secrets(data: bytes) -> dict[str, dict[str, Any]]:

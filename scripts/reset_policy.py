@@ -59,9 +59,10 @@ class Decision:
 
 
 def parse_state(printed: str, bound_now: str = "") -> MachineState:
-    """The machine's state from what it printed; of a field printed twice the first counts, other lines none."""
+    """The machine's state from what it printed; of a field printed twice the first counts, other lines none.
+    Lines end at "\\n" only: a mark file written on Windows keeps its "\\r" in its values, as the shell read it."""
     marked, mark, found = False, {}, []
-    for line in printed.splitlines():
+    for line in printed.split("\n"):
         key, separator, value = line.partition("=")
         if line == "mark=present":
             marked = True

@@ -194,6 +194,85 @@ MUTANTS = (
         'gpu_pod("webhook-probe", 0, 0) | {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}',
         ("tests/test_validation.py", "tests/test_validation_edges.py"),
     ),
+    Mutant(
+        "reset policy: a machine of this lab now bound to another cluster reset as the lab's",
+        "scripts/reset_policy.py",
+        'if state.bound_now in ("", marked_binding, join.binding):',
+        "if True:",
+        ("tests/test_reset_policy.py",),
+    ),
+    Mutant(
+        "reset policy: a machine of this lab bound to this tenant no longer the lab's",
+        "scripts/reset_policy.py",
+        'if state.bound_now in ("", marked_binding, join.binding):',
+        'if state.bound_now in ("", marked_binding):',
+        ("tests/test_reset_policy.py",),
+    ),
+    Mutant(
+        "reset policy: marks told apart by lab name, not by the stack's identity",
+        "scripts/reset_policy.py",
+        "elif identity == join.identity:",
+        "elif lab == join.lab_id:",
+        ("tests/test_reset_policy.py",),
+    ),
+    Mutant(
+        "reset policy: Kubernetes state of another cluster reset without adopt",
+        "scripts/reset_policy.py",
+        "    if join.adopt:\n",
+        "    if True:\n",
+        ("tests/test_reset_policy.py",),
+    ),
+    Mutant(
+        "reset policy: a clean machine without a mark refused",
+        "scripts/reset_policy.py",
+        """    if not state.marked:
+        if not found:""",
+        """    if not state.marked:
+        if False:""",
+        ("tests/test_reset_policy.py",),
+    ),
+    Mutant(
+        "reset policy: a line that only starts like the mark's counts as one",
+        "scripts/reset_policy.py",
+        'if line == "mark=present":',
+        'if line.startswith("mark=present"):',
+        ("tests/test_reset_policy.py",),
+    ),
+    Mutant(
+        "reset policy: an empty identity accepted",
+        "scripts/reset_policy.py",
+        "if not args.identity:",
+        "if False:",
+        ("tests/test_reset_policy.py",),
+    ),
+    Mutant(
+        "reset policy: join-worker.sh resets a machine the policy refuses",
+        "scripts/join-worker.sh",
+        '*) die "${decision#* }" ;; # refuse',
+        '*) log "${decision#* }" ;; # refuse',
+        ("tests/test_machine_ssh.py::test_a_machine_of_another_cluster_is_refused_naming_what_was_found",),
+    ),
+    Mutant(
+        "reset policy: join-worker.sh hides the kubelet's binding from the policy",
+        "scripts/join-worker.sh",
+        '--bound-now "$bound_now"',
+        '--bound-now ""',
+        ("tests/test_machine_ssh.py::test_a_machine_of_another_cluster_is_refused_naming_what_was_found",),
+    ),
+    Mutant(
+        "reset policy: join-worker.sh ignores adopt: true",
+        "scripts/join-worker.sh",
+        '--adopt "${ADOPT:-false}"',
+        "--adopt false",
+        ("tests/test_machine_ssh.py::test_an_adopted_machine_of_another_cluster_is_reset_with_a_warning",),
+    ),
+    Mutant(
+        "reset policy: join-worker.sh goes on when the policy could not run",
+        "scripts/join-worker.sh",
+        'die "$NODE: could not decide whether it may be reset ($reset_policy failed, see above)"',
+        "true",
+        ("tests/test_machine_ssh.py::test_a_machine_whose_reset_could_not_be_decided_is_left_as_it_is",),
+    ),
 )
 
 

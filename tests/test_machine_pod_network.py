@@ -6,9 +6,6 @@ when it starts, and a flannel pod that started before is replaced. A machine tha
 flannel's own choice.
 """
 
-# The fixture `tenant_ca` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import re
@@ -17,7 +14,7 @@ import pytest
 
 from tests.sshd import machine_fakes
 from tests.test_machine_ssh import BINDING, JOIN, MARK, NODE, RESET, STATE, bound_to, join, joinable
-from tests.test_scripts import ENDPOINT, reply, tenant_ca  # noqa: F401 (fixture)
+from tests.test_scripts import ENDPOINT, reply
 
 # flannel-io/flannel pkg/subnet/kube/annotations.go@v0.28.9: the Node annotation flanneld reads at start as the
 # address whose interface it takes (kube.go GetStoredPublicIP, main.go), and the one it writes with the address it

@@ -5,9 +5,6 @@ pulumi-command runs them for a machine worker: the same scripts as for container
 with NODE_TRANSPORT=ssh. What the machine runs is recorded by fake tools there.
 """
 
-# The fixture `tenant_ca` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import getpass
@@ -21,18 +18,15 @@ import pytest
 import yaml
 
 from tests.sshd import machine_fakes
-from tests.test_join_worker import other_tenant_ca  # noqa: F401 (fixture)
-from tests.test_scripts import (  # noqa: F401
+from tests.test_scripts import (
     ENDPOINT,
     ROOT,
     SCRIPTS,
     TENANT_KUBECONFIG,
     b64,
-    fakes,
     reply,
     spki_sha256,
     tenant_api,
-    tenant_ca,
     write_shims,
 )
 
@@ -47,27 +41,6 @@ LAB_ID, OTHER_LAB = "kamaji-hami-lab/dev/kamaji", "kamaji-hami-lab/prod/gpu-lab"
 IDENTITY, OTHER_IDENTITY = "5f0c3a9e7d21b4c86e93f1a0d7b2c458", "0b7e1d94c3a2f58e6d10c9b7a4e3f2d1"
 TENANT = "tenant-a"
 FOREIGN = "10.0.0.9:6443"
-
-
-@pytest.fixture
-def machine(tmp_path):
-    fakes = machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl"))
-    yield fakes
-    fakes.stop()
-
-
-# What kubeadm join looks up in PATH, mandatory or not (kubernetes/kubernetes
-# cmd/kubeadm/app/preflight/checks_linux.go addExecChecks, as indexed for v1.36).
-KUBEADM_EXECUTABLES = ("ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc", "touch")
-
-
-@pytest.fixture
-def probed(tmp_path):
-    """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
-    fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
-                                     "nvidia-ctk", "sysctl", "crictl", *KUBEADM_EXECUTABLES))
-    yield fakes
-    fakes.stop()
 
 
 def bound_to(machine, server: str, ca_pem: str):

@@ -6,7 +6,6 @@ How join-worker.sh reads a machine over ssh and acts on the decision: tests/test
 from __future__ import annotations
 
 import ast
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.script_module import script_module
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "reset_policy.py"
-spec = importlib.util.spec_from_file_location("reset_policy", SCRIPT)
-reset_policy = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as `import` would
-spec.loader.exec_module(reset_policy)
+reset_policy = script_module("reset_policy")
 MachineState, ThisJoin = reset_policy.MachineState, reset_policy.ThisJoin
 
 NODE = "m1"

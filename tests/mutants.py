@@ -195,6 +195,20 @@ MUTANTS = (
         ("tests/test_validation.py", "tests/test_validation_edges.py"),
     ),
     Mutant(
+        "preflight: a rootless Docker no longer refused",
+        "scripts/preflight.py",
+        "check_remote_docker(host) + check_rootless_docker(info) + ",
+        "check_remote_docker(host) + ",
+        ("tests/test_preflight_docker_host.py",),
+    ),
+    Mutant(
+        "preflight: an unreadable docker info checked as an empty one, without a warning",
+        "scripts/preflight.py",
+        'return None, [Finding("warning", "could not read `docker info`; the Docker host checks were skipped")]',
+        "return {}, []",
+        ("tests/test_preflight_docker_host.py",),
+    ),
+    Mutant(
         "reset policy: a machine of this lab now bound to another cluster reset as the lab's",
         "scripts/reset_policy.py",
         'if state.bound_now in ("", marked_binding, join.binding):',

@@ -127,7 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.identity:
         parser.error("--identity is empty: an empty identity would match every mark without one")
     join = ThisJoin(args.node, args.lab_id, args.identity, args.binding, args.adopt == "true")
-    decision = decide(parse_state(sys.stdin.read(), args.bound_now), join)
+    # The mark is a file on someone's machine: bytes that are no UTF-8 must not stop the decision.
+    printed = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    decision = decide(parse_state(printed, args.bound_now), join)
     print(f"{decision.action} {decision.reason}")
     return 0
 

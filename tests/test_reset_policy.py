@@ -180,6 +180,14 @@ def test_the_command_reads_the_binding_of_the_kubelet_now_from_its_argument():
     assert unbound.stdout.startswith("reset ")
 
 
+def test_a_mark_that_is_no_utf8_is_still_judged():
+    done = subprocess.run([sys.executable, "-I", str(SCRIPT), *JOIN_ARGS], capture_output=True, check=False,
+                          input=b"mark=present\nmark_lab=caf\xe9-lab\nmark_id=\xff\xfe\nfound=/var/lib/etcd/member\n")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().startswith("refuse ") and "lab mark: caf\ufffd-lab \ufffd\ufffd" in done.stdout.decode()
+
+
 def test_an_empty_identity_is_refused_as_it_would_match_every_mark_without_one():
     done = decide_as_join_worker_does("--node", NODE, "--lab-id", LAB_ID, "--identity", "", "--binding", THIS,
                                       stdin="mark=present\nfound=/etc/kubernetes/kubelet.conf\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.sshd import KUBEADM_EXECUTABLES
-from tests.test_machine_ssh import BINDING, FACTS_OF_A_READY_MACHINE, bound_to, check
+from tests.test_machine_ssh import FACTS_OF_A_READY_MACHINE, bound_to, check, unbound
 from tests.test_scripts import ENDPOINT, reply, tenant_api
 
 PROBE = r"(?s)^60 sh -c .*kubeadm version"
@@ -73,7 +73,7 @@ def test_a_kubeadm_of_the_tenants_minor_joins_at_any_patch(machine, kubeadm):
 def test_a_machine_to_be_joined_with_an_older_kubeadm_is_refused(machine, tenant_ca):
     # Not joined at all: its kubelet.conf cannot be read.
     machine.on("machine-timeout", PROBE, facts(kubeadm="v1.35.9", kubelet="Kubernetes v1.35.9"))
-    machine.on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(machine)
 
     result = check(machine, "10.0.0.1:6443")
 

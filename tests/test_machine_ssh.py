@@ -47,6 +47,11 @@ def bound_to(machine, server: str, ca_pem: str):
     return machine.on("machine-kubectl", BINDING, f"{server} {b64(ca_pem)}")
 
 
+def unbound(machine):
+    """The machine's kubelet is bound to nothing: there is no kubelet.conf for kubectl to read."""
+    return machine.on("machine-kubectl", BINDING, reply(exit=1))
+
+
 def binding(server: str, ca_pem: str) -> str:
     """A binding as the mark holds it: host:port and the CA's pin."""
     return f"{server} sha256:{spki_sha256(ca_pem)}"
@@ -85,7 +90,7 @@ def the_mark(tenant_ca: str) -> str:
 
 
 def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_ca):
-    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, tenant_ca))
 
     result = join(machine)
 
@@ -103,7 +108,7 @@ def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_c
 
 
 def test_a_clean_machine_without_a_mark_is_joined_with_no_reset_at_all(machine, tenant_ca):
-    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, tenant_ca))
 
     result = join(machine)
 
@@ -118,7 +123,7 @@ def test_each_retry_checks_the_mark_again_right_before_it_resets(machine, tenant
     # Clean at first; after the failed attempt it holds this join's mark and a half-written /etc/kubernetes.
     joinable(machine, tenant_ca, "", holding("/etc/kubernetes/pki/ca.crt", lab=LAB_ID, tenant=TENANT,
                                              bound=binding(ENDPOINT, tenant_ca)), joins=(reply(exit=1), reply()))
-    machine.on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(machine)
 
     result = join(machine)
 
@@ -132,7 +137,7 @@ def test_each_retry_checks_the_mark_again_right_before_it_resets(machine, tenant
 def test_a_reset_that_fails_keeps_the_mark_and_fails_the_join(machine, tenant_ca):
     joinable(machine, tenant_ca, holding("/etc/kubernetes/bootstrap-kubelet.conf", lab=LAB_ID, tenant=TENANT),
              resets=(reply(stderr="kubeadm: reset timed out\n", exit=1),))
-    machine.on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(machine)
 
     result = join(machine)
 
@@ -148,7 +153,7 @@ def test_a_reset_that_fails_keeps_the_mark_and_fails_the_join(machine, tenant_ca
      [{"name": "node-labels", "value": "gpu=on"}, {"name": "node-ip", "value": "10.1.0.7"}]),
 ], ids=["none", "labels", "labels-and-ip"])
 def test_the_kubelet_registers_its_labels_and_address_itself(machine, tenant_ca, env, extra_args):
-    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, tenant_ca))
 
     assert join(machine, **env).returncode == 0
     (joined,) = machine.calls("machine-sh", JOIN)
@@ -245,7 +250,7 @@ def test_an_adopted_machine_of_another_cluster_is_reset_with_a_warning(machine, 
 def test_a_machine_whose_reset_could_not_be_decided_is_left_as_it_is(machine, tenant_ca):
     # This lab's mark: the policy would reset it, had it answered.
     joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID, tenant=TENANT))
-    machine.on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(machine)
     write_shims(machine.bin, ("python3",))
     machine.on("python3", "reset_policy.py", reply(stderr="python3: No module named encodings\n", exit=1))
 
@@ -270,7 +275,7 @@ def test_the_look_at_the_machine_sees_a_kubelet_that_kubeadm_did_not_set_up(look
     # No kubeadm file on this machine (the test host's filesystem), but a running kubelet, pods in the CRI
     # (crictl pods -q prints one sandbox ID per line, kubernetes-sigs/cri-tools cmd/crictl/sandbox.go @v1.36.0)
     # and flannel's bridge.
-    tenant_api(looked_at, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(tenant_api(looked_at, tenant_ca))
     looked_at.on("machine-systemctl", "is-active kubelet", "active\n")
     looked_at.on("machine-timeout", "crictl", "5c3e0f2a91d4\n8b1d77e0c2a9\n")
     looked_at.on("machine-ip", "link show cni0", "4: cni0: <BROADCAST,MULTICAST,UP> mtu 1450\n")
@@ -349,7 +354,7 @@ def test_a_machine_behind_a_bastion_is_reached_through_it(machine, tenant_ca, tm
 
 
 def test_without_a_host_key_nothing_reaches_the_machine_and_no_token_is_made(machine, tenant_ca):
-    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, tenant_ca))
 
     result = join(machine, SSH_HOST_KEY="")
 
@@ -427,7 +432,7 @@ def test_unregistering_mock_gpus_removes_the_timer_and_its_files(machine, tenant
     if bound == "this-tenant":
         bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
     else:
-        machine.on("machine-kubectl", BINDING, reply(exit=1))
+        unbound(machine)
 
     result = unregister(machine)
 

@@ -20,7 +20,8 @@
 # Kubernetes state and no mark is joined with no reset at all. Kubernetes state
 # without this lab's mark (another cluster's node: a reset would delete its
 # containers and certificates) is refused, naming what was found, unless its config
-# says adopt: true (ADOPT). The mark is checked again right before every reset.
+# says adopt: true (ADOPT). The mark is checked again right before every reset; the decision is
+# scripts/reset_policy.py's.
 #
 # env:    KUBECONFIG_DATA  tenant admin kubeconfig
 #         NODE             worker container or machine name = Kubernetes node name
@@ -178,41 +179,27 @@ for link in cni0 flannel.1; do
 done
 exit 0'
 
-# mark_of FIELD: a field of the mark machine_is_ours last read (lab, id, tenant, binding).
-machine_state=
-mark_of() { sed -n "s/^mark_$1=//p" <<<"$machine_state" | head -n 1; }
-
 # machine_is_ours: whether this lab may reset the machine; refuses (exits) when the machine holds
-# Kubernetes state that is not provably this lab's. Reads the machine afresh on every call.
+# Kubernetes state that is not provably this lab's. Reads the machine afresh on every call; what that
+# state allows is scripts/reset_policy.py's decision, made on this host.
+reset_policy=$(dirname "${BASH_SOURCE[0]}")/reset_policy.py
 machine_is_ours() {
-	local found binding_now
-	machine_state=$(node_exec sh -c "$in_machine_state" state "$lab_marker" "$cri_socket") ||
+	local state bound_now decision
+	state=$(node_exec sh -c "$in_machine_state" state "$lab_marker" "$cri_socket") ||
 		die "$NODE: could not read its state over ssh"
-	found=$(sed -n 's/^found=//p' <<<"$machine_state" | paste -sd',' - | sed 's/,/, /g')
-	binding_now=$(node_binding)
-	if ! grep -qx mark=present <<<"$machine_state"; then
-		if [[ -z $found ]]; then
-			log "$NODE holds no Kubernetes state and no mark; joining it without a reset"
-			return 1
-		fi
-	elif [[ $(mark_of id) == "$LAB_IDENTITY" ]]; then
-		if [[ -z $binding_now || $binding_now == "$(mark_of binding)" || $binding_now == "$endpoint $ca_hash" ]]; then
-			log "$NODE carries this lab's mark (tenant $(mark_of tenant)); resetting it"
-			return 0
-		fi
-		[[ ${ADOPT:-false} == true ]] ||
-			die "$NODE carries this lab's mark (tenant $(mark_of tenant), bound to $(mark_of binding)), but its kubelet is now bound to $binding_now, which this lab never joined it to (reset by hand and joined elsewhere?); a reset would take it from that cluster. If it may be wiped, set adopt: true on it"
-	elif [[ -z $(mark_of id) && ${ADOPT:-false} != true && -n $found ]]; then
-		die "$NODE carries the mark of an earlier kamaji-hami-lab (lab=$(mark_of lab)), which named a lab only by project, stack and cluster name: two clones with default names would take each other's machines. Marks now hold a random identity kept in this stack's state, which this mark lacks, so the lab cannot tell it is its own. Found: $found. If this machine is this lab's, set adopt: true on it for one pulumi up: the join then resets it and marks it as this stack's"
-	elif [[ -z $found ]]; then
-		log "$NODE holds no Kubernetes state (its mark names lab $(mark_of lab)); joining it without a reset"
+	bound_now=$(node_binding)
+	decision=$(python3 "$reset_policy" --node "$NODE" --lab-id "$LAB_ID" --identity "$LAB_IDENTITY" \
+		--binding "$endpoint $ca_hash" --bound-now "$bound_now" --adopt "${ADOPT:-false}" <<<"$state") ||
+		die "$NODE: could not decide whether it may be reset ($reset_policy failed, see above)"
+	case ${decision%% *} in
+	join)
+		log "${decision#* }"
 		return 1
-	fi
-	if [[ ${ADOPT:-false} == true ]]; then
-		warn "$NODE holds Kubernetes state (${found:-none}) that is not provably this lab's (mark: $(mark_of lab) $(mark_of id)); adopt: true, so resetting it"
-		return 0
-	fi
-	die "$NODE holds Kubernetes state that is not this lab's, and a reset would delete it: found $found; bound to ${binding_now:-no API server}; lab mark: $(mark_of lab) $(mark_of id) (this lab is $LAB_ID $LAB_IDENTITY). Check the machine's address; if it may be wiped, set adopt: true on it"
+		;;
+	reset) log "${decision#* }" ;;
+	adopt) warn "${decision#* }" ;;
+	*) die "${decision#* }" ;; # refuse
+	esac
 }
 
 # reset_if_ours: reset the node, a machine only once it is proven this lab's (or adopted), checked

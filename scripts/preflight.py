@@ -255,67 +255,80 @@ def _is_remote(endpoint: str) -> bool:
     return address.rsplit(":", 1)[0] not in LOCAL_HOSTS and address not in LOCAL_HOSTS
 
 
-def check_docker_host(host: Host) -> list[Finding]:
-    """Refuse daemons whose containers or MetalLB addresses the lab cannot use as it runs them.
-
-    The MetalLB addresses live on the kind bridge inside the daemon's network
-    namespace: the host reaches them only when the daemon runs as root on this
-    host (moby/moby#43625 for rootless).
-    """
+def docker_info(host: Host) -> tuple[dict | None, list[Finding]]:
+    """`docker info` as JSON, which the Docker host checks need, or None: with no docker or no daemon
+    (check_tools and check_docker_daemon report those), or an answer that is no JSON (a warning)."""
     if host.which("docker") is None:
-        return []
+        return None, []
     status, answer = host.run(["docker", "info", "--format", "{{json .}}"])
     if status != 0:
-        return []  # reported by check_docker_daemon
+        return None, []
     try:
-        info = json.loads(answer)
+        return json.loads(answer), []
     except json.JSONDecodeError:
-        return [Finding("warning", "could not read `docker info`; the Docker host checks were skipped")]
-    findings = []
+        return None, [Finding("warning", "could not read `docker info`; the Docker host checks were skipped")]
+
+
+def check_remote_docker(host: Host) -> list[Finding]:
+    """The kind network and its MetalLB addresses are on the daemon's machine, reachable from that one only."""
     endpoint = docker_endpoint(host)
-    if _is_remote(endpoint):
-        findings.append(
-            Finding(
-                "error",
-                f"docker talks to a remote daemon ({endpoint}): the kind network and its MetalLB addresses "
-                "(the tenant API servers) would be on that machine, out of this host's reach",
-                "run the lab on the Docker host itself: unset DOCKER_HOST, or docker context use default",
-            )
+    if not _is_remote(endpoint):
+        return []
+    return [
+        Finding(
+            "error",
+            f"docker talks to a remote daemon ({endpoint}): the kind network and its MetalLB addresses "
+            "(the tenant API servers) would be on that machine, out of this host's reach",
+            "run the lab on the Docker host itself: unset DOCKER_HOST, or docker context use default",
         )
-    if any("name=rootless" in option for option in info.get("SecurityOptions") or []):
-        findings.append(
-            Finding(
-                "error",
-                "Docker runs rootless: its networks live in a user namespace, so the tenant API servers' "
-                "MetalLB addresses are unreachable from the host (moby/moby#43625)",
-                "use the root Docker daemon: docker context use default "
-                "(or install Docker Engine: https://docs.docker.com/engine/install/)",
-            )
+    ]
+
+
+def check_rootless_docker(info: dict) -> list[Finding]:
+    """The MetalLB addresses live on the kind bridge inside the daemon's network namespace: the host
+    reaches them only when the daemon runs as root (moby/moby#43625 for rootless)."""
+    if not any("name=rootless" in option for option in info.get("SecurityOptions") or []):
+        return []
+    return [
+        Finding(
+            "error",
+            "Docker runs rootless: its networks live in a user namespace, so the tenant API servers' "
+            "MetalLB addresses are unreachable from the host (moby/moby#43625)",
+            "use the root Docker daemon: docker context use default "
+            "(or install Docker Engine: https://docs.docker.com/engine/install/)",
         )
+    ]
+
+
+def check_docker_storage(info: dict) -> list[Finding]:
     driver = str(info.get("Driver", "")).lower()
     backing = {key: value for key, value in info.get("DriverStatus") or [] if isinstance(key, str)}
     backing_fs = str(backing.get("Backing Filesystem", "")).lower()
-    if driver in DEV_MAPPER_DRIVERS or backing_fs in DEV_MAPPER_BACKING_FILESYSTEMS:
-        findings.append(
-            Finding(
-                "error",
-                f"Docker stores containers on {driver}{f' over {backing_fs}' if backing_fs else ''}; kind mounts "
-                "/dev/mapper into nodes on such hosts so the kubelet finds its disk, and the lab's workers do not",
-                "use a Docker host whose storage driver is overlay2 on ext4 (docker info -f '{{.Driver}}')",
-            )
+    if driver not in DEV_MAPPER_DRIVERS and backing_fs not in DEV_MAPPER_BACKING_FILESYSTEMS:
+        return []
+    return [
+        Finding(
+            "error",
+            f"Docker stores containers on {driver}{f' over {backing_fs}' if backing_fs else ''}; kind mounts "
+            "/dev/mapper into nodes on such hosts so the kubelet finds its disk, and the lab's workers do not",
+            "use a Docker host whose storage driver is overlay2 on ext4 (docker info -f '{{.Driver}}')",
         )
+    ]
+
+
+def check_proxies(host: Host) -> list[Finding]:
     proxies = sorted({name for name in PROXY_VARIABLES if host.env.get(name)} | _docker_client_proxies(host))
-    if proxies:
-        findings.append(
-            Finding(
-                "error",
-                f"a proxy is configured ({', '.join(proxies)}); kind passes it into its nodes, "
-                "the lab's workers get none and could not pull their images",
-                "if this host reaches the registries directly, unset the proxy variables "
-                "(and the proxies of ~/.docker/config.json) for make up",
-            )
+    if not proxies:
+        return []
+    return [
+        Finding(
+            "error",
+            f"a proxy is configured ({', '.join(proxies)}); kind passes it into its nodes, "
+            "the lab's workers get none and could not pull their images",
+            "if this host reaches the registries directly, unset the proxy variables "
+            "(and the proxies of ~/.docker/config.json) for make up",
         )
-    return findings
+    ]
 
 
 def _docker_client_proxies(host: Host) -> set[str]:
@@ -759,11 +772,18 @@ def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:
     findings = check_python(host) + check_tools(host, mode.tools()) + check_versions(host, mode.tools())
     if not mode.docker:
         return findings  # the rest is about the Docker host and the node containers it runs
+    # The Docker host whose containers or MetalLB addresses the lab cannot use as it runs them is refused;
+    # without a readable `docker info` none of that is checked.
+    info, docker_host = docker_info(host)
+    if info is not None:
+        docker_host = (
+            check_remote_docker(host) + check_rootless_docker(info) + check_docker_storage(info) + check_proxies(host)
+        )
     return (
         findings
         + check_docker_daemon(host)
         + check_kind_network(host, mode)
-        + check_docker_host(host)
+        + docker_host
         + check_sysctls(host)
         + check_swap(host)
         + check_kernel(host)

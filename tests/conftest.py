@@ -1,8 +1,11 @@
 """Plans of the dev stack, made once per test session (tests only read them)."""
 
 import os
+import shlex
 import shutil
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +13,8 @@ import pytest
 from tests.etcd_pods import stop_shared
 from tests.plan import dev_config, plan
 from tests.real_etcd import start_etcd
+from tests.sshd import KUBEADM_EXECUTABLES, machine_fakes
+from tests.test_scripts import Fakes
 
 
 def under_mutmut_stats() -> bool:
@@ -45,6 +50,12 @@ def up_plan(shared):
 
 
 @pytest.fixture
+def preview_plan(shared):
+    """The dev stack as a first `pulumi preview` on an empty stack."""
+    return shared("dev-True", lambda: plan(dev_config(), preview=True))
+
+
+@pytest.fixture
 def machine_plan(shared):
     """`machine_plan(gpus, preview)`: every tenant on machines, on an existing cluster (no Docker anywhere)."""
     from tests.test_machines import EXISTING, MOCK_GPU_TENANT, REAL_GPU_TENANT, SECRETS
@@ -53,6 +64,20 @@ def machine_plan(shared):
         tenant = MOCK_GPU_TENANT if gpus == "mock" else REAL_GPU_TENANT
         config = dev_config(tenants=[tenant], **EXISTING)
         return shared(f"machines-{gpus}-{preview}", lambda: plan(config, preview=preview, secrets=SECRETS))
+
+    return get
+
+
+@pytest.fixture
+def existing_plan(shared):
+    """`existing_plan(pieces, preview)`: the lab on an existing cluster with its pieces "installed" or "provided"."""
+    from tests.test_management_modes import EXISTING_KUBECONFIG, INSTALLED, PROVIDED
+
+    def get(pieces: str, preview: bool):
+        modes = INSTALLED if pieces == "installed" else PROVIDED
+        secrets = {"managementKubeconfig": EXISTING_KUBECONFIG}
+        config = dev_config(**modes)
+        return shared(f"existing-{pieces}-{preview}", lambda: plan(config, preview=preview, secrets=secrets))
 
     return get
 
@@ -68,6 +93,53 @@ def real_etcd(request):
 
     request.addfinalizer(stop)
     return server
+
+
+@pytest.fixture
+def fakes(tmp_path):
+    """Fake host tools (docker, kind, kubectl...) for one script run (tests/test_scripts.py)."""
+    return Fakes(tmp_path)
+
+
+def throwaway_ca(directory: Path, name: str) -> str:
+    """A self-signed CA certificate (PEM) made by the openssl CLI, as a tenant's would be."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make a throwaway CA")
+    subprocess.run(
+        shlex.split("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1")
+        + ["-subj", f"/CN={name}", "-keyout", str(directory / "ca.key"), "-out", str(directory / "ca.crt")],
+        check=True,
+        capture_output=True,
+    )
+    return (directory / "ca.crt").read_text()
+
+
+@pytest.fixture(scope="module")
+def tenant_ca(tmp_path_factory) -> str:
+    return throwaway_ca(tmp_path_factory.mktemp("ca"), "ca")
+
+
+@pytest.fixture(scope="module")
+def other_tenant_ca(tmp_path_factory) -> str:
+    """Another tenant's CA, or a replaced control plane's."""
+    return throwaway_ca(tmp_path_factory.mktemp("other-ca"), "other")
+
+
+@pytest.fixture
+def machine(tmp_path):
+    """A machine worker behind a loopback sshd (tests/sshd.py) whose shell and node tools are fakes."""
+    fakes = machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl"))
+    yield fakes
+    fakes.stop()
+
+
+@pytest.fixture
+def probed(tmp_path):
+    """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
+    fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
+                                     "nvidia-ctk", "sysctl", "crictl", *KUBEADM_EXECUTABLES))
+    yield fakes
+    fakes.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -26,6 +26,9 @@ from tests.test_scripts import Fakes, write_shims
 
 SSHD = Path("/usr/sbin/sshd")
 MACHINE = "machine-"
+# What kubeadm join looks up in PATH, mandatory or not (kubernetes/kubernetes
+# cmd/kubeadm/app/preflight/checks_linux.go addExecChecks, as indexed for v1.36).
+KUBEADM_EXECUTABLES = ("ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc", "touch")
 
 
 def free_port() -> int:

@@ -1,11 +1,8 @@
 """scripts/check-address-pool.sh refuses a pool that overlaps addresses in use on the kind network."""
 
-# The fixture `fakes` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
-from tests.test_scripts import fakes, reply  # noqa: F401 (fixture)
+from tests.test_scripts import reply
 
 POOL = "172.18.149.0-172.18.149.50"
 # docker network inspect with the script's format: IPAM ranges | containers (name=address/prefix).

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from components.gpus import GPU_CATALOGUE
+from tests.script_module import script_module
 from validation.checks import CHECKS
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "CONTRIBUTING.md",
          ROOT / "validation" / "README.md")
-spec = importlib.util.spec_from_file_location("preflight", ROOT / "scripts" / "preflight.py")
-preflight = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as `import` would
-spec.loader.exec_module(preflight)
+preflight = script_module("preflight")
 
 
 def prose(path: Path) -> str:

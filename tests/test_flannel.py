@@ -144,9 +144,9 @@ def test_an_all_plain_tenant_keeps_the_charts_arguments_and_joins_without_an_int
 
 @pytest.mark.parametrize("key, value", [("flannelInterface", "bond0"), ("flannelInterface", "10.2.0.13"),
                                         ("nodeIp", "10.1.0.13")])
-def test_naming_an_interface_on_one_machine_touches_only_that_machines_join(key, value):
+def test_naming_an_interface_on_one_machine_touches_only_that_machines_join(key, value, shared):
     plain = [{k: v for k, v in m.items() if k not in ("flannelInterface", "nodeIp")} for m in MIXED]
-    first_up = lab_of(plain, preview=False)
+    first_up = shared("flannel-plain-machines-up", lambda: lab_of(plain, preview=False))
     named = [*plain[:2], {**plain[2], key: value}]
 
     later = lab_of(named, previous=first_up)

@@ -181,8 +181,8 @@ def test_other_layouts_register_what_they_configure():
     assert ready.inputs["environment"]["DEVICE_PLUGIN"] == "hami-mock-device-plugin"
 
 
-def test_registration_is_stable_between_runs():
-    assert registrations(plan(dev_config(), preview=True)) == registrations(plan(dev_config(), preview=True))
+def test_registration_is_stable_between_runs(preview_plan):
+    assert registrations(preview_plan) == registrations(plan(dev_config(), preview=True))
 
 
 def test_registration_runs_after_the_join_and_again_for_a_new_container(dev_plan):
@@ -260,11 +260,10 @@ def test_catalogue_rejects_unknown_models_without_memory():
         parse_settings(dev_config(tenants=[{"name": "a", "gpus": [{"model": "NVIDIA B200"}]}]))
 
 
-def test_kubeconfig_of_the_right_tenant_gates_gpu_readiness():
-    gated = plan(dev_config(), preview=False)
-    for ready in gated.commands("wait-gpus.sh"):
+def test_kubeconfig_of_the_right_tenant_gates_gpu_readiness(up_plan):
+    for ready in up_plan.commands("wait-gpus.sh"):
         tenant = "tenant-a" if "tenant-a" in ready.inputs["environment"]["NODES"] else "tenant-b"
-        assert gated.tenant_server(tenant) in ready.inputs["environment"]["KUBECONFIG_DATA"]
+        assert up_plan.tenant_server(tenant) in ready.inputs["environment"]["KUBECONFIG_DATA"]
 
 
 def chart_reference(image: dict) -> str:
@@ -285,9 +284,10 @@ DIGEST = "@sha256:" + "ab" * 32
         "projecthami/mock-device-plugin:1.0.2",
     ],
 )
-def test_the_mock_device_plugin_runs_the_configured_image(reference):
-    overrides = {} if reference.startswith("docker.io/") else {"mockDevicePluginImage": reference}
-    for release in hami_releases(plan(dev_config(**overrides), preview=True)):
+def test_the_mock_device_plugin_runs_the_configured_image(reference, preview_plan):
+    default = reference.startswith("docker.io/")
+    lab = preview_plan if default else plan(dev_config(mockDevicePluginImage=reference), preview=True)
+    for release in hami_releases(lab):
         image = release.inputs["values"]["mockDevicePlugin"]["image"]
         assert chart_reference(image) == reference
         # the chart's tag field carries the tag (and any digest); the repository never does

@@ -1,14 +1,11 @@
 """Host-side scripts on hosts that differ from the happy path (fake docker/kind/kubectl)."""
 
-# The fixture `fakes` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import pytest
 
 from components.kind_management_cluster import KIND_NETWORK
-from tests.test_scripts import MANAGEMENT_KUBECONFIG, TENANT_KUBECONFIG, b64, fakes, reply, run_kind_up  # noqa: F401
+from tests.test_scripts import MANAGEMENT_KUBECONFIG, TENANT_KUBECONFIG, b64, reply, run_kind_up
 
 
 def run_tenant_kubeconfig(fakes):

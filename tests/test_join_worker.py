@@ -1,45 +1,23 @@
 """scripts/join-worker.sh knows which tenant a worker belongs to (fake docker/kubectl, real openssl)."""
 
-# The fixtures `fakes` and `tenant_ca` are imported from test_scripts, so test arguments "redefine" them.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import re
-import shlex
-import shutil
-import subprocess
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.test_scripts import (  # noqa: F401 (fixtures)
+from tests.test_scripts import (
     ENDPOINT,
     TENANT_KUBECONFIG,
     b64,
-    fakes,
     joinable_worker,
     node_booted,
     reply,
     tenant_api,
-    tenant_ca,
 )
 
 NODE_BINDING = r"^exec w1 kubectl --kubeconfig=/etc/kubernetes/kubelet.conf config view"
-
-
-@pytest.fixture(scope="module")
-def other_tenant_ca(tmp_path_factory) -> str:
-    if not shutil.which("openssl"):
-        pytest.skip("openssl is needed to make a throwaway CA")
-    workdir = tmp_path_factory.mktemp("other-ca")
-    subprocess.run(
-        shlex.split("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=other")
-        + ["-keyout", str(workdir / "ca.key"), "-out", str(workdir / "ca.crt")],
-        check=True,
-        capture_output=True,
-    )
-    return (workdir / "ca.crt").read_text()
 
 
 def bound_to(fakes, server: str, ca_pem: str):

@@ -2,9 +2,6 @@
 probes that name the real cause (the CRI's cgroup driver, kubeadm's executables and port, br_netfilter, settings
 that a reboot would lose)."""
 
-# The fixtures are imported from the other test modules, so test arguments "redefine" them.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import json
@@ -16,17 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_join_worker import other_tenant_ca  # noqa: F401 (fixture)
-from tests.test_machine_ssh import (  # noqa: F401 (fixtures)
-    BINDING,
-    FACTS_OF_A_READY_MACHINE,
-    KUBEADM_EXECUTABLES,
-    bound_to,
-    check,
-    machine,
-    probed,
-)
-from tests.test_scripts import ENDPOINT, reply, tenant_api, tenant_ca  # noqa: F401
+from tests.sshd import KUBEADM_EXECUTABLES
+from tests.test_machine_ssh import FACTS_OF_A_READY_MACHINE, bound_to, check, unbound
+from tests.test_scripts import ENDPOINT, reply, tenant_api
 
 PROBE = r"(?s)^60 sh -c .*kubeadm version"
 FAKE_CRICTL = Path(__file__).parent / "fakebin" / "fake_crictl.py"
@@ -84,7 +73,7 @@ def test_a_kubeadm_of_the_tenants_minor_joins_at_any_patch(machine, kubeadm):
 def test_a_machine_to_be_joined_with_an_older_kubeadm_is_refused(machine, tenant_ca):
     # Not joined at all: its kubelet.conf cannot be read.
     machine.on("machine-timeout", PROBE, facts(kubeadm="v1.35.9", kubelet="Kubernetes v1.35.9"))
-    machine.on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(machine)
 
     result = check(machine, "10.0.0.1:6443")
 

@@ -6,9 +6,6 @@ when it starts, and a flannel pod that started before is replaced. A machine tha
 flannel's own choice.
 """
 
-# The fixture `tenant_ca` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import re
@@ -16,8 +13,8 @@ import re
 import pytest
 
 from tests.sshd import machine_fakes
-from tests.test_machine_ssh import BINDING, JOIN, MARK, NODE, RESET, STATE, bound_to, join, joinable
-from tests.test_scripts import ENDPOINT, reply, tenant_ca  # noqa: F401 (fixture)
+from tests.test_machine_ssh import JOIN, MARK, NODE, RESET, STATE, bound_to, join, joinable, unbound
+from tests.test_scripts import ENDPOINT, reply
 
 # flannel-io/flannel pkg/subnet/kube/annotations.go@v0.28.9: the Node annotation flanneld reads at start as the
 # address whose interface it takes (kube.go GetStoredPublicIP, main.go), and the one it writes with the address it
@@ -52,7 +49,7 @@ def machine(tmp_path):
 
 def fresh(machine, ca_pem: str, seen: str = " "):
     """A clean machine with two NICs whose Node appears after the join; `seen`: its flannel annotations."""
-    joinable(machine, ca_pem).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, ca_pem))
     return flannel_api(machine, seen).on("kubectl", REGISTERED, "node/m1\n")
 
 
@@ -140,7 +137,7 @@ def test_a_machine_whose_addresses_cannot_be_listed_is_not_joined(machine, tenan
 
 
 def test_a_node_that_never_appears_after_the_join_fails_it_saying_its_network_is_not_set(machine, tenant_ca):
-    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, tenant_ca))
     flannel_api(machine).on("kubectl", REGISTERED, "")
 
     result = join_naming(machine, "bond0", NODE_TIMEOUT="0")

@@ -5,9 +5,6 @@ pulumi-command runs them for a machine worker: the same scripts as for container
 with NODE_TRANSPORT=ssh. What the machine runs is recorded by fake tools there.
 """
 
-# The fixture `tenant_ca` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import getpass
@@ -21,18 +18,16 @@ import pytest
 import yaml
 
 from tests.sshd import machine_fakes
-from tests.test_join_worker import other_tenant_ca  # noqa: F401 (fixture)
-from tests.test_scripts import (  # noqa: F401
+from tests.test_scripts import (
     ENDPOINT,
     ROOT,
     SCRIPTS,
     TENANT_KUBECONFIG,
     b64,
-    fakes,
     reply,
     spki_sha256,
     tenant_api,
-    tenant_ca,
+    write_shims,
 )
 
 NODE = "m1"
@@ -48,29 +43,13 @@ TENANT = "tenant-a"
 FOREIGN = "10.0.0.9:6443"
 
 
-@pytest.fixture
-def machine(tmp_path):
-    fakes = machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl"))
-    yield fakes
-    fakes.stop()
-
-
-# What kubeadm join looks up in PATH, mandatory or not (kubernetes/kubernetes
-# cmd/kubeadm/app/preflight/checks_linux.go addExecChecks, as indexed for v1.36).
-KUBEADM_EXECUTABLES = ("ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc", "touch")
-
-
-@pytest.fixture
-def probed(tmp_path):
-    """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
-    fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
-                                     "nvidia-ctk", "sysctl", "crictl", *KUBEADM_EXECUTABLES))
-    yield fakes
-    fakes.stop()
-
-
 def bound_to(machine, server: str, ca_pem: str):
     return machine.on("machine-kubectl", BINDING, f"{server} {b64(ca_pem)}")
+
+
+def unbound(machine):
+    """The machine's kubelet is bound to nothing: there is no kubelet.conf for kubectl to read."""
+    return machine.on("machine-kubectl", BINDING, reply(exit=1))
 
 
 def binding(server: str, ca_pem: str) -> str:
@@ -111,7 +90,7 @@ def the_mark(tenant_ca: str) -> str:
 
 
 def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_ca):
-    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, tenant_ca))
 
     result = join(machine)
 
@@ -129,7 +108,7 @@ def test_a_machine_joins_over_ssh_with_the_token_only_on_stdin(machine, tenant_c
 
 
 def test_a_clean_machine_without_a_mark_is_joined_with_no_reset_at_all(machine, tenant_ca):
-    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, tenant_ca))
 
     result = join(machine)
 
@@ -144,7 +123,7 @@ def test_each_retry_checks_the_mark_again_right_before_it_resets(machine, tenant
     # Clean at first; after the failed attempt it holds this join's mark and a half-written /etc/kubernetes.
     joinable(machine, tenant_ca, "", holding("/etc/kubernetes/pki/ca.crt", lab=LAB_ID, tenant=TENANT,
                                              bound=binding(ENDPOINT, tenant_ca)), joins=(reply(exit=1), reply()))
-    machine.on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(machine)
 
     result = join(machine)
 
@@ -158,7 +137,7 @@ def test_each_retry_checks_the_mark_again_right_before_it_resets(machine, tenant
 def test_a_reset_that_fails_keeps_the_mark_and_fails_the_join(machine, tenant_ca):
     joinable(machine, tenant_ca, holding("/etc/kubernetes/bootstrap-kubelet.conf", lab=LAB_ID, tenant=TENANT),
              resets=(reply(stderr="kubeadm: reset timed out\n", exit=1),))
-    machine.on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(machine)
 
     result = join(machine)
 
@@ -174,7 +153,7 @@ def test_a_reset_that_fails_keeps_the_mark_and_fails_the_join(machine, tenant_ca
      [{"name": "node-labels", "value": "gpu=on"}, {"name": "node-ip", "value": "10.1.0.7"}]),
 ], ids=["none", "labels", "labels-and-ip"])
 def test_the_kubelet_registers_its_labels_and_address_itself(machine, tenant_ca, env, extra_args):
-    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, tenant_ca))
 
     assert join(machine, **env).returncode == 0
     (joined,) = machine.calls("machine-sh", JOIN)
@@ -236,23 +215,11 @@ def test_a_machine_of_another_tenant_of_this_lab_is_reset_then_marked_then_joine
     assert scripts.index(mark["argv"][1]) == len(scripts) - 2, "marked right before kubeadm join"
 
 
-def test_a_machine_half_joined_by_this_lab_is_reset_and_joined(machine, tenant_ca):
-    # Killed after the mark, before kubeadm wrote kubelet.conf: no binding, but its bootstrap kubeconfig.
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/bootstrap-kubelet.conf", lab=LAB_ID, tenant=TENANT))
-    machine.on("machine-kubectl", BINDING, reply(exit=1))
-
-    result = join(machine)
-
-    assert result.returncode == 0, result.stderr
-    assert len(machine.calls("machine-sh", RESET)) == 1 and machine.calls("machine-sh", JOIN)
-
-
-@pytest.mark.parametrize(("lab", "identity"), [(None, None), (OTHER_LAB, OTHER_IDENTITY), (LAB_ID, OTHER_IDENTITY)],
-                         ids=["no-mark", "another-lab", "a-clone-with-the-same-names"])
-def test_a_machine_of_another_cluster_is_refused_naming_what_was_found(machine, tenant_ca, other_tenant_ca, lab,
-                                                                       identity):
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", "/var/lib/etcd/member", lab=lab,
-                                         identity=identity, bound=binding(FOREIGN, other_tenant_ca)))
+# Which machines a join may reset, case by case: tests/test_reset_policy.py. Here: what the machine printed, and
+# the binding its kubelet has, reach that decision, and a refusal stops the join before anything changes.
+def test_a_machine_of_another_cluster_is_refused_naming_what_was_found(machine, tenant_ca, other_tenant_ca):
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", "/var/lib/etcd/member", lab=OTHER_LAB,
+                                         identity=OTHER_IDENTITY, bound=binding(FOREIGN, other_tenant_ca)))
     bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
 
     result = join(machine)
@@ -262,54 +229,10 @@ def test_a_machine_of_another_cluster_is_refused_naming_what_was_found(machine, 
     assert "m1 holds Kubernetes state that is not this lab's" in refusal
     assert "found /etc/kubernetes/kubelet.conf, /var/lib/etcd/member" in refusal
     assert f"bound to {FOREIGN} sha256:{spki_sha256(other_tenant_ca)}" in refusal
-    mark = f"{lab} {identity}" if lab else " "
-    assert f"lab mark: {mark} (this lab is {LAB_ID} {IDENTITY})" in refusal and "set adopt: true" in refusal
+    assert f"lab mark: {OTHER_LAB} {OTHER_IDENTITY} (this lab is {LAB_ID} {IDENTITY})" in refusal
+    assert "set adopt: true" in refusal
     assert machine.calls("machine-sh", RESET) == [] and machine.calls("machine-sh", JOIN) == []
     assert machine.calls("kubectl", "create") == [], "no token is made for a machine that is refused"
-
-
-def test_a_machine_this_lab_marked_but_someone_reset_and_joined_elsewhere_is_refused(machine, tenant_ca,
-                                                                                    other_tenant_ca):
-    # kubeadm reset by hand leaves the lab's mark; the kubelet is now another cluster's.
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID, tenant=TENANT,
-                                         bound=binding(ENDPOINT, tenant_ca) + "0"))
-    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
-
-    result = join(machine)
-
-    assert result.returncode == 1
-    assert (f"but its kubelet is now bound to {FOREIGN} sha256:{spki_sha256(other_tenant_ca)}, which this lab never "
-            "joined it to") in result.stderr
-    assert machine.calls("machine-sh", RESET) == [] and machine.calls("kubectl", "create") == []
-
-
-def test_a_machine_with_an_older_mark_is_refused_with_the_reason_and_adopted_once_with_adopt(machine, tenant_ca,
-                                                                                           other_tenant_ca):
-    # The mark this lab wrote before marks held an identity: lab= and tenant= only.
-    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID, identity=None))
-    bound_to(machine, f"https://{FOREIGN}", other_tenant_ca)
-
-    refused = join(machine)
-    adopted = join(machine, ADOPT="true")
-
-    assert refused.returncode == 1
-    assert "carries the mark of an earlier kamaji-hami-lab (lab=kamaji-hami-lab/dev/kamaji)" in refused.stderr
-    assert "set adopt: true on it for one pulumi up" in refused.stderr
-    assert adopted.returncode == 0, adopted.stderr
-    assert len(machine.calls("machine-sh", RESET)) == 1
-    (mark,) = machine.calls("machine-sh", MARK)
-    assert mark["argv"][4] == the_mark(tenant_ca)
-
-
-@pytest.mark.parametrize("lab", [None, OTHER_LAB], ids=["no-mark", "another-lab"])
-def test_a_machine_with_no_kubernetes_state_is_never_reset_whoever_marked_it(machine, tenant_ca, lab):
-    joinable(machine, tenant_ca, holding(lab=lab, identity=OTHER_IDENTITY))
-    machine.on("machine-kubectl", BINDING, reply(exit=1))
-
-    result = join(machine)
-
-    assert result.returncode == 0, result.stderr
-    assert machine.calls("machine-sh", RESET) == [] and len(machine.calls("machine-sh", JOIN)) == 1
 
 
 def test_an_adopted_machine_of_another_cluster_is_reset_with_a_warning(machine, tenant_ca, other_tenant_ca):
@@ -324,6 +247,22 @@ def test_an_adopted_machine_of_another_cluster_is_reset_with_a_warning(machine, 
     assert len(machine.calls("machine-sh", RESET)) == 1
 
 
+def test_a_machine_whose_reset_could_not_be_decided_is_left_as_it_is(machine, tenant_ca):
+    # This lab's mark: the policy would reset it, had it answered.
+    joinable(machine, tenant_ca, holding("/etc/kubernetes/kubelet.conf", lab=LAB_ID, tenant=TENANT))
+    unbound(machine)
+    write_shims(machine.bin, ("python3",))
+    machine.on("python3", "reset_policy.py", reply(stderr="python3: No module named encodings\n", exit=1))
+
+    result = join(machine)
+
+    assert result.returncode == 1
+    assert "m1: could not decide whether it may be reset" in result.stderr
+    assert "No module named encodings" in result.stderr
+    assert machine.calls("machine-sh", RESET) == [] and machine.calls("machine-sh", JOIN) == []
+    assert machine.calls("kubectl", "create") == []
+
+
 @pytest.fixture
 def looked_at(tmp_path):
     """The join's look at the machine runs in its real shell; the node tools it asks are fakes."""
@@ -336,7 +275,7 @@ def test_the_look_at_the_machine_sees_a_kubelet_that_kubeadm_did_not_set_up(look
     # No kubeadm file on this machine (the test host's filesystem), but a running kubelet, pods in the CRI
     # (crictl pods -q prints one sandbox ID per line, kubernetes-sigs/cri-tools cmd/crictl/sandbox.go @v1.36.0)
     # and flannel's bridge.
-    tenant_api(looked_at, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(tenant_api(looked_at, tenant_ca))
     looked_at.on("machine-systemctl", "is-active kubelet", "active\n")
     looked_at.on("machine-timeout", "crictl", "5c3e0f2a91d4\n8b1d77e0c2a9\n")
     looked_at.on("machine-ip", "link show cni0", "4: cni0: <BROADCAST,MULTICAST,UP> mtu 1450\n")
@@ -415,7 +354,7 @@ def test_a_machine_behind_a_bastion_is_reached_through_it(machine, tenant_ca, tm
 
 
 def test_without_a_host_key_nothing_reaches_the_machine_and_no_token_is_made(machine, tenant_ca):
-    joinable(machine, tenant_ca).on("machine-kubectl", BINDING, reply(exit=1))
+    unbound(joinable(machine, tenant_ca))
 
     result = join(machine, SSH_HOST_KEY="")
 
@@ -493,7 +432,7 @@ def test_unregistering_mock_gpus_removes_the_timer_and_its_files(machine, tenant
     if bound == "this-tenant":
         bound_to(machine, f"https://{ENDPOINT}", tenant_ca)
     else:
-        machine.on("machine-kubectl", BINDING, reply(exit=1))
+        unbound(machine)
 
     result = unregister(machine)
 

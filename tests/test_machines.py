@@ -74,15 +74,13 @@ def test_every_machine_carries_one_random_identity_made_once_for_the_stack():
     assert resolve(of_machine(later, "join-worker.sh", "dgx-1").inputs["environment"])["LAB_IDENTITY"] == LAB_IDENTITY
 
 
-def test_a_lab_without_machines_makes_no_identity(mock_gpus):
-    no_machines = plan(dev_config(), preview=True)
-    assert no_machines.commands("lab-identity.sh") == [] and len(mock_gpus.commands("lab-identity.sh")) == 1
+def test_a_lab_without_machines_makes_no_identity(mock_gpus, preview_plan):
+    assert preview_plan.commands("lab-identity.sh") == [] and len(mock_gpus.commands("lab-identity.sh")) == 1
 
 
 @pytest.mark.parametrize("key", ["nodeIp", "flannelInterface"])
-def test_changing_how_a_machine_is_addressed_joins_it_again_and_only_it(key):
-    config = dev_config(tenants=[MOCK_GPU_TENANT], **EXISTING)
-    first_up = plan(config, preview=False, secrets=SECRETS)
+def test_changing_how_a_machine_is_addressed_joins_it_again_and_only_it(key, machine_plan):
+    first_up = machine_plan("mock", preview=False)
     moved = [{**MACHINES[0], key: "10.0.0.21"}, MACHINES[1]]
 
     later = plan(dev_config(tenants=[{**MOCK_GPU_TENANT, "machines": moved}], **EXISTING), preview=True,
@@ -186,13 +184,19 @@ def test_tenant_facts_name_the_machines_as_workers(machine_plan):
     assert facts["workers"] == ["gpu-1", "gpu-2"] and facts["gpuDevices"] == "mock"
 
 
-def test_a_lab_mixing_container_and_machine_tenants_uses_docker_only_for_the_containers():
-    lab = plan(dev_config(tenants=[{"name": "web"}, MOCK_GPU_TENANT]), preview=True,
-               secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
-    containers = lab.of_type("docker:index/container:Container")
+@pytest.fixture
+def mixed_lab(shared):
+    """A tenant on containers and one on machines, as a first preview."""
+    return shared("machines-and-containers", lambda: plan(dev_config(tenants=[{"name": "web"}, MOCK_GPU_TENANT]),
+                                                          preview=True,
+                                                          secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]}))
+
+
+def test_a_lab_mixing_container_and_machine_tenants_uses_docker_only_for_the_containers(mixed_lab):
+    containers = mixed_lab.of_type("docker:index/container:Container")
     assert [c.inputs["name"] for c in containers] == ["kamaji-web-w1"]
-    assert [c.name for c in lab.commands("install-cni.sh")] == ["web-cni"]
-    assert {resolve(c.inputs["environment"])["NODE"] for c in machine_commands(lab)} == {"gpu-1", "gpu-2"}
+    assert [c.name for c in mixed_lab.commands("install-cni.sh")] == ["web-cni"]
+    assert {resolve(c.inputs["environment"])["NODE"] for c in machine_commands(mixed_lab)} == {"gpu-1", "gpu-2"}
 
 
 def test_secret_keys_in_plain_config_are_refused_before_any_resource():
@@ -213,12 +217,10 @@ def test_a_machine_without_a_pinned_host_key_is_refused_before_any_resource(prev
     assert refused.value.plan.registrations == []
 
 
-def test_machine_kubelets_keep_disk_eviction_and_swap_checks_that_containers_turn_off():
-    lab = plan(dev_config(tenants=[{"name": "web"}, MOCK_GPU_TENANT]), preview=True,
-               secrets={"sshPrivateKeys": SECRETS["sshPrivateKeys"]})
+def test_machine_kubelets_keep_disk_eviction_and_swap_checks_that_containers_turn_off(mixed_lab):
     patches = {
         r.name: {p["path"] for p in r.inputs["spec"]["kubernetes"]["kubelet"]["configurationJSONPatches"]}
-        for r in lab.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
+        for r in mixed_lab.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
     }
     # A machine's own disk fills and its swap is off (check-machine.sh), so its kubelet keeps the defaults.
     assert patches["research-control-plane"] == {"/cgroupDriver"}

@@ -32,19 +32,6 @@ PROVIDED = {
 }
 
 
-@pytest.fixture
-def existing_plan(shared):
-    """`existing_plan(pieces, preview)`: the lab on an existing cluster with its pieces "installed" or "provided"."""
-
-    def get(pieces: str, preview: bool):
-        modes = INSTALLED if pieces == "installed" else PROVIDED
-        secrets = {"managementKubeconfig": EXISTING_KUBECONFIG}
-        config = dev_config(**modes)
-        return shared(f"existing-{pieces}-{preview}", lambda: plan(config, preview=preview, secrets=secrets))
-
-    return get
-
-
 @pytest.fixture(params=[True, False], ids=["first-preview", "up"])
 def installed(request, existing_plan):
     return existing_plan("installed", request.param)

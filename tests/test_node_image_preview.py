@@ -1,5 +1,7 @@
 """A nodeImage bump on a running lab previews as what it is: new image, new workers, same clusters."""
 
+import pytest
+
 from tests.plan import changed as changed_urns
 from tests.plan import dev_config, plan
 
@@ -12,8 +14,13 @@ def changed(preview, previous):
     return {preview.by_urn[urn].name for urn in changed_urns(preview, previous)}
 
 
-def test_a_node_image_bump_leaves_the_management_kubeconfig_and_everything_on_the_clusters_untouched(up_plan):
-    bump = plan(dev_config(nodeImage=NEW_IMAGE), preview=True, previous=up_plan)
+@pytest.fixture
+def bump(shared, up_plan):
+    """The preview of a nodeImage bump on the dev stack brought up."""
+    return shared("node-image-bump", lambda: plan(dev_config(nodeImage=NEW_IMAGE), preview=True, previous=up_plan))
+
+
+def test_a_node_image_bump_leaves_the_management_kubeconfig_and_everything_on_the_clusters_untouched(bump, up_plan):
     (kubeconfig,) = bump.commands("kind-kubeconfig.sh")
 
     assert kubeconfig.name not in changed(bump, up_plan), "its producer never sees the image"
@@ -28,8 +35,7 @@ def test_a_node_image_bump_leaves_the_management_kubeconfig_and_everything_on_th
         assert read.name not in changed(bump, up_plan), "a tenant kubeconfig read would preview as a replacement"
 
 
-def test_a_node_image_bump_changes_only_what_runs_the_image(up_plan):
-    bump = plan(dev_config(nodeImage=NEW_IMAGE), preview=True, previous=up_plan)
+def test_a_node_image_bump_changes_only_what_runs_the_image(bump, up_plan):
     by_name = {r.name: r for r in bump.registrations}
     # install-cni.sh reads kindnet's manifest from the node image; the rest re-run for new containers
     # (wait-gpus.sh checks that the new workers advertise their GPUs again).

@@ -8,9 +8,6 @@ Kubernetes version the config accepts for a tenant, the release a tenant's API s
 resource is judged by its CRD's schema at the pinned chart version.
 """
 
-# The fixture `tenant_ca` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import functools
@@ -26,7 +23,6 @@ from components.config import ConfigError, parse_settings
 from tests.kube_schemas import CURRENT, minor, problems, schema_version, shipped_minors
 from tests.plan import ROOT, Plan, dev_config, plan
 from tests.render_charts_module import project_defaults, stack_config
-from tests.test_scripts import tenant_ca  # noqa: F401 (fixture)
 
 TENANT = "kamaji-hami-lab:index:Tenant"
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"

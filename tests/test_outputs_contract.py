@@ -3,8 +3,9 @@
 import json
 import re
 
+import pytest
+
 from tests.plan import ROOT, dev_config, is_secret, plan, resolve
-from tests.test_management_modes import existing_plan  # noqa: F401 (fixture)
 from validation.stack_outputs import Platform, parse_outputs, write_kubeconfig_files
 
 LAYOUT = [
@@ -18,14 +19,20 @@ LAYOUT = [
 ]
 
 
-def exported_document():
-    """What `pulumi stack output --show-secrets --json` prints after `pulumi up`."""
-    outputs = plan(dev_config(tenants=LAYOUT), preview=False).outputs
+def exported_json(outputs) -> dict:
+    """What `pulumi stack output --show-secrets --json` prints of a plan's outputs after `pulumi up`."""
     return json.loads(json.dumps(resolve(outputs)))
 
 
-def test_validation_reads_the_programs_outputs():
-    parsed = parse_outputs(exported_document())
+@pytest.fixture
+def exported_document(shared):
+    """The document of an up of LAYOUT (a fresh copy for each test: the plan is shared, the document is not)."""
+    lab = shared("outputs-layout-up", lambda: plan(dev_config(tenants=LAYOUT), preview=False))
+    return exported_json(lab.outputs)
+
+
+def test_validation_reads_the_programs_outputs(exported_document):
+    parsed = parse_outputs(exported_document)
 
     tenant_b = parsed.tenants["tenant-b"]
     assert tenant_b.workers == ("kamaji-tenant-b-w1", "kamaji-tenant-b-w2")
@@ -40,8 +47,8 @@ def test_validation_reads_the_programs_outputs():
     assert parsed.tenants["tenant-a"].data_store_schema == "tenants_tenant_a"
 
 
-def test_kubeconfig_writer_gets_one_private_file_per_cluster(tmp_path):
-    parsed = parse_outputs(exported_document())
+def test_kubeconfig_writer_gets_one_private_file_per_cluster(tmp_path, exported_document):
+    parsed = parse_outputs(exported_document)
 
     written = write_kubeconfig_files(tmp_path, parsed.kubeconfigs)
 
@@ -53,16 +60,16 @@ def test_kubeconfig_writer_gets_one_private_file_per_cluster(tmp_path):
     assert all(path.stat().st_mode & 0o777 == 0o600 for path in written.values())
 
 
-def test_validation_learns_which_platform_pieces_were_provided(existing_plan):  # noqa: F811
+def test_validation_learns_which_platform_pieces_were_provided(existing_plan):
     outputs = existing_plan("provided", preview=False).outputs
     assert not is_secret(outputs["platform"]), "it names modes and a DataStore, nothing secret"
-    platform = parse_outputs(json.loads(json.dumps(resolve(outputs)))).platform
+    platform = parse_outputs(exported_json(outputs)).platform
     assert platform.provided == {"certManager", "loadBalancer", "kamaji"}
     assert platform.data_store == "shared-etcd"
 
 
-def test_a_lab_that_installs_its_platform_says_so():
-    platform = parse_outputs(exported_document()).platform
+def test_a_lab_that_installs_its_platform_says_so(exported_document):
+    platform = parse_outputs(exported_document).platform
     assert not platform.provided
     assert platform.data_store == Platform().data_store, "the installed chart's DataStore"
 
@@ -73,17 +80,16 @@ def documented_outputs() -> dict[str, str]:
     return dict(re.findall(r"^\| `(\w+)` \| (?:yes|no) \| (.*) \|$", section, re.MULTILINE))
 
 
-def test_the_outputs_table_lists_every_output_and_every_fact_of_a_tenant():
-    document = exported_document()
+def test_the_outputs_table_lists_every_output_and_every_fact_of_a_tenant(exported_document):
     table = documented_outputs()
-    assert set(table) == set(document)
+    assert set(table) == set(exported_document)
     # Top-level facts only: what a fact holds is named in parentheses after it.
     named = set(re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", table["tenants"])))
-    (facts,) = {frozenset(tenant) for tenant in document["tenants"].values()}
+    (facts,) = {frozenset(tenant) for tenant in exported_document["tenants"].values()}
     assert named == set(facts)
 
 
-def test_an_existing_management_cluster_also_gets_management_kubeconfig(existing_plan, tmp_path):  # noqa: F811
-    document = json.loads(json.dumps(resolve(existing_plan("installed", preview=False).outputs)))
+def test_an_existing_management_cluster_also_gets_management_kubeconfig(existing_plan, tmp_path):
+    document = exported_json(existing_plan("installed", preview=False).outputs)
     written = write_kubeconfig_files(tmp_path, parse_outputs(document).kubeconfigs)
     assert "management.kubeconfig" in {path.name for path in written.values()}

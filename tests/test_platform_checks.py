@@ -1,14 +1,11 @@
 """The checks of platform pieces a management cluster already runs: they wait, then name what is missing."""
 
-# The fixture `fakes` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from tests.test_scripts import MANAGEMENT_KUBECONFIG, fakes, reply  # noqa: F401 (fixture)
+from tests.test_scripts import MANAGEMENT_KUBECONFIG, reply
 
 # clastix/kamaji charts/kamaji/templates/*webhookconfiguration.yaml and controller-gen/*-webhook.yaml@26.8.2-edge.
 MUTATING = ("mutatingwebhookconfiguration", "kamaji-mutating-webhook-configuration", "mtenantcontrolplane.kb.io")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "preflight.py"
-spec = importlib.util.spec_from_file_location("preflight", SCRIPT)
-preflight = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as `import` would
-spec.loader.exec_module(preflight)
+from tests.script_module import script_module
+
+preflight = script_module("preflight")
 
 SWAPS_HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
 # /proc/net/route as Linux prints it (torvalds/linux net/ipv4/fib_trie.c, fib_route_seq_show, as indexed): a header,

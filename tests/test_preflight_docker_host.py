@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from tests.test_preflight import make_host, run_preflight
+from tests.test_preflight import DOCKER_DOWN, make_host, preflight, run_preflight
 
 
 def test_a_local_root_engine_on_overlay2_passes(tmp_path, capsys):
@@ -98,3 +99,45 @@ def test_userns_remap_is_not_refused_because_workers_run_with_the_host_user_name
     host, _ = make_host(tmp_path, info={"SecurityOptions": ["name=seccomp,profile=builtin", "name=userns"]})
 
     assert run_preflight(host, capsys)[0] == 0
+
+
+# Each of the four refusals at once: a rootless daemon on another machine, on btrfs, behind a proxy.
+EVERY_REFUSAL = {"info": {"SecurityOptions": ["name=rootless"], "Driver": "btrfs", "DriverStatus": []},
+                 "env": {"DOCKER_HOST": "tcp://10.0.0.5:2376", "HTTPS_PROXY": "http://proxy.example:3128"}}
+REFUSALS_IN_ORDER = ("docker talks to a remote daemon", "Docker runs rootless", "Docker stores containers on btrfs",
+                     "a proxy is configured")
+
+
+def test_every_docker_host_refusal_is_reported_at_once_in_the_same_order(tmp_path):
+    host, _ = make_host(tmp_path, **EVERY_REFUSAL)
+
+    problems = [finding.problem for finding in preflight.preflight(host)]
+
+    refusals = [problem for problem in problems if problem.startswith(REFUSALS_IN_ORDER)]
+    assert [next(start for start in REFUSALS_IN_ORDER if refusal.startswith(start)) for refusal in refusals] == list(
+        REFUSALS_IN_ORDER)
+    assert problems.index(refusals[0]) == problems.index(refusals[-1]) - 3, "one block, nothing in between"
+
+
+def test_a_docker_info_that_is_no_json_skips_the_docker_host_checks_with_a_warning(tmp_path):
+    host, _ = make_host(tmp_path, **EVERY_REFUSAL)
+    answers = host.run
+    host = dataclasses.replace(host, run=lambda argv: (0, "<html>proxy login</html>") if argv[-1] == "{{json .}}"
+                               else answers(argv))
+
+    findings = preflight.preflight(host)
+
+    assert [finding for finding in findings if finding.problem.startswith(REFUSALS_IN_ORDER)] == []
+    (warning,) = [finding for finding in findings if "docker info" in finding.problem]
+    assert (warning.severity, warning.problem) == (
+        "warning", "could not read `docker info`; the Docker host checks were skipped")
+
+
+def test_a_daemon_that_does_not_answer_is_reported_once_not_as_a_docker_host_problem(tmp_path):
+    host, _ = make_host(tmp_path, docker=DOCKER_DOWN, env=EVERY_REFUSAL["env"])
+
+    problems = [finding.problem for finding in preflight.preflight(host)]
+
+    assert [problem for problem in problems if problem.startswith(REFUSALS_IN_ORDER)] == []
+    assert [problem for problem in problems if "docker" in problem.lower()] == [
+        f"the Docker daemon is not reachable: {DOCKER_DOWN[1]}"]

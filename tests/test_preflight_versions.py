@@ -3,7 +3,6 @@ and the one table of required versions, the same in the README, the preflight an
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -13,13 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.script_module import script_module
 from tests.test_scripts import write_shims
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
-spec = importlib.util.spec_from_file_location("preflight", ROOT / "scripts" / "preflight.py")
-preflight = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as `import` would
-spec.loader.exec_module(preflight)
+preflight = script_module("preflight")
 # What the tools print (kind's `version` subcommand; the Pulumi CLI prints only its version).
 KIND_CURRENT, KIND_OLD = "kind v0.33.0 go1.25.1 linux/amd64\n", "kind v0.32.0 go1.24.6 linux/amd64\n"
 PULUMI_CURRENT, PULUMI_OLD = "v3.272.0\n", "v3.150.0\n"

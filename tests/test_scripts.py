@@ -14,7 +14,6 @@ import ipaddress
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -112,11 +111,6 @@ class Fakes:
         return [r for r in records if (tool is None or r["tool"] == tool) and re.search(match, " ".join(r["argv"]))]
 
 
-@pytest.fixture
-def fakes(tmp_path: Path) -> Fakes:
-    return Fakes(tmp_path)
-
-
 def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
@@ -146,21 +140,6 @@ def spki_sha256(cert_pem: str) -> str:
     # serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo
     _, spki_start, spki_end = fields[5]
     return hashlib.sha256(der[spki_start:spki_end]).hexdigest()
-
-
-@pytest.fixture(scope="module")
-def tenant_ca(tmp_path_factory) -> str:
-    if not shutil.which("openssl"):
-        pytest.skip("openssl is needed to make a throwaway CA")
-    workdir = tmp_path_factory.mktemp("ca")
-    ca_key, ca_cert = workdir / "ca.key", workdir / "ca.crt"
-    subprocess.run(
-        shlex.split("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=ca")
-        + ["-keyout", str(ca_key), "-out", str(ca_cert)],
-        check=True,
-        capture_output=True,
-    )
-    return ca_cert.read_text()
 
 
 def node_booted(fakes: Fakes, logs: str = BOOTED_LOGS) -> Fakes:

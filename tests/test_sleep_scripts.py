@@ -3,20 +3,16 @@ and wait-gpus.sh do for a sleeping tenant. Containers against fake docker; machi
 loopback (tests/sshd.py) whose systemctl is a fake.
 """
 
-# The fixture `fakes` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import pytest
 
 from tests.sshd import machine_fakes
-from tests.test_scripts import (  # noqa: F401 (fixture)
+from tests.test_scripts import (
     BOOTED_LOGS,
     MANAGEMENT_KUBECONFIG,
     TCP_VERSIONS,
     TENANT_KUBECONFIG,
-    fakes,
     reply,
 )
 

@@ -83,8 +83,8 @@ def test_a_tenant_on_the_labs_version_shares_the_labs_pinned_image():
     assert own.provider == shared.provider and own.inputs["keepLocally"] is True
 
 
-def test_a_tenant_naming_the_labs_version_and_image_gets_exactly_the_plan_of_one_that_inherits_them():
-    inherited = plan(dev_config(), preview=False)
+def test_a_tenant_naming_the_labs_version_and_image_gets_exactly_the_plan_of_one_that_inherits_them(up_plan):
+    inherited = up_plan
     explicit_tenants = [
         {**tenant, "kubernetesVersion": "v1.36.4", "nodeImage": NODE_IMAGE} for tenant in dev_config()["tenants"]
     ]

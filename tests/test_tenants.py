@@ -194,28 +194,31 @@ def test_tenant_facts_are_plain_outputs(up_plan):
     assert not is_secret(up_plan.outputs["tenants"]["tenant-b"]["endpoint"])
 
 
-def test_first_preview_leaves_tenant_facts_unknown_without_failing():
-    facts = resolve(plan(dev_config(), preview=True).outputs["tenants"])
+def test_first_preview_leaves_tenant_facts_unknown_without_failing(preview_plan):
+    facts = resolve(preview_plan.outputs["tenants"])
     assert facts["tenant-a"]["endpoint"] is None
     assert facts["tenant-a"]["dataStoreSchema"] == "tenants_tenant_a"
 
 
-@pytest.mark.parametrize("count", [1, 2, 16])
-def test_tenant_resources_use_only_their_own_provider(count):
-    plan_ = plan(dev_config(tenants=tenants(count, gpus=[{"model": "NVIDIA T4 16GB"}])), preview=True)
-    for resource in plan_.registrations:
-        owner = tenant_of(plan_, resource.urn)
+@pytest.fixture(params=[1, 2, 16], ids=str)
+def t4_tenants(request, shared):
+    """A first preview of 1, 2 and 16 tenants with a T4 each."""
+    layout = tenants(request.param, gpus=[{"model": "NVIDIA T4 16GB"}])
+    return shared(f"t4-tenants-{request.param}", lambda: plan(dev_config(tenants=layout), preview=True))
+
+
+def test_tenant_resources_use_only_their_own_provider(t4_tenants):
+    for resource in t4_tenants.registrations:
+        owner = tenant_of(t4_tenants, resource.urn)
         if owner and resource.type.startswith("kubernetes:") and resource.type != TCP:
-            assert tenant_of(plan_, resource.provider_urn) == owner, resource.name
+            assert tenant_of(t4_tenants, resource.provider_urn) == owner, resource.name
 
 
-@pytest.mark.parametrize("count", [1, 2, 16])
-def test_no_tenant_waits_on_another(count):
-    plan_ = plan(dev_config(tenants=tenants(count, gpus=[{"model": "NVIDIA T4 16GB"}])), preview=True)
-    for resource in plan_.registrations:
-        owner = tenant_of(plan_, resource.urn)
+def test_no_tenant_waits_on_another(t4_tenants):
+    for resource in t4_tenants.registrations:
+        owner = tenant_of(t4_tenants, resource.urn)
         if owner:
-            others = {tenant_of(plan_, urn) for urn in plan_.upstream(resource.urn)} - {owner, None}
+            others = {tenant_of(t4_tenants, urn) for urn in t4_tenants.upstream(resource.urn)} - {owner, None}
             assert not others, f"{resource.name} waits on tenants {others}"
 
 

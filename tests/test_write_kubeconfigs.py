@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -13,15 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.script_module import script_module
 from validation.host import CommandResult
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "write_kubeconfigs.py"
 OUTPUTS = ROOT / "tests" / "fixtures" / "validation" / "outputs.json"
 
-spec = importlib.util.spec_from_file_location("write_kubeconfigs", SCRIPT)
-write_kubeconfigs = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # as `import` would
-spec.loader.exec_module(write_kubeconfigs)
+write_kubeconfigs = script_module("write_kubeconfigs")
 
 
 def outputs() -> dict:

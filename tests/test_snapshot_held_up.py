@@ -2,14 +2,12 @@
 with pulumi.com/patchForce, so an apply would start its API servers on a prefix the restore emptied or half wrote.
 scripts/check-tenant-version.sh, which runs before the apply, reads the hold's annotation (snapshot/live.py)."""
 
-# The fixture `fakes` is imported from test_scripts, so test arguments "redefine" it.
-# ruff: noqa: F811
 from __future__ import annotations
 
 import pytest
 
 from snapshot.live import HOLD_ANNOTATION
-from tests.test_scripts import MANAGEMENT_KUBECONFIG, fakes  # noqa: F401 (fixture)
+from tests.test_scripts import MANAGEMENT_KUBECONFIG
 from tests.test_scripts import TCP_VERSIONS as TCP
 
 

@@ -159,3 +159,19 @@ def test_every_make_command_of_a_recipe_is_a_target_with_the_variables_it_is_giv
                     assert word.split("=", 1)[0] in variables, f"{heading}: {line}"
                 else:
                     assert word in targets, f"{heading}: {line}"
+
+
+# Where a page cites an upstream source: a repository of the components the lab drives, a Go file, or a pinned tag.
+UPSTREAM_SOURCE = re.compile(r"\b(?:clastix|kubernetes-sigs|kubernetes|pulumi|etcd-io|moby|Project-HAMi)/[\w.-]+ "
+                             r"|\b[\w/]+\.go\b|@v?\d+\.\d+(?:\.\d+)?\b|@[0-9a-f]{7,}\b")
+
+
+def test_operations_reads_as_tasks_and_the_internals_it_links_are_in_architecture():
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    architecture = (ROOT / "docs" / "architecture.md").read_text()
+    assert not UPSTREAM_SOURCE.findall(" ".join(operations.split())), "upstream sources belong in architecture.md"
+    assert UPSTREAM_SOURCE.findall(" ".join(architecture.split())), "where they went"
+    linked = re.findall(r"\(architecture\.md#([\w-]+)\)", operations)
+    for heading in ("sleep-and-wake-step-by-step", "how-prometheus-reaches-each-tenant", "leases",
+                    "snapshots-inside", "a-restore-into-a-re-created-tenant"):
+        assert heading in linked, heading

@@ -91,7 +91,7 @@ def test_the_tenant_on_another_version_runs_it_and_status_shows_it():
     (tenant,) = [tenant for tenant in after.tenants if tenant.kubernetes_version != after.versions.kubernetes]
     lab_minor, own_minor = (int(version.split(".")[1]) for version in (after.versions.kubernetes,
                                                                        tenant.kubernetes_version))
-    assert own_minor == lab_minor - 1, "one minor below the lab, the furthest a tenant may start"
+    assert own_minor == lab_minor - 1, "the minor below the lab's, as the recipe says"
     assert status_lines("A tenant on another Kubernetes version") == {
         tenant.name: (tenant.kubernetes_version, "healthy", tenant.api_address)}
 

@@ -6,7 +6,7 @@
 # then reach the wrong API server. Only running clusters whose MetalLB can be
 # read are checked; the others are named in a warning.
 #
-# env:    POOL          the lab's pool, first-last (e.g. 172.18.201.1-172.18.201.51)
+# env:    POOL          the lab's pool, first-last (e.g. 172.30.149.0-172.30.149.50)
 #         CLUSTER_NAME  this lab's kind cluster, which is not checked against itself
 #         KIND_NETWORK  the docker network the lab's workers and pools are on
 # stdout: nothing

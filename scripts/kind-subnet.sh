@@ -7,7 +7,7 @@
 #
 # env:    KIND_NETWORK     the docker network (the lab's own, or an existing cluster's dockerNetwork)
 #         EXPECTED_SUBNET  optional IPv4 subnet the network must have (kindSubnet, or its default)
-# stdout: the IPv4 subnet in CIDR form, e.g. 172.18.0.0/16
+# stdout: the IPv4 subnet in CIDR form, e.g. 172.30.0.0/16
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

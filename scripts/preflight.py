@@ -223,7 +223,7 @@ def check_docker_daemon(host: Host) -> list[Finding]:
             Finding(
                 "error",
                 "docker talks to Docker Desktop, which runs containers in a VM: the tenant API servers' "
-                "MetalLB addresses on the kind network would be unreachable from this host",
+                f"MetalLB addresses on the lab's docker network {LAB_NETWORK} would be unreachable from this host",
                 "use Docker Engine on Linux (https://docs.docker.com/engine/install/); if it is installed "
                 "next to Docker Desktop, switch to it with: docker context use default",
             )
@@ -270,22 +270,22 @@ def docker_info(host: Host) -> tuple[dict | None, list[Finding]]:
 
 
 def check_remote_docker(host: Host) -> list[Finding]:
-    """The kind network and its MetalLB addresses are on the daemon's machine, reachable from that one only."""
+    """The lab network and its MetalLB addresses are on the daemon's machine, reachable from that one only."""
     endpoint = docker_endpoint(host)
     if not _is_remote(endpoint):
         return []
     return [
         Finding(
             "error",
-            f"docker talks to a remote daemon ({endpoint}): the kind network and its MetalLB addresses "
-            "(the tenant API servers) would be on that machine, out of this host's reach",
+            f"docker talks to a remote daemon ({endpoint}): the lab's docker network {LAB_NETWORK} and its "
+            "MetalLB addresses (the tenant API servers) would be on that machine, out of this host's reach",
             "run the lab on the Docker host itself: unset DOCKER_HOST, or docker context use default",
         )
     ]
 
 
 def check_rootless_docker(info: dict) -> list[Finding]:
-    """The MetalLB addresses live on the kind bridge inside the daemon's network namespace: the host
+    """The MetalLB addresses live on the lab network's bridge inside the daemon's network namespace: the host
     reaches them only when the daemon runs as root (moby/moby#43625 for rootless)."""
     if not any("name=rootless" in option for option in info.get("SecurityOptions") or []):
         return []
@@ -406,7 +406,7 @@ class Mode:
     machines: bool = False
     control_planes: int = 0  # tenant control-plane replicas, on the management cluster
     container_workers: int = 0  # kindest/node containers on this host's Docker
-    kind_subnet: str = ""  # kindSubnet and metallbAddressRange as configured, checked against the kind network
+    kind_subnet: str = ""  # kindSubnet and metallbAddressRange as configured, checked against the lab's network
     address_range: str = ""
     observability: bool = False  # Prometheus and Grafana on the management cluster
     configured: bool = False  # read from the stack's config; else kindSubnet is not known
@@ -600,7 +600,7 @@ def _address_range(text: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Addr
 
 
 def check_kind_network(host: Host, mode: Mode) -> list[Finding]:
-    """The real kind network, when it exists, against what the program plans with: kindSubnet (else the default
+    """The lab's real docker network, when it exists, against what the program plans with: kindSubnet (else the default
     kind-up.sh creates the network with), metallbAddressRange, and a first quarter that keeps Docker's own
     addresses away from the workers' fixed ones."""
     if not mode.kind or host.which("docker") is None:

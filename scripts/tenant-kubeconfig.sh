@@ -143,7 +143,7 @@ if ! retry "$auth_timeout" "$RETRY_INTERVAL" admin_authorised; then
 			"server (kubectl -n $NAMESPACE get tenantcontrolplane $TENANT shows its status)"
 	[[ $waiting_for == authorisation ]] ||
 		die "tenant $TENANT's API server is unreachable from this host after ${auth_timeout}s ($last_answer)." \
-			"Its MetalLB address on the kind network must be reachable from here; rootless or remote Docker" \
+			"Its MetalLB address on the lab's docker network must be reachable from here; rootless or remote Docker" \
 			"and Docker Desktop put it out of reach (run make preflight)"
 	die "timed out after ${auth_timeout}s waiting for tenant $TENANT to authorise admin.conf (kubectl auth can-i create secrets -n kube-system)"
 fi

@@ -1,5 +1,5 @@
 """benchmarks/snapshot_restore.py in its small mode, so it can never rot again: it runs against the real etcd and
-reports every figure. Timing is the benchmark's business (docs/operations.md), never a test's."""
+reports every figure. Timing is the benchmark's business (docs/architecture.md), never a test's."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def write(client: EtcdClient, written: list[Key]) -> None:
 
 def test_with_auth_enabled_as_kamaji_etcd_runs_it_root_reads_and_writes_by_its_certificate_alone(real_etcd):
     """kamaji-etcd knows root by the client certificate's CN, with auth enabled: the reason the client speaks
-    gRPC, since etcd's JSON gateway refuses such a certificate (docs/operations.md)."""
+    gRPC, since etcd's JSON gateway refuses such a certificate (docs/architecture.md)."""
     real_etcd.provision_root_and_enable_auth()
     client = root(real_etcd)
     written = keys(300, 100) + [Key(PREFIX + b"events/default/e", b"an event", leased=True)]

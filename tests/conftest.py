@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from tests.etcd_pods import stop_shared
-from tests.plan import dev_config, plan
+from tests.plan import dev_config, plan, sleeping_containers_lab
 from tests.real_etcd import start_etcd
+from tests.snapshot_etcd import seeded
 from tests.sshd import KUBEADM_EXECUTABLES, machine_fakes
 from tests.test_scripts import Fakes
 
@@ -147,3 +148,39 @@ def shared_etcd_stops():
     """Stops the real etcd that tests/etcd_pods.py shares between tests, if one was started."""
     yield
     stop_shared()
+
+
+@pytest.fixture
+def containers(shared):
+    """(awake up, sleep preview, asleep up, wake preview) of tenant a, next to an awake tenant b."""
+
+    def build():
+        awake = plan(sleeping_containers_lab(False), preview=False)
+        asleep = plan(sleeping_containers_lab(True), preview=False)
+        sleep = plan(sleeping_containers_lab(True), True, awake)
+        return awake, sleep, asleep, plan(sleeping_containers_lab(False), True, asleep)
+
+    return shared("sleeping-containers", build)
+
+
+@pytest.fixture
+def etcd(real_etcd):
+    """The program's root client on a real etcd seeded as tests/snapshot_etcd.py says."""
+    client = seeded(real_etcd)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def port_forward(real_etcd, tmp_path, monkeypatch) -> Path:
+    """kubectl on PATH that, for port-forward, prints the forwarding line with the real etcd's port and waits."""
+    port = real_etcd.url.rsplit(":", 1)[1]
+    bin_dir, log = tmp_path / "bin", tmp_path / "kubectl.log"
+    bin_dir.mkdir()
+    script = bin_dir / "kubectl"
+    script.write_text(
+        f'#!/bin/sh\necho "$@" >> {log}\necho "Forwarding from 127.0.0.1:{port} -> 2379"\nexec sleep 600\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log

@@ -485,3 +485,23 @@ def is_unknown(value: Any) -> bool:
 
 def is_secret(value: Any) -> bool:
     return isinstance(value, pulumi.Output) and _sync_await(value.is_secret())
+
+
+# Tenant a of sleeping_containers_lab runs this many API server replicas (none while it sleeps).
+SLEEPER_REPLICAS = 2
+
+
+def sleeping_containers_lab(asleep: bool) -> dict:
+    """Two container tenants: a (two workers, a GPU), asleep or awake, and b."""
+    return dev_config(
+        controlPlaneReplicas=SLEEPER_REPLICAS,
+        tenants=[
+            {
+                "name": "a",
+                "workers": 2,
+                "gpus": [{"model": "NVIDIA L4 24GB"}],
+                **({"sleeping": True} if asleep else {}),
+            },
+            {"name": "b"},
+        ],
+    )

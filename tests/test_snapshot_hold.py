@@ -3,8 +3,6 @@ and the real etcd: the hold waits until no API server pod is left, terminating o
 before the delete says nothing changed, every stop after it says what is left and how to finish; a tenant held by
 an unfinished restore is not snapshotted; a tenant asleep by its config is said to stay asleep."""
 
-# The fixture `port_forward` is imported from test_snapshot_live, so test arguments "redefine" it.
-# ruff: noqa: F811
 from __future__ import annotations
 
 import io
@@ -16,8 +14,8 @@ import pytest
 from snapshot.__main__ import main
 from snapshot.etcd import EtcdFailed, PrefixWriter
 from snapshot.live import HOLD_ANNOTATION
-from tests.test_snapshot_etcd import contents, put, root
-from tests.test_snapshot_live import OUTPUTS, SCHEMA, ManagementCluster, WallClock, port_forward  # noqa: F401 (fixture)
+from tests.snapshot_etcd import contents, put, root
+from tests.test_snapshot_live import OUTPUTS, SCHEMA, ManagementCluster, WallClock
 from tests.test_validation import FakeLab, ok
 
 PREFIX = f"/{SCHEMA}/"

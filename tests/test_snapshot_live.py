@@ -14,7 +14,6 @@ import dataclasses
 import datetime
 import io
 import json
-import os
 import stat
 from pathlib import Path
 
@@ -27,7 +26,8 @@ from snapshot.etcd import EtcdFailed, PrefixWriter
 from snapshot.live import CA_ANNOTATION, HOLD_ANNOTATION, REISSUE_TIMEOUT, forwarded_port
 from tests.etcd_pods import chart_secrets
 from tests.real_etcd import RealEtcd
-from tests.test_snapshot_etcd import dump, etcdctl, mutate_manifest, put, root
+from tests.snapshot_etcd import dump, etcdctl, put, root
+from tests.test_snapshot_etcd import mutate_manifest
 from tests.test_validation import FakeClock, FakeLab, error, ok, recorded
 from validation.exit_codes import EXIT_USAGE
 from validation.host import CommandResult
@@ -159,21 +159,6 @@ class ManagementCluster:
 
 def prefix(server: RealEtcd, schema: str = SCHEMA) -> list[tuple[str, str]]:
     return [(kv["key"], kv.get("value", "")) for kv in dump(root(server), f"/{schema}/")]
-
-
-@pytest.fixture
-def port_forward(real_etcd, tmp_path, monkeypatch) -> Path:
-    """kubectl on PATH that, for port-forward, prints the forwarding line with the real etcd's port and waits."""
-    port = real_etcd.url.rsplit(":", 1)[1]
-    bin_dir, log = tmp_path / "bin", tmp_path / "kubectl.log"
-    bin_dir.mkdir()
-    script = bin_dir / "kubectl"
-    script.write_text(
-        f'#!/bin/sh\necho "$@" >> {log}\necho "Forwarding from 127.0.0.1:{port} -> 2379"\nexec sleep 600\n'
-    )
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return log
 
 
 class WallClock(FakeClock):

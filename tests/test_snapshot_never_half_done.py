@@ -5,8 +5,6 @@ nothing; a restore stopped at any step after the delete says so (core.Unfinished
 a take killed with SIGKILL leaves nothing under the snapshots directory.
 """
 
-# The fixture `etcd` is imported from test_snapshot_etcd, so test arguments "redefine" it.
-# ruff: noqa: F811
 from __future__ import annotations
 
 import contextlib
@@ -24,7 +22,7 @@ import pytest
 from snapshot import archive, core
 from snapshot.core import Unfinished, private_copy, restore, take
 from snapshot.etcd import EtcdClient, PrefixWriter, Progress
-from tests.test_snapshot_etcd import SECRETS, TENANT, WHEN, contents, etcd, etcdctl, put  # noqa: F401 (fixture)
+from tests.snapshot_etcd import SECRETS, TENANT, WHEN, contents, etcdctl, put
 
 PREFIX = f"/{TENANT.schema}/"
 KILL_TIMEOUT = 60.0  # seconds for the child to reach the point where it is killed

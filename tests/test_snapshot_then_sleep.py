@@ -7,18 +7,14 @@ managers (pulumi/pulumi-kubernetes provider/pkg/await/await.go@94977969: patchFo
 unforced sleep would conflict on the replicas. The stack applies the TenantControlPlane with pulumi.com/patchForce.
 """
 
-# The fixture `containers` is imported from test_sleeping and `port_forward` from test_snapshot_live, so test
-# arguments "redefine" them.
-# ruff: noqa: F811
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from tests.test_sleeping import containers  # noqa: F401 (fixture)
-from tests.test_snapshot_etcd import put, root
+from tests.snapshot_etcd import put, root
 from tests.test_snapshot_hold import PREFIX, run
-from tests.test_snapshot_live import ManagementCluster, port_forward  # noqa: F401 (fixture)
+from tests.test_snapshot_live import ManagementCluster
 from tests.test_tenant_versions import TCP, of_tenant
 from tests.test_validation import FakeLab
 

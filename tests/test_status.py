@@ -25,26 +25,19 @@ import pytest
 
 from benchmarks import status_refresh
 from tests.test_validation_bounds import SilentServer, outputs_pointing_at
-from validation import status
 from validation.checks.hami import REGISTER_ANNOTATION
 from validation.host import TIMED_OUT, CommandResult
-from validation.status import (
+from validation.status import gather
+from validation.status.cli import main
+from validation.status.gather import (
     CLUSTER_BOUND,
     GRACE,
     STATUS_CALL_TIMEOUT,
     STATUS_REQUEST_TIMEOUT,
-    WIDTH,
-    Style,
-    bar,
-    gpus,
-    main,
-    memory,
-    pending_gpu_pods,
-    quota_usage,
     read_side_by_side,
-    render,
-    short_node,
 )
+from validation.status.render import WIDTH, Style, bar, memory, render, short_node
+from validation.status.rows import gpus, pending_gpu_pods, quota_usage
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "status"
@@ -868,10 +861,10 @@ def test_the_refresh_benchmark_runs_and_prints_its_ratio(monkeypatch, capsys):
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a real kubectl")
 def test_clusters_that_accept_connections_and_never_answer_end_one_refresh_within_the_bound(tmp_path, monkeypatch):
     # Short limits keep the test quick; read one after another, the four clusters would take 4 x 2 s.
-    monkeypatch.setattr(status, "STATUS_REQUEST_TIMEOUT", 1)
-    monkeypatch.setattr(status, "STATUS_CALL_TIMEOUT", 2)
-    monkeypatch.setattr(status, "CLUSTER_BOUND", 3)
-    monkeypatch.setattr(status, "GRACE", 1)
+    monkeypatch.setattr(gather, "STATUS_REQUEST_TIMEOUT", 1)
+    monkeypatch.setattr(gather, "STATUS_CALL_TIMEOUT", 2)
+    monkeypatch.setattr(gather, "CLUSTER_BOUND", 3)
+    monkeypatch.setattr(gather, "GRACE", 1)
     server = SilentServer()
     outputs = outputs_pointing_at(tmp_path, f"https://127.0.0.1:{server.port}", FIXTURES / "outputs.json")
     stdout = io.StringIO()
@@ -882,7 +875,7 @@ def test_clusters_that_accept_connections_and_never_answer_end_one_refresh_withi
         server.close()
     elapsed = time.monotonic() - started
 
-    assert elapsed < status.CLUSTER_BOUND + status.GRACE + 2  # 2 s for starting kubectl and Python
+    assert elapsed < gather.CLUSTER_BOUND + gather.GRACE + 2  # 2 s for starting kubectl and Python
     doc = json.loads(stdout.getvalue())
     assert code == 1 and not doc["management"]["reachable"]
     assert [(item["name"], item["reachable"]) for item in doc["tenants"]] == [

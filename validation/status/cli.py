@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from validation.exit_codes import EXIT_FAILED as EXIT_UNHEALTHY
 from validation.exit_codes import EXIT_INTERNAL, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
@@ -14,9 +14,10 @@ from validation.host import Clock, Runner
 from validation.stack_outputs import DEFAULT_STACK, OutputsError, parse_outputs, read_outputs_document
 from validation.status.gather import kubectl_runner, refresh
 from validation.status.render import WIDTH, Style, render, terminal_width
+from validation.status.rows import Document
 
 
-def exit_status(doc: dict[str, Any]) -> int:
+def exit_status(doc: Document) -> int:
     if doc["management"]["internalError"] or any(row["internalError"] for row in doc["tenants"]):
         return EXIT_INTERNAL
     return 0 if doc["ok"] else EXIT_UNHEALTHY
@@ -93,4 +94,3 @@ def main(
         if not args.watch:
             return exit_status(doc)
         clock.sleep(args.watch)
-

@@ -15,7 +15,7 @@ from validation.host import Clock, Runner, SubprocessRunner
 from validation.kube import Kubectl
 from validation.lab import Lab
 from validation.stack_outputs import MANAGEMENT, StackOutputs
-from validation.status.rows import expected, guarded_status, reason
+from validation.status.rows import ControlPlanes, Document, document
 
 T = TypeVar("T")
 
@@ -69,7 +69,7 @@ def bounded(kubectl: Kubectl, clock: Clock) -> Kubectl:
     return kubectl
 
 
-def read_management(kubectl: Kubectl, clock: Clock) -> dict[tuple[str, str], dict[str, Any]]:
+def read_management(kubectl: Kubectl, clock: Clock) -> ControlPlanes:
     """Every TenantControlPlane by (namespace, name), in one call."""
     tcps = bounded(kubectl, clock).items(TCP_RESOURCE, "--all-namespaces")
     return {named(tcp, f"TenantControlPlane {position}", namespaced=True): tcp for position, tcp in enumerate(tcps)}
@@ -86,8 +86,7 @@ def read_tenant(kubectl: Kubectl, clock: Clock) -> dict[str, Any]:
     }
 
 
-
-def refresh(outputs: StackOutputs, names: Sequence[str] | None, runner: Runner, clock: Clock) -> dict[str, Any]:
+def refresh(outputs: StackOutputs, names: Sequence[str] | None, runner: Runner, clock: Clock) -> Document:
     """Read the management cluster and the tenants side by side; the fleet as plain data."""
     with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-status-") as workdir:
         lab = Lab.open(outputs, runner, Path(workdir))
@@ -97,16 +96,4 @@ def refresh(outputs: StackOutputs, names: Sequence[str] | None, runner: Runner, 
         for tenant in (tenant for tenant in tenants if not tenant.sleeping):
             readers[tenant.name] = lambda tenant=tenant: read_tenant(lab.kubectl(tenant), clock)
         answers = read_side_by_side(readers, CLUSTER_BOUND + GRACE)
-    tcps = answers[MANAGEMENT]
-    # A sleeping tenant was not asked, so it has no answer; asleep_status reads only Kamaji's.
-    rows = [guarded_status(tenant, answers.get(tenant.name, {}), tcps) for tenant in tenants]
-    return {
-        "ok": all(row["healthy"] for row in rows),
-        "refreshed": clock.wall().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "management": {
-            "reachable": not isinstance(tcps, Exception),
-            "error": reason(tcps) if isinstance(tcps, Exception) else None,
-            "internalError": isinstance(tcps, Exception) and not expected(tcps),
-        },
-        "tenants": rows,
-    }
+    return document(tenants, answers, answers[MANAGEMENT], clock.wall())

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
-from validation.status.rows import internal_error
+from validation.status.rows import AsleepRow, Document, TenantRow, internal_error
 
 BAR_WIDTH = 10
 WIDTH = 100  # the width when stdout is not a terminal (or its size is unknown); --wide does not try to fit
@@ -70,7 +70,7 @@ def _fit(line: str, wide: bool, width: int) -> list[str]:
     ]
 
 
-def render(doc: dict[str, Any], style: Style, wide: bool = False, width: int = WIDTH) -> str:
+def render(doc: Document, style: Style, wide: bool = False, width: int = WIDTH) -> str:
     """One frame: a header with the refresh time, the management cluster in one line, each tenant.
 
     Each tenant is rendered in its own guard: one that cannot be is marked an internal error (its row's
@@ -109,7 +109,7 @@ def render(doc: dict[str, Any], style: Style, wide: bool = False, width: int = W
     return "\n".join(lines) + "\n"
 
 
-def render_asleep(tenant: dict[str, Any], say: Callable[..., None], wide: bool) -> None:
+def render_asleep(tenant: AsleepRow, say: Callable[..., None], wide: bool) -> None:
     """Asleep: its state as Kamaji reports it and what it holds while it sleeps."""
     health = "asleep" if tenant["healthy"] else "UNHEALTHY, asleep"
     say(f"{tenant['name']}  {tenant['version']}  {health}  {tenant['endpoint']}", tenant["healthy"])
@@ -125,7 +125,7 @@ def render_asleep(tenant: dict[str, Any], say: Callable[..., None], wide: bool) 
         say(f"  {problem}", False)
 
 
-def render_tenant(tenant: dict[str, Any], say: Callable[..., None], wide: bool, width: int = WIDTH) -> None:
+def render_tenant(tenant: TenantRow | AsleepRow, say: Callable[..., None], wide: bool, width: int = WIDTH) -> None:
     if tenant.get("asleep"):
         render_asleep(tenant, say, wide)
         return
@@ -173,7 +173,7 @@ def render_tenant(tenant: dict[str, Any], say: Callable[..., None], wide: bool, 
             say(line)
 
 
-def render_gpus(tenant: dict[str, Any], say: Callable[..., None], wide: bool, width: int = WIDTH) -> None:
+def render_gpus(tenant: TenantRow, say: Callable[..., None], wide: bool, width: int = WIDTH) -> None:
     # As kubectl -o wide: the narrow table names a GPU by its worker and index, the wide one in full.
     rows = [["NODE", "GPU"] if wide else ["GPU"]]
     rows[0] += ["MODEL", "HEALTH", "SLOTS", "MEMORY", "", "CORES", ""]
@@ -215,4 +215,3 @@ def terminal_width(stream: TextIO) -> int:
     except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both of the latter
         return WIDTH
     return max(columns, MIN_WIDTH) if columns else WIDTH
-

@@ -1,11 +1,14 @@
 """The rows: each tenant's state, and the management cluster's, as the plain data `--json` prints.
 
 A cluster that could not be read, or answered in a shape its API never has, is reported in its row.
+The TypedDicts below declare that document, key for key and in the order it prints them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import datetime
+from collections.abc import Sequence
+from typing import Any, Literal, TypedDict
 
 from validation.answers import MalformedAnswer, mapping, named, objects, text
 from validation.checks.hami import registered_devices
@@ -23,6 +26,166 @@ FINISHED_PHASES = ("Succeeded", "Failed")
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 
 
+class Slots(TypedDict):
+    used: int
+    total: int
+
+
+class Allocated(TypedDict):
+    allocated: int
+    total: int
+
+
+class PodSlice(TypedDict):
+    """A pod's share of one GPU."""
+
+    namespace: str
+    name: str
+    memoryMiB: int
+    cores: int
+
+
+class Gpu(TypedDict):
+    """A GPU as HAMi registers it, with what the pods on it hold."""
+
+    node: str
+    index: int
+    uuid: str
+    model: str
+    healthy: bool
+    slots: Slots
+    memoryMiB: Allocated
+    cores: Allocated
+    pods: list[PodSlice]
+
+
+class Totals(TypedDict):
+    """A tenant's GPUs added up."""
+
+    gpus: int
+    healthy: int
+    slots: Slots
+    memoryMiB: Allocated
+    cores: Allocated
+
+
+class Nodes(TypedDict):
+    ready: int
+    total: int
+    missing: list[str]
+    """Workers of the outputs without a Node."""
+    notReady: list[str]
+
+
+class GpuGap(TypedDict):
+    """A worker that registers fewer GPUs of a model than it is configured with."""
+
+    worker: str
+    model: str
+    registered: int
+    configured: int
+
+
+class UnhealthyGpu(TypedDict):
+    node: str
+    index: int
+    uuid: str
+
+
+class GpuHealth(TypedDict):
+    missing: list[GpuGap]
+    unhealthy: list[UnhealthyGpu]
+
+
+class PendingPod(TypedDict):
+    namespace: str
+    name: str
+    reason: str
+
+
+class QuotaAmount(TypedDict):
+    used: str
+    hard: str
+
+
+class QuotaUsage(TypedDict):
+    namespace: str
+    name: str
+    resources: dict[str, QuotaAmount]
+
+
+class ClusterState(TypedDict):
+    """The fields of a row read from the tenant's own API server."""
+
+    version: str
+    nodes: Nodes
+    gpus: list[Gpu]
+    gpuHealth: GpuHealth
+    totals: Totals
+    pending: list[PendingPod]
+    quotas: list[QuotaUsage]
+
+
+class TenantRow(TypedDict):
+    """One tenant; every row has these keys, whatever could be read."""
+
+    name: str
+    endpoint: str
+    version: str | None
+    reachable: bool
+    error: str | None
+    """Why the cluster could not be read, or the internal error that stopped its row."""
+    internalError: bool
+    healthy: bool
+    problems: list[str]
+    controlPlaneReady: bool | None
+    """None: the management cluster could not tell."""
+    nodes: Nodes
+    gpus: list[Gpu]
+    gpuHealth: GpuHealth
+    totals: Totals
+    pending: list[PendingPod]
+    quotas: list[QuotaUsage]
+    asleep: bool
+
+
+class Holds(TypedDict):
+    """What a sleeping tenant keeps, from the stack outputs."""
+
+    address: str
+    workers: list[str]
+    gpus: int
+    gpuMemoryMiB: int
+    gpuDevices: Literal["real", "mock"]
+
+
+class AsleepRow(TenantRow):
+    """A sleeping tenant: an awake tenant's keys, nothing of its cluster read, and these two."""
+
+    controlPlaneState: str | None
+    holds: Holds
+
+
+class Management(TypedDict):
+    reachable: bool
+    error: str | None
+    internalError: bool
+
+
+class Document(TypedDict):
+    """What `--json` prints for one refresh."""
+
+    ok: bool
+    refreshed: str
+    """UTC, as 2026-09-14T08:32:05Z."""
+    management: Management
+    tenants: list[TenantRow | AsleepRow]
+
+
+# (namespace, name) -> TenantControlPlane, as gather reads them from the management cluster.
+ControlPlanes = dict[tuple[str, str], dict[str, Any]]
+
+
 def expected(answer: Exception) -> bool:
     """A cluster that could not be read or answered malformed; anything else a reader raises is a bug."""
     return isinstance(answer, TimeoutError | CheckFailed | CheckSkipped)
@@ -32,7 +195,7 @@ def reason(answer: Exception) -> str:
     return str(answer) if expected(answer) else f"internal error: {type(answer).__name__}: {answer}"
 
 
-def empty_row(tenant: Tenant) -> dict[str, Any]:
+def empty_row(tenant: Tenant) -> TenantRow:
     """A tenant's row before anything is known: every key, nothing healthy."""
     return {
         "name": tenant.name,
@@ -54,7 +217,7 @@ def empty_row(tenant: Tenant) -> dict[str, Any]:
     }
 
 
-def tenant_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dict | Exception) -> dict[str, Any]:
+def tenant_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: ControlPlanes | Exception) -> TenantRow:
     """One tenant's state as plain data; a cluster that could not be read, or answered in a shape its
     API never has, is reported in the row (error), not raised."""
     status = empty_row(tenant)
@@ -63,9 +226,12 @@ def tenant_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dict
         problems.append("control plane unknown (management cluster not read)")
     else:
         try:
-            problems += control_plane(status, tenant, tcps)
+            ready, plane_problems = control_plane(tenant, tcps)
         except MalformedAnswer as error:
             problems.append(f"control plane unknown ({error})")
+        else:
+            status["controlPlaneReady"] = ready
+            problems += plane_problems
     if isinstance(answer, Exception) and not expected(answer):
         return internal_error(status, answer)
     if isinstance(answer, Exception):
@@ -85,16 +251,17 @@ def tenant_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dict
     return status
 
 
-def control_plane(status: dict[str, Any], tenant: Tenant, tcps: dict[tuple[str, str], Any]) -> list[str]:
+def control_plane(tenant: Tenant, tcps: ControlPlanes) -> tuple[bool, list[str]]:
+    """Whether Kamaji reports the tenant's control plane Ready, and the problem if not."""
     tcp = tcps.get((tenant.namespace, tenant.name))
-    phase = tcp_status(tcp) if tcp is not None else ""
-    status["controlPlaneReady"] = tcp is not None and phase == "Ready"
     if tcp is None:
-        return [f"no TenantControlPlane {tenant.namespace}/{tenant.name}"]
-    return [] if status["controlPlaneReady"] else [f"control plane {phase or 'without status'}, not Ready"]
+        return False, [f"no TenantControlPlane {tenant.namespace}/{tenant.name}"]
+    phase = tcp_status(tcp)
+    ready = phase == "Ready"
+    return ready, [] if ready else [f"control plane {phase or 'without status'}, not Ready"]
 
 
-def cluster_state(tenant: Tenant, answer: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def cluster_state(tenant: Tenant, answer: dict[str, Any]) -> tuple[ClusterState, list[str]]:
     """The row's fields read from the tenant's answers, and its problems; MalformedAnswer if one is malformed."""
     nodes, pods = answer["nodes"], answer["pods"]
     names = [named(node, f"node {position}")[1] for position, node in enumerate(nodes)]
@@ -110,7 +277,7 @@ def cluster_state(tenant: Tenant, answer: dict[str, Any]) -> tuple[dict[str, Any
         for gap in health["missing"]
     ]
     problems += [f"GPU {gpu['node']}/{gpu['index']} ({gpu['uuid']}) unhealthy" for gpu in health["unhealthy"]]
-    read = {
+    read: ClusterState = {
         "version": answer["version"],
         "nodes": {"ready": len(nodes) - len(not_ready), "total": len(nodes), "missing": missing, "notReady": not_ready},
         "gpus": found,
@@ -122,31 +289,32 @@ def cluster_state(tenant: Tenant, answer: dict[str, Any]) -> tuple[dict[str, Any
     return read, problems
 
 
-def gpu_health(tenant: Tenant, found: list[dict[str, Any]], nodes: set[str]) -> dict[str, Any]:
+def gpu_health(tenant: Tenant, found: list[Gpu], nodes: set[str]) -> GpuHealth:
     """GPUs each worker with a Node registers short of its configured ones, per model, and the unhealthy ones.
 
     A tenant with real GPUs configures none (its machines' plugin finds them), so only their health counts.
     """
-    missing = []
+    missing: list[GpuGap] = []
     for worker in tenant.workers if not tenant.real_gpus else ():
         if worker not in nodes:
             continue  # reported as a worker without a Node
         for gpu in tenant.gpus_per_worker:
             registered = sum(1 for card in found if card["node"] == worker and card["model"] == gpu.model)
             if registered < gpu.count:
-                gap = {"worker": worker, "model": gpu.model, "registered": registered, "configured": gpu.count}
+                gap: GpuGap = {"worker": worker, "model": gpu.model, "registered": registered, "configured": gpu.count}
                 missing.append(gap)
-    unhealthy = [{key: gpu[key] for key in ("node", "index", "uuid")} for gpu in found if not gpu["healthy"]]
+    unhealthy: list[UnhealthyGpu] = [
+        {"node": gpu["node"], "index": gpu["index"], "uuid": gpu["uuid"]} for gpu in found if not gpu["healthy"]
+    ]
     return {"missing": missing, "unhealthy": unhealthy}
 
 
-def asleep_status(tenant: Tenant, tcps: dict | Exception) -> dict[str, Any]:
+def asleep_status(tenant: Tenant, tcps: ControlPlanes | Exception) -> AsleepRow:
     """A sleeping tenant: what it still holds, from the outputs; healthy once Kamaji reports it Sleeping.
 
     The keys of an awake tenant's row stay, empty: nothing of its nodes, pods or quotas is read.
     """
-    status = empty_row(tenant)
-    problems = status["problems"]
+    problems: list[str] = []
     state = None
     if isinstance(tcps, Exception):
         problems.append("control plane unknown (management cluster not read)")
@@ -155,26 +323,28 @@ def asleep_status(tenant: Tenant, tcps: dict | Exception) -> dict[str, Any]:
     elif (state := tcp_status(tcp)) != SLEEPING:
         problems.append(f"control plane {state or 'without status'}, not {SLEEPING}: run pulumi up")
     cards = sum(gpu.count for gpu in tenant.gpus_per_worker) * len(tenant.workers)
-    status.update(
-        version=tenant.kubernetes_version,
-        healthy=not problems,
-        controlPlaneReady=None if isinstance(tcps, Exception) else False,
-        asleep=True,
-        controlPlaneState=state or None,
-        holds={
+    # The keys an awake row has keep their places; the two of a sleeping tenant come last.
+    return {
+        **empty_row(tenant),
+        "version": tenant.kubernetes_version,
+        "healthy": not problems,
+        "problems": problems,
+        "controlPlaneReady": None if isinstance(tcps, Exception) else False,
+        "asleep": True,
+        "controlPlaneState": state or None,
+        "holds": {
             "address": host_port(tenant.endpoint)[0],
             "workers": list(tenant.workers),
             "gpus": cards,
             "gpuMemoryMiB": sum(gpu.memory_mib * gpu.count for gpu in tenant.gpus_per_worker) * len(tenant.workers),
             "gpuDevices": "real" if tenant.real_gpus else "mock",
         },
-    )
-    return status
+    }
 
 
-def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[Gpu]:
     """Every registered GPU with the slots, memory and cores that pods hold on it."""
-    slices: dict[str, list[dict[str, Any]]] = {}
+    slices: dict[str, list[PodSlice]] = {}
     for position, pod in enumerate(pods):
         namespace, name = named(pod, f"pod {position}", namespaced=True)
         if text(mapping(pod, "status", f"pod {name}"), "phase", f"pod {name}") in FINISHED_PHASES:
@@ -185,7 +355,7 @@ def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[s
             slices.setdefault(allocation.uuid, []).append(
                 {"namespace": namespace, "name": name, "memoryMiB": allocation.memory_mib, "cores": allocation.cores}
             )
-    result = []
+    result: list[Gpu] = []
     for position, node in enumerate(nodes):
         _, node_name = named(node, f"node {position}")
         for device in registered_devices(node):
@@ -210,21 +380,16 @@ def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[s
     return result
 
 
-def totals(gpu_list: list[dict[str, Any]]) -> dict[str, Any]:
+def totals(found: Sequence[Gpu]) -> Totals:
     def add(key: str, part: str) -> int:
-        return sum(gpu[key][part] for gpu in gpu_list)
+        return sum(gpu[key][part] for gpu in found)
 
     return {
-        "gpus": len(gpu_list),
-        "healthy": sum(gpu["healthy"] for gpu in gpu_list),
-        **{
-            key: {part: add(key, part) for part in parts}
-            for key, parts in (
-                ("slots", ("used", "total")),
-                ("memoryMiB", ("allocated", "total")),
-                ("cores", ("allocated", "total")),
-            )
-        },
+        "gpus": len(found),
+        "healthy": sum(gpu["healthy"] for gpu in found),
+        "slots": {"used": add("slots", "used"), "total": add("slots", "total")},
+        "memoryMiB": {"allocated": add("memoryMiB", "allocated"), "total": add("memoryMiB", "total")},
+        "cores": {"allocated": add("cores", "allocated"), "total": add("cores", "total")},
     }
 
 
@@ -237,7 +402,7 @@ def wants_gpu(pod: dict[str, Any], where: str) -> bool:
     return False
 
 
-def pending_gpu_pods(pods: list[dict[str, Any]]) -> list[dict[str, str]]:
+def pending_gpu_pods(pods: list[dict[str, Any]]) -> list[PendingPod]:
     """GPU pods no scheduler could place, with why.
 
     The reason comes from the pod's PodScheduled condition, not from events: kube-scheduler writes
@@ -245,7 +410,7 @@ def pending_gpu_pods(pods: list[dict[str, Any]]) -> list[dict[str, str]]:
     handleSchedulingFailure, at 003b446), the condition is already in the pod list (no extra call)
     and holds the latest attempt, while FailedScheduling events are aggregated and expire.
     """
-    stuck = []
+    stuck: list[PendingPod] = []
     for position, pod in enumerate(pods):
         namespace, name = named(pod, f"pod {position}", namespaced=True)
         where = f"pod {namespace}/{name}"
@@ -259,7 +424,7 @@ def pending_gpu_pods(pods: list[dict[str, Any]]) -> list[dict[str, str]]:
     return stuck
 
 
-def quota_usage(quota: dict[str, Any]) -> dict[str, Any]:
+def quota_usage(quota: dict[str, Any]) -> QuotaUsage:
     # The quota controller writes status after the quota is created; a resource it has not counted yet is 0.
     namespace, name = named(quota, "ResourceQuota", namespaced=True)
     where = f"ResourceQuota {namespace}/{name}"
@@ -274,7 +439,9 @@ def quota_usage(quota: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def guarded_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dict | Exception) -> dict[str, Any]:
+def guarded_status(
+    tenant: Tenant, answer: dict[str, Any] | Exception, tcps: ControlPlanes | Exception
+) -> TenantRow | AsleepRow:
     """tenant_status (asleep_status for a sleeping tenant), or a row naming the internal error that stopped it:
     a bug shows in one row, not all."""
     try:
@@ -283,7 +450,7 @@ def guarded_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: dic
         return internal_error(empty_row(tenant), error)
 
 
-def internal_error(row: dict[str, Any], error: Exception) -> dict[str, Any]:
+def internal_error(row: TenantRow, error: Exception) -> TenantRow:
     """Mark a row with an error of this program (exit EXIT_INTERNAL), not of the tenant."""
     row.update(
         error=reason(error),
@@ -293,3 +460,20 @@ def internal_error(row: dict[str, Any], error: Exception) -> dict[str, Any]:
     )
     return row
 
+
+def document(
+    tenants: Sequence[Tenant], answers: dict[str, Any], tcps: ControlPlanes | Exception, refreshed: datetime.datetime
+) -> Document:
+    """The fleet from the clusters' answers (by tenant name; a sleeping tenant has none) and the management's."""
+    # A sleeping tenant was not asked, so it has no answer; asleep_status reads only Kamaji's.
+    rows = [guarded_status(tenant, answers.get(tenant.name, {}), tcps) for tenant in tenants]
+    return {
+        "ok": all(row["healthy"] for row in rows),
+        "refreshed": refreshed.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "management": {
+            "reachable": not isinstance(tcps, Exception),
+            "error": reason(tcps) if isinstance(tcps, Exception) else None,
+            "internalError": isinstance(tcps, Exception) and not expected(tcps),
+        },
+        "tenants": rows,
+    }

@@ -136,7 +136,7 @@ def test_the_walk_refuses_a_key_too_many_or_too_few_and_a_value_of_another_type(
             conforms(changed, rows.TenantRow, row["name"], set())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_answers_still_print_the_declared_document(data):
     resource = data.draw(st.sampled_from(sorted(ANSWERS)), label="resource")

@@ -652,25 +652,45 @@ def tcps_with(name: str, status: str) -> dict[str, Any]:
     return as_list(tcps)
 
 
+def tcps_unreconciled(name: str) -> dict[str, Any]:
+    """The TenantControlPlanes, the named one as created, before Kamaji first writes its status."""
+    tcps = tcps_with(name, "Ready")
+    for tcp in tcps["items"]:
+        if tcp["metadata"]["name"] == name:
+            del tcp["status"]
+    return tcps
+
+
 NODE_C = items("nodes-tenant-c.json")[0]
 STRANGER = {**NODE_C, "metadata": {**NODE_C["metadata"], "name": "someone-elses-node"}}
 
 
 @pytest.mark.parametrize(
-    ("broken", "problem"),
+    ("broken", "problem", "plane_ready"),
     [
         (
             {("management", "tenantcontrolplanes"): tcps_with("tenant-c", "Upgrading")},
             "control plane Upgrading, not Ready",
+            False,
         ),
-        ({("management", "tenantcontrolplanes"): tcps_with("tenant-c", "")}, "no TenantControlPlane tenants/tenant-c"),
-        ({("tenant-c", "nodes"): as_list([])}, "worker kamaji-tenant-c-w1 has no Node"),
-        ({("tenant-c", "nodes"): as_list([STRANGER])}, "worker kamaji-tenant-c-w1 has no Node"),
-        ({("tenant-c", "nodes"): as_list([not_ready(NODE_C)])}, "node kamaji-tenant-c-w1 not Ready"),
-        ({("tenant-c", "nodes"): as_list([NODE_C, not_ready(STRANGER)])}, "node someone-elses-node not Ready"),
+        (
+            {("management", "tenantcontrolplanes"): tcps_unreconciled("tenant-c")},
+            "control plane without status, not Ready",
+            False,
+        ),
+        (
+            {("management", "tenantcontrolplanes"): tcps_with("tenant-c", "")},
+            "no TenantControlPlane tenants/tenant-c",
+            False,
+        ),
+        ({("tenant-c", "nodes"): as_list([])}, "worker kamaji-tenant-c-w1 has no Node", True),
+        ({("tenant-c", "nodes"): as_list([STRANGER])}, "worker kamaji-tenant-c-w1 has no Node", True),
+        ({("tenant-c", "nodes"): as_list([not_ready(NODE_C)])}, "node kamaji-tenant-c-w1 not Ready", True),
+        ({("tenant-c", "nodes"): as_list([NODE_C, not_ready(STRANGER)])}, "node someone-elses-node not Ready", True),
     ],
     ids=[
         "control-plane-not-ready",
+        "control-plane-without-status",
         "no-control-plane",
         "no-nodes",
         "worker-missing",
@@ -678,15 +698,17 @@ STRANGER = {**NODE_C, "metadata": {**NODE_C["metadata"], "name": "someone-elses-
         "extra-node-not-ready",
     ],
 )
-def test_a_tenant_missing_any_piece_is_unhealthy_and_the_exit_status_says_so(broken, problem):
+def test_a_tenant_missing_any_piece_is_unhealthy_and_the_exit_status_says_so(broken, problem, plane_ready):
     healthy_code, _ = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), gpus_healthy=True))
     code, doc = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
     c = tenant(doc, "tenant-c")
     assert (healthy_code, code) == (0, 1)
     assert not c["healthy"] and not doc["ok"]
     assert c["problems"] == [problem]
+    assert c["controlPlaneReady"] is plane_ready  # False, not unknown, when Kamaji has none or it is not Ready
     _, text = run_status("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
     assert "tenant-c  v1.36.4  UNHEALTHY" in text
+    assert f"control plane {'Ready' if plane_ready else 'not Ready'};" in text
 
 
 # --- What a GPU-sharing user looks for, against HAMi v2.10.0's annotation formats. ---

@@ -24,7 +24,7 @@ from pathlib import Path
 from validation.host import Clock, CommandResult
 from validation.lab import Lab
 from validation.stack_outputs import parse_outputs
-from validation.status import read_management, read_tenant, refresh
+from validation.status.gather import read_management, read_tenant, refresh
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "status"
 CALL_SECONDS = 0.25

@@ -4,7 +4,7 @@ Metric names and labels: HAMi's scheduler (Project-HAMi/HAMi cmd/scheduler/metri
 kube-scheduler beside it (kubernetes/kubernetes pkg/scheduler/metrics/metrics.go: `scheduler_pending_pods`,
 STABLE, by `queue`), konnectivity-server (kubernetes-sigs/apiserver-network-proxy
 pkg/server/metrics/metrics.go@v0.33.0 to @v0.36.0) and Kamaji (clastix/kamaji internal/metrics/metrics.go@ddbabd8).
-Each series carries the `tenant` label the scrape jobs add (components/observability.py).
+Each series carries the `tenant` label the scrape jobs add (components/observability_values.py).
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ SIZING_GIB = {
     # kube-scheduler's and Konnectivity's images pulled again.
     "worker_var_disk": 2.0,
     # With observability on, in the kind node: Prometheus' and Grafana's memory limits (512 + 256 MiB,
-    # components/observability.py) and Prometheus' volume (2 GiB, on the node's disk).
+    # components/observability_values.py) and Prometheus' volume (2 GiB, on the node's disk).
     "observability_memory": 0.75,
     "observability_disk": 2.0,
 }

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Run as a file: make the program's components importable.
 sys.path.insert(0, str(ROOT))
 
-from components import observability, platform  # noqa: E402
+from components import observability_values, platform  # noqa: E402
 from components.config import parse_settings  # noqa: E402
 from components.config.messages import PROJECT  # noqa: E402
 from components.flannel import FLANNEL_CHART_VERSION, FLANNEL_NAMESPACE, FLANNEL_REPO, flannel_values  # noqa: E402
@@ -143,11 +143,12 @@ def observability_charts(lab: LabSettings) -> list[Chart]:
         return []
     tenants = {tenant.name: tenant.kubernetes_version for tenant in lab.tenants}
     return [
-        Chart(observability.PROMETHEUS_CHART, observability.PROMETHEUS_REPO, observability.PROMETHEUS_CHART_VERSION,
-              observability.MONITORING_NAMESPACE,
-              (yaml.safe_dump(observability.prometheus_values(tenants, not lab.provided.kamaji)),)),
-        Chart(observability.GRAFANA_CHART, observability.GRAFANA_REPO, observability.GRAFANA_CHART_VERSION,
-              observability.MONITORING_NAMESPACE, (yaml.safe_dump(observability.grafana_values()),)),
+        Chart(observability_values.PROMETHEUS_CHART, observability_values.PROMETHEUS_REPO,
+              observability_values.PROMETHEUS_CHART_VERSION, observability_values.MONITORING_NAMESPACE,
+              (yaml.safe_dump(observability_values.prometheus_values(tenants, not lab.provided.kamaji)),)),
+        Chart(observability_values.GRAFANA_CHART, observability_values.GRAFANA_REPO,
+              observability_values.GRAFANA_CHART_VERSION, observability_values.MONITORING_NAMESPACE,
+              (yaml.safe_dump(observability_values.grafana_values()),)),
     ]
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from validation import cli, status
+from validation import cli
+from validation.status import cli as status
 
 HELP = Path(__file__).parent / "fixtures" / "help"
 

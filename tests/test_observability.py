@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components import observability
+from components import observability_values
 from components.config import ConfigError, parse_settings
 from tests.plan import GRAFANA_PASSWORD, dev_config, is_secret, plan, resolve, reveal
 
@@ -138,7 +138,7 @@ def test_the_key_check_catches_a_misspelt_key():
 
 def test_every_default_scrape_job_of_the_chart_is_switched_off():
     chart_jobs = {path[1] for path in PROMETHEUS_KEYS if len(path) == 2 and path[0] == "scrapeConfigs"}
-    values = observability.prometheus_values({"tenant-a": "v1.36.4"}, True)
+    values = observability_values.prometheus_values({"tenant-a": "v1.36.4"}, True)
     assert set(values["scrapeConfigs"]) == chart_jobs
     assert all(job == {"enabled": False} for job in values["scrapeConfigs"].values())
 
@@ -159,7 +159,8 @@ def test_retention_storage_and_memory_are_bounded(up_plan):
 def test_the_preflight_sizing_counts_prometheus_and_grafanas_memory_limits():
     from tests.test_preflight import preflight
 
-    limits_mib = sum(int(m.removesuffix("Mi")) for m in (observability.PROMETHEUS_MEMORY, observability.GRAFANA_MEMORY))
+    limits = (observability_values.PROMETHEUS_MEMORY, observability_values.GRAFANA_MEMORY)
+    limits_mib = sum(int(m.removesuffix("Mi")) for m in limits)
     assert preflight.SIZING_GIB["observability_memory"] * 1024 >= limits_mib
 
 
@@ -256,7 +257,7 @@ def test_adding_or_removing_a_tenant_adds_or_removes_its_job(count):
 
 
 def test_konnectivity_and_kamaji_jobs_keep_only_this_labs_tenants_and_label_them():
-    jobs = {job["job_name"]: job for job in observability.scrape_configs(
+    jobs = {job["job_name"]: job for job in observability_values.scrape_configs(
         {"tenant-a": "v1.36.4", "tenant-b": "v1.36.4"}, True)}
     keep, label, _ = jobs["konnectivity"]["relabel_configs"]
     assert jobs["konnectivity"]["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": ["tenants"]}}]
@@ -302,7 +303,7 @@ def test_a_tenant_before_v1_34_opens_its_admin_port_to_prometheus_only_with_obse
 
 
 def test_a_provided_kamaji_is_not_scraped_at_an_address_the_lab_did_not_choose():
-    jobs = [job["job_name"] for job in observability.scrape_configs({"tenant-a": "v1.36.4"}, False)]
+    jobs = [job["job_name"] for job in observability_values.scrape_configs({"tenant-a": "v1.36.4"}, False)]
     assert jobs == ["hami-tenant-a", "gpu-queue-tenant-a", "konnectivity"]
 
 
@@ -367,7 +368,7 @@ def test_no_tenant_admin_credential_reaches_the_management_cluster(up_plan):
 ])
 def test_a_token_answer_without_a_token_or_ca_is_refused(answer):
     with pytest.raises(ValueError):
-        observability.token_secret_data(answer)
+        observability_values.token_secret_data(answer)
 
 
 def test_machine_workers_get_the_same_reader_and_job(machine_plan):
@@ -409,7 +410,7 @@ def test_the_admin_password_is_a_secret_output_and_never_in_the_charts_values(up
     (None, ""),
 ])
 def test_the_url_is_the_first_ingress_or_empty_until_there_is_one(status, url):
-    assert observability.grafana_url(status) == url
+    assert observability_values.grafana_url(status) == url
 
 
 def test_grafana_reads_prometheus_at_the_charts_server_service(up_plan):

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import observability
+from components import observability_values
 from components.config import parse_settings
 from components.dashboard import dashboard
 from components.gpu_sharing import GPU_MEMORY_RESOURCE
@@ -279,21 +279,21 @@ def prometheus(tmp_path_factory) -> Iterator[Lab]:
         token = f"token-of-{tenant}"
         (root / "secrets" / tenant / "token").write_text(token)
         # The tenant's API server: both Services through its proxy.
-        fakes[f"hami-{tenant}"] = serve({observability.HAMI_METRICS_PATH: hami_exposition(tenant),
-                                         observability.HAMI_QUEUE_PATH: kube_scheduler_exposition(tenant)},
+        fakes[f"hami-{tenant}"] = serve({observability_values.HAMI_METRICS_PATH: hami_exposition(tenant),
+                                         observability_values.HAMI_QUEUE_PATH: kube_scheduler_exposition(tenant)},
                                         token, context)
         fakes[f"konnectivity-{tenant}"] = serve({"/metrics": konnectivity_exposition(tenant)})
     fakes["kamaji"] = serve({"/metrics": kamaji_exposition()})
     decoy = serve({"/metrics": "decoy_metric 1\n"})
 
-    config = observability.prometheus_config(
+    config = observability_values.prometheus_config(
         VERSIONS, True, secrets_dir=str(root / "secrets"),
         api_server=lambda tenant: f"127.0.0.1:{fakes[f'hami-{tenant}'].port}",
         kamaji_target=f"127.0.0.1:{fakes['kamaji'].port}",
     )
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     for job in config["scrape_configs"]:
-        if job["job_name"] == observability.JOB_KONNECTIVITY:
+        if job["job_name"] == observability_values.JOB_KONNECTIVITY:
             # Discovery needs a cluster; its targets, as it would label them, go through the same relabelling.
             del job["kubernetes_sd_configs"]
             job["static_configs"] = konnectivity_targets(fakes, decoy)
@@ -381,10 +381,10 @@ def test_promtool_accepts_the_configuration_the_chart_gets(tmp_path):
         (secrets / tenant).mkdir(parents=True)
         (secrets / tenant / "token").write_text("t")
         (secrets / tenant / "ca.crt").write_text("")
-    values = observability.prometheus_values(VERSIONS, True)
+    values = observability_values.prometheus_values(VERSIONS, True)
     config = debian_buildable({"global": values["server"]["global"],
                                "scrape_configs": values["serverFiles"]["prometheus.yml"]["scrape_configs"]})
-    text = yaml.safe_dump(config).replace(observability.TENANT_SECRETS_DIR, str(secrets))
+    text = yaml.safe_dump(config).replace(observability_values.TENANT_SECRETS_DIR, str(secrets))
     (tmp_path / "prometheus.yml").write_text(text)
     checked = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
                              capture_output=True, text=True, timeout=60)
@@ -394,7 +394,7 @@ def test_promtool_accepts_the_configuration_the_chart_gets(tmp_path):
 
 def test_promtool_refuses_a_broken_configuration(tmp_path):
     # The check above can fail: a relabel action Prometheus does not know.
-    config = debian_buildable(observability.prometheus_config(VERSIONS, True))
+    config = debian_buildable(observability_values.prometheus_config(VERSIONS, True))
     config["scrape_configs"][-2]["relabel_configs"][0]["action"] = "keepp"
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     checked = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
@@ -446,8 +446,8 @@ def test_each_tenant_sees_its_own_gpus_and_no_one_elses(prometheus):
 def test_the_api_server_fake_was_reached_only_through_the_proxy_paths_with_its_tenants_token(prometheus):
     for tenant in TENANTS:
         requests = prometheus.fakes[f"hami-{tenant}"].requests
-        assert set(requests) == {(path, f"Bearer token-of-{tenant}")
-                                 for path in (observability.HAMI_METRICS_PATH, observability.HAMI_QUEUE_PATH)}
+        paths = (observability_values.HAMI_METRICS_PATH, observability_values.HAMI_QUEUE_PATH)
+        assert set(requests) == {(path, f"Bearer token-of-{tenant}") for path in paths}
 
 
 def test_the_pending_gpu_pods_panel_shows_each_tenants_own_queue(prometheus):
@@ -461,9 +461,9 @@ def test_the_pending_gpu_pods_panel_shows_each_tenants_own_queue(prometheus):
 
 def test_only_the_queue_series_of_the_kube_scheduler_is_kept(prometheus):
     # (Prometheus' own series about each scrape, up and scrape_*, aside.)
-    kept = query(prometheus, f'count by (__name__) ({{job=~"{observability.JOB_GPU_QUEUE}-.+", '
+    kept = query(prometheus, f'count by (__name__) ({{job=~"{observability_values.JOB_GPU_QUEUE}-.+", '
                              f'__name__!~"up|scrape_.+"}})')
-    assert [r["metric"]["__name__"] for r in kept] == [observability.QUEUE_SERIES]
+    assert [r["metric"]["__name__"] for r in kept] == [observability_values.QUEUE_SERIES]
 
 
 def test_konnectivity_discovery_keeps_only_the_sidecar_of_this_labs_tenants(prometheus):
@@ -530,7 +530,7 @@ def test_dial_failures_read_zero_for_a_tenant_that_never_failed_and_the_reasons_
 
 def test_each_konnectivity_server_is_scraped_on_the_port_that_serves_metrics_at_its_version(prometheus):
     targets = [t for t in api(prometheus, "/api/v1/targets")["activeTargets"]
-               if t["labels"]["job"] == observability.JOB_KONNECTIVITY]
+               if t["labels"]["job"] == observability_values.JOB_KONNECTIVITY]
     ports = {t["labels"]["tenant"]: t["discoveredLabels"]["__meta_kubernetes_pod_container_port_name"]
              for t in targets}
     assert ports == {t: "healthport" if server_version(t) >= FIRST_SERVER_WITH_METRICS_ON_HEALTH_PORT else "adminport"

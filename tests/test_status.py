@@ -25,26 +25,19 @@ import pytest
 
 from benchmarks import status_refresh
 from tests.test_validation_bounds import SilentServer, outputs_pointing_at
-from validation import status
 from validation.checks.hami import REGISTER_ANNOTATION
 from validation.host import TIMED_OUT, CommandResult
-from validation.status import (
+from validation.status import gather
+from validation.status.cli import main
+from validation.status.gather import (
     CLUSTER_BOUND,
     GRACE,
     STATUS_CALL_TIMEOUT,
     STATUS_REQUEST_TIMEOUT,
-    WIDTH,
-    Style,
-    bar,
-    gpus,
-    main,
-    memory,
-    pending_gpu_pods,
-    quota_usage,
     read_side_by_side,
-    render,
-    short_node,
 )
+from validation.status.render import WIDTH, Style, bar, memory, render, short_node
+from validation.status.rows import gpus, pending_gpu_pods, quota_usage
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "status"
@@ -659,25 +652,45 @@ def tcps_with(name: str, status: str) -> dict[str, Any]:
     return as_list(tcps)
 
 
+def tcps_unreconciled(name: str) -> dict[str, Any]:
+    """The TenantControlPlanes, the named one as created, before Kamaji first writes its status."""
+    tcps = tcps_with(name, "Ready")
+    for tcp in tcps["items"]:
+        if tcp["metadata"]["name"] == name:
+            del tcp["status"]
+    return tcps
+
+
 NODE_C = items("nodes-tenant-c.json")[0]
 STRANGER = {**NODE_C, "metadata": {**NODE_C["metadata"], "name": "someone-elses-node"}}
 
 
 @pytest.mark.parametrize(
-    ("broken", "problem"),
+    ("broken", "problem", "plane_ready"),
     [
         (
             {("management", "tenantcontrolplanes"): tcps_with("tenant-c", "Upgrading")},
             "control plane Upgrading, not Ready",
+            False,
         ),
-        ({("management", "tenantcontrolplanes"): tcps_with("tenant-c", "")}, "no TenantControlPlane tenants/tenant-c"),
-        ({("tenant-c", "nodes"): as_list([])}, "worker kamaji-tenant-c-w1 has no Node"),
-        ({("tenant-c", "nodes"): as_list([STRANGER])}, "worker kamaji-tenant-c-w1 has no Node"),
-        ({("tenant-c", "nodes"): as_list([not_ready(NODE_C)])}, "node kamaji-tenant-c-w1 not Ready"),
-        ({("tenant-c", "nodes"): as_list([NODE_C, not_ready(STRANGER)])}, "node someone-elses-node not Ready"),
+        (
+            {("management", "tenantcontrolplanes"): tcps_unreconciled("tenant-c")},
+            "control plane without status, not Ready",
+            False,
+        ),
+        (
+            {("management", "tenantcontrolplanes"): tcps_with("tenant-c", "")},
+            "no TenantControlPlane tenants/tenant-c",
+            False,
+        ),
+        ({("tenant-c", "nodes"): as_list([])}, "worker kamaji-tenant-c-w1 has no Node", True),
+        ({("tenant-c", "nodes"): as_list([STRANGER])}, "worker kamaji-tenant-c-w1 has no Node", True),
+        ({("tenant-c", "nodes"): as_list([not_ready(NODE_C)])}, "node kamaji-tenant-c-w1 not Ready", True),
+        ({("tenant-c", "nodes"): as_list([NODE_C, not_ready(STRANGER)])}, "node someone-elses-node not Ready", True),
     ],
     ids=[
         "control-plane-not-ready",
+        "control-plane-without-status",
         "no-control-plane",
         "no-nodes",
         "worker-missing",
@@ -685,15 +698,17 @@ STRANGER = {**NODE_C, "metadata": {**NODE_C["metadata"], "name": "someone-elses-
         "extra-node-not-ready",
     ],
 )
-def test_a_tenant_missing_any_piece_is_unhealthy_and_the_exit_status_says_so(broken, problem):
+def test_a_tenant_missing_any_piece_is_unhealthy_and_the_exit_status_says_so(broken, problem, plane_ready):
     healthy_code, _ = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), gpus_healthy=True))
     code, doc = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
     c = tenant(doc, "tenant-c")
     assert (healthy_code, code) == (0, 1)
     assert not c["healthy"] and not doc["ok"]
     assert c["problems"] == [problem]
+    assert c["controlPlaneReady"] is plane_ready  # False, not unknown, when Kamaji has none or it is not Ready
     _, text = run_status("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
     assert "tenant-c  v1.36.4  UNHEALTHY" in text
+    assert f"control plane {'Ready' if plane_ready else 'not Ready'};" in text
 
 
 # --- What a GPU-sharing user looks for, against HAMi v2.10.0's annotation formats. ---
@@ -868,10 +883,10 @@ def test_the_refresh_benchmark_runs_and_prints_its_ratio(monkeypatch, capsys):
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a real kubectl")
 def test_clusters_that_accept_connections_and_never_answer_end_one_refresh_within_the_bound(tmp_path, monkeypatch):
     # Short limits keep the test quick; read one after another, the four clusters would take 4 x 2 s.
-    monkeypatch.setattr(status, "STATUS_REQUEST_TIMEOUT", 1)
-    monkeypatch.setattr(status, "STATUS_CALL_TIMEOUT", 2)
-    monkeypatch.setattr(status, "CLUSTER_BOUND", 3)
-    monkeypatch.setattr(status, "GRACE", 1)
+    monkeypatch.setattr(gather, "STATUS_REQUEST_TIMEOUT", 1)
+    monkeypatch.setattr(gather, "STATUS_CALL_TIMEOUT", 2)
+    monkeypatch.setattr(gather, "CLUSTER_BOUND", 3)
+    monkeypatch.setattr(gather, "GRACE", 1)
     server = SilentServer()
     outputs = outputs_pointing_at(tmp_path, f"https://127.0.0.1:{server.port}", FIXTURES / "outputs.json")
     stdout = io.StringIO()
@@ -882,7 +897,7 @@ def test_clusters_that_accept_connections_and_never_answer_end_one_refresh_withi
         server.close()
     elapsed = time.monotonic() - started
 
-    assert elapsed < status.CLUSTER_BOUND + status.GRACE + 2  # 2 s for starting kubectl and Python
+    assert elapsed < gather.CLUSTER_BOUND + gather.GRACE + 2  # 2 s for starting kubectl and Python
     doc = json.loads(stdout.getvalue())
     assert code == 1 and not doc["management"]["reachable"]
     assert [(item["name"], item["reachable"]) for item in doc["tenants"]] == [

@@ -42,7 +42,6 @@ from tests.test_status import (
     status_json,
     tenant,
 )
-from validation import status
 from validation.answers import MalformedAnswer
 from validation.checks.hami import REGISTER_ANNOTATION, decode_register
 from validation.checks.tenancy import node_problems, pod_readiness_problem, tcp_status
@@ -50,6 +49,7 @@ from validation.exit_codes import EXIT_INTERNAL
 from validation.host import CommandResult, SubprocessRunner
 from validation.pods import describe_pod, vgpu_allocations
 from validation.results import CheckFailed
+from validation.status import cli, gather, render, rows
 
 
 def register(*entries: dict[str, Any]) -> str:
@@ -162,7 +162,7 @@ class Fleet(FakeKubectl):
 def fleet_view(outputs: Path, answers: dict, *args: str) -> tuple[int, str]:
     stdout = io.StringIO()
     fleet = Fleet(answers)
-    code = status.main(["--outputs", str(outputs), *args], runner=fleet, stdout=stdout, clock=fleet)
+    code = cli.main(["--outputs", str(outputs), *args], runner=fleet, stdout=stdout, clock=fleet)
     return code, stdout.getvalue()
 
 
@@ -242,9 +242,9 @@ def test_the_shared_readers_take_any_json_and_raise_only_a_check_failure(answer)
         lambda: tcp_status(answer),
         lambda: pod_readiness_problem(answer),
         lambda: node_problems([answer], ("kamaji-tenant-a-w1",), "v1.36.4"),
-        lambda: status.gpus([answer], [answer]),
-        lambda: status.pending_gpu_pods([answer]),
-        lambda: status.quota_usage(answer),
+        lambda: rows.gpus([answer], [answer]),
+        lambda: rows.pending_gpu_pods([answer]),
+        lambda: rows.quota_usage(answer),
     ]
     for read in readers:
         if not isinstance(answer, dict) and read is not readers[0]:
@@ -257,14 +257,14 @@ def test_the_shared_readers_take_any_json_and_raise_only_a_check_failure(answer)
 
 
 def test_an_internal_error_building_one_row_shows_there_and_exits_70(monkeypatch):
-    real = status.gpu_health
+    real = rows.gpu_health
 
     def broken(tenant, found, nodes):
         if tenant.name == "tenant-c":
             raise ZeroDivisionError("division by zero")
         return real(tenant, found, nodes)
 
-    monkeypatch.setattr(status, "gpu_health", broken)
+    monkeypatch.setattr(rows, "gpu_health", broken)
     code, text = run_status()
     _, doc = status_json()
     assert code == EXIT_INTERNAL == 70 and EXIT_INTERNAL not in (0, 1, 2, 64)
@@ -275,7 +275,7 @@ def test_an_internal_error_building_one_row_shows_there_and_exits_70(monkeypatch
 
 
 def test_an_internal_error_rendering_one_tenant_shows_there_and_exits_70(monkeypatch):
-    monkeypatch.setattr(status, "bar", lambda used, total: 1 / 0)  # only tenant-a has GPUs, so bars
+    monkeypatch.setattr(render, "bar", lambda used, total: 1 / 0)  # only tenant-a has GPUs, so bars
     code, text = run_status()
     blocks = tenant_blocks(text)
     assert blocks["tenant-a"] == "tenant-a  UNHEALTHY\n  internal error: ZeroDivisionError: division by zero"
@@ -349,7 +349,7 @@ def test_a_tenant_with_real_gpus_counts_only_their_health(tmp_path):
     fake = FakeKubectl(unreachable=(), gpus_healthy=True, answers={})
     fake.answers[("tenant-a", "nodes")] = nodes_with_register(register(HEALTHY_A100))  # one card, none configured
     stdout = io.StringIO()
-    code = status.main(
+    code = cli.main(
         ["--outputs", str(outputs), "--json", "--tenant", "tenant-a"], runner=fake, stdout=stdout, clock=fake
     )
     assert json.loads(stdout.getvalue())["tenants"][0]["problems"] == [] and code == 0
@@ -402,19 +402,19 @@ def kubectl_on_path(tmp_path, monkeypatch):
 def test_a_kubectl_that_floods_is_stopped_at_the_byte_limit_and_its_answer_reported_cut_short(
     kubectl_on_path, monkeypatch, stream
 ):
-    monkeypatch.setattr(status, "STATUS_STDOUT_LIMIT", 2**20)
-    monkeypatch.setattr(status, "STATUS_STDERR_LIMIT", 2**16)
+    monkeypatch.setattr(gather, "STATUS_STDOUT_LIMIT", 2**20)
+    monkeypatch.setattr(gather, "STATUS_STDERR_LIMIT", 2**16)
     monkeypatch.setenv("FAKE_MODE", f"{stream}:tenant-a")
     stdout = io.StringIO()
     started = time.monotonic()
-    code = status.main(["--outputs", str(FIXTURES / "outputs.json"), "--json"], stdout=stdout)
+    code = cli.main(["--outputs", str(FIXTURES / "outputs.json"), "--json"], stdout=stdout)
     elapsed = time.monotonic() - started
     doc = json.loads(stdout.getvalue())
 
     written = (kubectl_on_path / "count").read_text().count("+") * 65536
     # Stopped right after the limit (plus what the pipe holds), not after its time bound: a flooding
     # kubectl printed gigabytes within the 8 s a call may take.
-    assert written < 16 * 2**20 and elapsed < status.STATUS_CALL_TIMEOUT
+    assert written < 16 * 2**20 and elapsed < gather.STATUS_CALL_TIMEOUT
     a = tenant(doc, "tenant-a")
     if stream == "flood":
         assert a["error"].endswith(f"printed more than {2**20} bytes: cut short")
@@ -484,7 +484,7 @@ def test_a_refresh_that_fails_removes_the_scratch_kubeconfigs(monkeypatch, tmp_p
     def failing(*args):
         raise RuntimeError("the reads were interrupted")
 
-    monkeypatch.setattr(status, "read_side_by_side", failing)
+    monkeypatch.setattr(gather, "read_side_by_side", failing)
     with pytest.raises(RuntimeError):
         run_status()
     assert scratch_dirs(tmp_path) == []
@@ -508,7 +508,7 @@ def run_on_terminal(columns: int, *args: str) -> str:
         fake = FakeKubectl()
         reader = threading.Thread(target=_drain, args=(leader, received), daemon=True)
         reader.start()
-        status.main(["--outputs", str(FIXTURES / "outputs.json"), *args], runner=fake, stdout=terminal, clock=fake)
+        cli.main(["--outputs", str(FIXTURES / "outputs.json"), *args], runner=fake, stdout=terminal, clock=fake)
     reader.join(5)
     os.close(leader)
     return received.decode()
@@ -531,8 +531,8 @@ def test_on_an_80_column_terminal_the_frame_fits_and_is_the_reviewed_one(monkeyp
 @pytest.mark.parametrize("columns", [40, 60, 80, 99, 100, 132])
 def test_at_any_width_lines_fit_and_break_only_between_words(columns):
     _, doc = status_json()
-    text = status.render(doc, status.Style(False), width=columns)
-    at_100 = status.render(doc, status.Style(False), width=100)
+    text = render.render(doc, render.Style(False), width=columns)
+    at_100 = render.render(doc, render.Style(False), width=100)
     # A word longer than a whole line (a URL) is the only thing that may stick out.
     assert all(len(line) <= columns or len(line.split()) == 1 for line in text.splitlines())
     # The same words in the same order as at 100 columns; a narrow GPU table drops only its usage bars.
@@ -543,12 +543,12 @@ def test_at_any_width_lines_fit_and_break_only_between_words(columns):
 
 
 def test_the_width_is_the_terminal_s_at_least_40_and_100_when_not_on_a_terminal():
-    assert status.terminal_width(io.StringIO()) == status.WIDTH == 100
-    for columns, width in ((132, 132), (80, 80), (20, status.MIN_WIDTH)):
+    assert render.terminal_width(io.StringIO()) == render.WIDTH == 100
+    for columns, width in ((132, 132), (80, 80), (20, render.MIN_WIDTH)):
         leader, follower = pty.openpty()
         fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
         with open(follower, "w") as terminal:
-            assert status.terminal_width(terminal) == width
+            assert render.terminal_width(terminal) == width
         os.close(leader)
 
 
@@ -557,4 +557,4 @@ def test_a_terminal_whose_size_cannot_be_read_gets_100_columns():
         def isatty(self) -> bool:
             return True
 
-    assert status.terminal_width(Terminal()) == 100
+    assert render.terminal_width(Terminal()) == 100

@@ -11,7 +11,8 @@ import io
 import json
 
 from tests.test_status import FIXTURES, REFRESHED, FakeKubectl, as_list, fixture, tenant
-from validation.status import WIDTH, main
+from validation.status.cli import main
+from validation.status.render import WIDTH
 
 ASLEEP = "tenant-b"
 

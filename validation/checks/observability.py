@@ -11,7 +11,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from components.observability import JOB_GPU_QUEUE, JOB_HAMI, JOB_KONNECTIVITY
+from components.observability_values import JOB_GPU_QUEUE, JOB_HAMI, JOB_KONNECTIVITY
 from validation.checks.base import per_tenant
 from validation.host import poll
 from validation.lab import Lab
@@ -30,7 +30,7 @@ TARGETS_INTERVAL = 5
 def target_problems(answer: dict[str, Any], tenant: str) -> tuple[list[str], list[str]]:
     """(healthy sources, problems) of a tenant's targets in a /api/v1/targets answer."""
     targets = [t for t in answer.get("activeTargets") or [] if (t.get("labels") or {}).get("tenant") == tenant]
-    # The jobs components/observability.py writes: two per tenant, one shared by pod discovery.
+    # The jobs components/observability_values.py writes: two per tenant, one shared by pod discovery.
     expected = {f"{JOB_HAMI}-{tenant}": "HAMi", f"{JOB_GPU_QUEUE}-{tenant}": "GPU queue",
                 JOB_KONNECTIVITY: "Konnectivity"}
     healthy, problems = [], []

@@ -45,7 +45,7 @@ GOLDEN = FIXTURES / "status.txt"
 # What kubectl prints when a MetalLB address is not routable from the host.
 NO_ROUTE = (
     'E1202 10:11:31.341365 1 memcache.go:265] "Unhandled Error" err="couldn\'t get current server API group list"\n'
-    "Unable to connect to the server: dial tcp 172.18.255.201:6443: connect: no route to host\n"
+    "Unable to connect to the server: dial tcp 172.30.149.40:6443: connect: no route to host\n"
 )
 WIDE_GOLDEN = FIXTURES / "status-wide.txt"
 REFRESHED = datetime.datetime(2026, 9, 14, 8, 32, 5, tzinfo=datetime.UTC)
@@ -198,7 +198,7 @@ def test_a_tenant_reports_version_control_plane_nodes_quota_usage_and_its_unheal
     _, doc = status_json()
     a = tenant(doc, "tenant-a")
     assert (a["endpoint"], a["version"], a["reachable"], a["error"]) == (
-        "https://172.18.255.200:6443",
+        "https://172.30.149.37:6443",
         "v1.36.4",
         True,
         None,

@@ -169,8 +169,3 @@ def deployment_spec(claim: str, policy_config_map: str, replicas: int) -> dict:
         ],
     }
 
-
-def read_command() -> list[str]:
-    """What the reader container runs to print every kept log, each file ending on its own line so that a file's
-    cut-off last line never runs into the next file's first."""
-    return ["sh", "-c", f'for f in {LOG_ROOT}/*/*.log; do [ -f "$f" ] && cat "$f" && echo; done; true']

@@ -168,4 +168,3 @@ def deployment_spec(claim: str, policy_config_map: str, replicas: int) -> dict:
             }
         ],
     }
-

@@ -53,7 +53,7 @@ def level(
                 kinds["group"] in (group, "*") and combined in kinds["resources"] for kinds in rule["resources"]
             ):
                 continue
-        elif rule.get("nonResourceURLs") and (resource or not any(matches(path, url) for url in rule["nonResourceURLs"])):
+        elif rule.get("nonResourceURLs") and (resource or not any(matches(path, u) for u in rule["nonResourceURLs"])):
             continue
         return rule["level"]
     return "None"

@@ -212,11 +212,13 @@ def echo(command: str) -> CommandResult:
     return ok(command.split(" -- echo ", 1)[1] + "\n")
 
 
-def audit_logs(lab: FakeLab, logged_by: Callable[[str], tuple[str, ...]] = lambda tenant: (tenant,)) -> None:
+def audit_logs(
+    lab: FakeLab, logged_by: Callable[[str], tuple[str, ...]] = lambda tenant: (tenant,), code: int = 404
+) -> None:
     """Each tenant's audit volume as its reader container shows it: one pod's file holding a recorded log, and an
     event for every get of a ConfigMap sent so far to the tenants `logged_by(tenant)` names (its own, when healthy).
     The events are shaped from the recorded probe event (tests/fixtures/validation/audit-probe-event.jsonl)."""
-    probe = (FIXTURES / "audit-probe-event.jsonl").read_text()
+    probe = (FIXTURES / "audit-probe-event.jsonl").read_text().replace('"code":404', f'"code":{code}')
     for tenant in TENANTS:
         pod = f"{tenant}-6d8f7c9b5-x2k4p"
         lab.on("management", rf"^get deployment {tenant} -n tenants ", ok(api_server_deployment(tenant)))

@@ -73,6 +73,14 @@ def test_a_log_without_the_probe_fails_once_the_wait_is_over():
     assert len(lab.commands("management", r"^exec -n tenants tenant-a-\S+ -c audit-reader -- find ")) > 1
 
 
+def test_a_logged_get_of_the_probes_name_answered_otherwise_than_404_is_not_taken_for_the_probe():
+    lab = healthy_lab()
+    audit_logs(lab, code=403)
+    found = audit_result(lab)
+
+    assert found["status"] == "fail" and "no event of its probe" in found["reason"]
+
+
 def test_a_probe_answered_otherwise_than_not_found_fails():
     lab = healthy_lab()
     lab.on("tenant-a", r"^get configmap audit-probe-", error(FORBIDDEN))

@@ -1,7 +1,7 @@
 """A tenant API server's audit trail: the policy it follows and where it writes, all in the management cluster.
 
 The tenant sees none of it: the policy is a ConfigMap and the log a PersistentVolumeClaim in the management
-cluster's tenants namespace, mounted into the API server pods Kamaji runs there. docs/architecture.md#audit-trail
+cluster's tenants namespace, mounted into the API server pods Kamaji runs there. docs/architecture.md#the-audit-trail
 says why a volume, how two API servers share it and what it costs.
 """
 

@@ -470,3 +470,14 @@ def test_a_file_rotated_away_between_listing_and_read_is_passed_over():
     lab.on("management", r"^exec .* cat .*/audit-2026", error("cat: can't open: No such file or directory\n"))
     code, printed = make_audit(lab, "tenant-a", "--json")
     assert code == 0 and len(json.loads(printed)["events"]) == 4
+
+
+def test_make_audit_on_a_malformed_pod_answer_names_the_field_instead_of_crashing(capsys):
+    from tests.test_validation import ok
+
+    lab = reading_lab()
+    broken = {"kind": "List", "items": [{"metadata": {"name": "p"}, "status": {"containerStatuses": "running"}}]}
+    lab.on("management", r"^get pods -n tenants -l kamaji.clastix.io/name=tenant-a ", ok(broken))
+    code, _ = make_audit(lab, "tenant-a")
+    assert code == EXIT_FAILED
+    assert "containerStatuses is a string, not a list" in capsys.readouterr().err

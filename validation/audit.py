@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from components import audit
-from validation.answers import listed
+from validation.answers import listed, mapping, named, objects
 from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
@@ -219,11 +219,11 @@ def reader_pod(lab: Lab, tenant: Tenant) -> str:
     if not labels:  # an empty selector would match every pod in the namespace
         raise CheckFailed(f"deployment {namespace}/{tenant.name} has no spec.selector.matchLabels")
     selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
-    pods = listed(lab.management.get("pods", "-n", namespace, "-l", selector), f"pods of {tenant.name}")
-    for pod in pods:
-        statuses = _object(pod.get("status")).get("containerStatuses") or []
-        if any(s.get("name") == audit.READER_CONTAINER and "running" in (s.get("state") or {}) for s in statuses):
-            return pod["metadata"]["name"]
+    where = f"pods of {tenant.name}"
+    for pod in listed(lab.management.get("pods", "-n", namespace, "-l", selector), where):
+        statuses = objects(mapping(pod, "status", where), "containerStatuses", where)
+        if any(s.get("name") == audit.READER_CONTAINER and "running" in mapping(s, "state", where) for s in statuses):
+            return named(pod, where)[1]
     raise CheckFailed(
         f"no API server pod of {tenant.name} runs its {audit.READER_CONTAINER} container (asleep, starting, or made "
         "before the audit trail): its log is kept, and readable once the tenant is awake"

@@ -7,6 +7,7 @@ import io
 import json
 import shlex
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import yaml
@@ -481,3 +482,41 @@ def test_make_audit_on_a_malformed_pod_answer_names_the_field_instead_of_crashin
     code, _ = make_audit(lab, "tenant-a")
     assert code == EXIT_FAILED
     assert "containerStatuses is a string, not a list" in capsys.readouterr().err
+
+
+# --- what kube-apiserver takes, at the oldest minor a tenant may run and the newest -------------------------------
+
+KUBE_APISERVER = json.loads((Path(__file__).parent / "fixtures" / "kube-apiserver-audit.json").read_text())["versions"]
+
+
+def test_the_recorded_versions_are_the_oldest_a_tenant_may_run_and_the_current():
+    from tests.test_object_schemas import oldest_tenant_version
+
+    oldest = ".".join(oldest_tenant_version().split(".")[:2])
+    assert {oldest, "v1.36"} <= set(KUBE_APISERVER)
+
+
+@pytest.mark.parametrize("version", sorted(KUBE_APISERVER))
+def test_every_audit_flag_is_one_that_kube_apiserver_of_this_version_takes(version, up_plan):
+    known = KUBE_APISERVER[version]
+    for tcp in up_plan.of_type(TCP):
+        flags = flag_values(tcp.inputs["spec"]["controlPlane"]["deployment"]["extraArgs"]["apiServer"])
+        assert flags and all(flag.startswith("--audit-") for flag in flags)
+        for flag, value in flags.items():
+            kind = known["flags"][flag.removeprefix("--")]
+            if kind == "int":
+                assert int(value) >= 0, flag
+        assert flags["--audit-log-format"] in known["log_formats"]
+        assert flags["--audit-log-path"].startswith("/") and flags["--audit-policy-file"].startswith("/")
+
+
+@pytest.mark.parametrize("version", sorted(KUBE_APISERVER))
+def test_the_policy_has_only_fields_kube_apiserver_of_this_version_reads(version):
+    known = KUBE_APISERVER[version]
+    document = yaml.safe_load(audit_component.policy_document())
+    assert set(document) <= set(known["policy_fields"])
+    for rule in document["rules"]:
+        assert set(rule) <= set(known["rule_fields"]), rule
+        assert rule["level"] in known["levels"]
+        for kinds in rule.get("resources", []):
+            assert set(kinds) <= set(known["group_resources_fields"]), kinds

@@ -88,8 +88,9 @@ SIZING_GIB = {
     "observability_memory": 0.75,
     "observability_disk": 2.0,
     # Per tenant control-plane replica, its share of the tenant's audit log on the kind node's /var: at most
-    # (replicas + 2) pods' files of 3 x 10 MiB each (components/audit.py, log_bytes), under 0.1 GiB per replica.
-    "audit_log_disk": 0.1,
+    # (replicas + 2) pods' files of 3 x 10 MiB each (components/audit.py, log_bytes), under 128 MiB per replica
+    # (a figure a float holds exactly, so sums of it stay exact).
+    "audit_log_disk": 0.125,
 }
 GIB = 1 << 30
 

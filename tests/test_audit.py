@@ -520,3 +520,53 @@ def test_the_policy_has_only_fields_kube_apiserver_of_this_version_reads(version
         assert rule["level"] in known["levels"]
         for kinds in rule.get("resources", []):
             assert set(kinds) <= set(known["group_resources_fields"]), kinds
+
+
+# --- the init container's script, run by this host's sh (busybox's sh, ls, tail and rm take the same options) ------
+
+
+def run_link_script(tmp_path: Path, replicas: int, pods: dict[str, int], starting: str) -> Path:
+    """Run the script for a pod `starting`, on a volume holding `pods` (name: seconds since its last write)."""
+    import os
+    import subprocess
+    import time
+
+    log_root, this_pod = tmp_path / "volume", tmp_path / "run" / "this-pod"
+    this_pod.parent.mkdir(parents=True, exist_ok=True)
+    log_root.mkdir(exist_ok=True)
+    now = time.time()
+    for pod, age in pods.items():
+        (log_root / pod).mkdir()
+        for name in (audit_component.LOG_FILE, "audit-2026-12-06T08-00-00.000.log"):
+            (log_root / pod / name).write_text("{}\n")
+            os.utime(log_root / pod / name, (now - age, now - age))
+    env = {"PATH": os.environ["PATH"], "POD_NAME": starting, "LOG_ROOT": str(log_root), "THIS_POD": str(this_pod)}
+    subprocess.run(["sh", "-c", audit_component.link_script(replicas)], env=env, check=True, timeout=30)
+    return log_root
+
+
+def test_a_starting_pod_links_its_own_directory_and_keeps_the_newest_others(tmp_path):
+    old = {f"api-{age}": age for age in (10, 20, 30, 4000, 5000)}
+    log_root = run_link_script(tmp_path, replicas=2, pods=old, starting="api-new")
+
+    this_pod = tmp_path / "run" / "this-pod"
+    assert this_pod.is_symlink() and this_pod.resolve() == (log_root / "api-new").resolve()
+    # Two replicas: the three most recently written other pods stay (the running ones and one generation), with
+    # their backups; older pods' directories go.
+    assert sorted(path.name for path in log_root.iterdir()) == ["api-10", "api-20", "api-30", "api-new"]
+    assert len(list((log_root / "api-30").iterdir())) == 2
+
+
+def test_a_pod_restarting_keeps_its_own_log_and_relinks(tmp_path):
+    log_root = run_link_script(tmp_path, replicas=1, pods={"api-a": 5, "api-b": 50}, starting="api-a")
+    assert sorted(path.name for path in log_root.iterdir()) == ["api-a", "api-b"]
+    assert (log_root / "api-a" / audit_component.LOG_FILE).read_text() == "{}\n"
+    # The other pod's next start finds the link of a pod that ran here before: replaced, not followed.
+    run_link_script(tmp_path, replicas=1, pods={}, starting="api-b")
+    assert (tmp_path / "run" / "this-pod").resolve() == (log_root / "api-b").resolve()
+    assert not (log_root / "api-a" / "api-b").exists()
+
+
+def test_the_first_pod_on_an_empty_volume_starts_cleanly(tmp_path):
+    log_root = run_link_script(tmp_path, replicas=1, pods={}, starting="api-first")
+    assert [path.name for path in log_root.iterdir()] == ["api-first"]

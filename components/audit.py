@@ -26,6 +26,8 @@ MAX_BACKUPS = 2
 # Pod directories besides the starting pod's own kept on the volume: the API servers of the tenant's replicas,
 # plus one generation before them (the pods before the last sleep, restore or upgrade).
 EARLIER_GENERATIONS = 1
+# What the log's claim asks for: more than the log of up to 30 replicas (log_bytes), which is what it may grow to.
+CLAIM_REQUEST = "1Gi"
 # What the init container and the reader run: the image validation already pulls.
 TOOLS_IMAGE = "busybox:1.36.1"
 READER_CONTAINER = "audit-reader"

@@ -105,7 +105,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                 # (pulumi/pulumi-kubernetes issue 895; the await changed across versions, PR 3130 and PR 4181).
                 "annotations": {"pulumi.com/skipAwait": "true"},
             },
-            spec=audit_log_claim_spec(tenant.control_plane_replicas),
+            spec=audit_log_claim_spec(),
             opts=pulumi.ResourceOptions(parent=self, provider=args.management_provider, depends_on=[args.platform]),
         )
 
@@ -273,12 +273,15 @@ def audit_log_claim_name(tenant: str) -> str:
     return f"{tenant}-audit-log"
 
 
-def audit_log_claim_spec(replicas: int) -> dict:
+def audit_log_claim_spec() -> dict:
     """The audit log's volume: the cluster's default StorageClass (kind's is local-path on the node, kept until the
-    claim is deleted: kubernetes-sigs/kind pkg/build/nodeimage/const_storage.go@v0.33.0-alpha), as large as the
-    rotation lets the log grow. One node mounts it for every API server pod of the tenant."""
-    mebibytes = -(-audit.log_bytes(replicas) // (1024 * 1024))
-    return {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{mebibytes}Mi"}}}
+    claim is deleted: kubernetes-sigs/kind pkg/build/nodeimage/const_storage.go@v0.33.0-alpha). One node mounts it
+    for every API server pod of the tenant.
+
+    The same whatever the tenant's replicas: the API server refuses to shrink a bound claim, and grows one only on
+    a StorageClass that allows it, so a claim sized by replicas would stop `pulumi up` when they change. Rotation,
+    not the request, bounds the log (local-path does not enforce a size)."""
+    return {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": audit.CLAIM_REQUEST}}}
 
 
 def pinned_address(address: str | None) -> dict:

@@ -179,8 +179,7 @@ def test_every_api_server_writes_its_log_on_the_tenants_own_claim_following_the_
         # Bounded rotation, and the claim asks for what rotation lets the log grow to.
         assert int(flags["--audit-log-maxsize"]) > 0 and int(flags["--audit-log-maxbackup"]) >= 0
         asked = claim.inputs["spec"]["resources"]["requests"]["storage"]
-        replicas = deployment["replicas"]
-        assert int(asked.removesuffix("Mi")) * 2**20 >= audit_component.log_bytes(replicas)
+        assert int(asked.removesuffix("Gi")) * 2**30 >= audit_component.log_bytes(deployment["replicas"])
         # The reader sees the same claim, read-only.
         (reader,) = deployment["additionalContainers"]
         assert reader["volumeMounts"] == [{"name": mounts[log_root], "mountPath": log_root, "readOnly": True}]
@@ -219,6 +218,18 @@ def test_the_preflight_counts_at_least_the_bound_per_replica():
     per_replica = preflight.SIZING_GIB["audit_log_disk"] * 2**30
     for replicas in range(1, 10):
         assert audit_component.log_bytes(replicas) <= replicas * per_replica, replicas
+
+
+def test_more_replicas_leave_the_claim_as_it_is():
+    # A bound claim can neither shrink nor (on kind's StorageClass) grow: a change would stop `pulumi up`.
+    one, three = (
+        plan(dev_config(tenants=[{"name": "a", "controlPlaneReplicas": replicas}]), preview=False)
+        for replicas in (1, 3)
+    )
+    (claim_one,), (claim_three,) = one.of_type(CLAIM), three.of_type(CLAIM)
+    assert claim_one.inputs == claim_three.inputs
+    asked = claim_three.inputs["spec"]["resources"]["requests"]["storage"]
+    assert int(asked.removesuffix("Gi")) * 2**30 >= audit_component.log_bytes(3)
 
 
 @pytest.fixture(scope="module")

@@ -581,3 +581,16 @@ def test_a_pod_restarting_keeps_its_own_log_and_relinks(tmp_path):
 def test_the_first_pod_on_an_empty_volume_starts_cleanly(tmp_path):
     log_root = run_link_script(tmp_path, replicas=1, pods={}, starting="api-first")
     assert [path.name for path in log_root.iterdir()] == ["api-first"]
+
+
+def test_a_sleeping_tenant_keeps_its_audit_fields_so_sleep_and_wake_roll_nothing_else():
+    awake, asleep = (
+        plan(dev_config(tenants=[{"name": "a", "controlPlaneReplicas": 2, "sleeping": sleeping}]), preview=False)
+        for sleeping in (False, True)
+    )
+    (tcp_awake,), (tcp_asleep,) = awake.of_type(TCP), asleep.of_type(TCP)
+    deployment_awake = tcp_awake.inputs["spec"]["controlPlane"]["deployment"]
+    deployment_asleep = tcp_asleep.inputs["spec"]["controlPlane"]["deployment"]
+    assert (deployment_awake["replicas"], deployment_asleep["replicas"]) == (2, 0)
+    assert {**deployment_asleep, "replicas": 2} == deployment_awake
+    assert [r.inputs for r in awake.of_type(CLAIM)] == [r.inputs for r in asleep.of_type(CLAIM)]

@@ -27,7 +27,7 @@ VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT) --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
 .PHONY: help venv test lint mutants preflight up validate status kubeconfigs preview down clean stack existing-stack passphrase \
-	snapshot restore snapshot-arguments rejoin sleep wake tenant-named
+	snapshot restore snapshot-arguments rejoin sleep wake tenant-named audit
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -128,6 +128,13 @@ validate: venv existing-stack ## check the running lab; the JSON report goes to 
 status: venv existing-stack ## show each tenant's control plane, nodes, GPU slices and quotas (read-only)
 	@$(PREFLIGHT) --tools kubectl
 	$(PY) -m validation.status --stack $(STACK) $(STATUS_ARGS)
+
+# A tenant's API audit log, read through the management cluster (docs/operations.md, "Who did what: the audit
+# trail"). USER is also the login name make inherits: only a USER given on the command line filters.
+audit: tenant-named venv existing-stack ## print tenant TENANT's recent API requests (SINCE=1h USER=<name> VERB=<verb> JSON=1 for scripts)
+	@$(PREFLIGHT) --tools kubectl
+	$(PY) -m validation.audit $(TENANT) --stack $(STACK)$(if $(SINCE), --since "$(SINCE)")$(if \
+	  $(filter command line,$(origin USER)), --user "$(USER)")$(if $(VERB), --verb "$(VERB)")$(if $(JSON), --json)
 
 # Snapshot and restore of one tenant (docs/operations.md, "Snapshot and restore a tenant"): its etcd prefix and
 # identity Secrets in snapshots/<tenant>-<UTC time>.tar.gz, mode 0600; it holds private keys, like a kubeconfig.

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import audit
 from components.addresses import asking_metallb_for
 from components.commands import script_command
 from components.kubeconfig import current_cluster
@@ -87,6 +88,27 @@ class TenantControlPlane(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.platform]),
         )
 
+        # The audit trail's policy and volume live beside the TenantControlPlane, out of the tenant's reach.
+        audit_policy = k8s.core.v1.ConfigMap(
+            f"{name}-audit-policy",
+            metadata={"name": audit_policy_name(tenant.name), "namespace": args.namespace},
+            data={audit.POLICY_FILE: audit.policy_document()},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.management_provider, depends_on=[args.platform]),
+        )
+        audit_log = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-audit-log",
+            metadata={
+                "name": audit_log_claim_name(tenant.name),
+                "namespace": args.namespace,
+                # With kind's default StorageClass (WaitForFirstConsumer) the claim binds only once an API server
+                # pod uses it, which the TenantControlPlane below makes: waiting for Bound here would never end
+                # (pulumi/pulumi-kubernetes issue 895; the await changed across versions, PR 3130 and PR 4181).
+                "annotations": {"pulumi.com/skipAwait": "true"},
+            },
+            spec=audit_log_claim_spec(),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.management_provider, depends_on=[args.platform]),
+        )
+
         control_plane = k8s.apiextensions.CustomResource(
             f"{name}-control-plane",
             api_version="kamaji.clastix.io/v1alpha1",
@@ -112,7 +134,7 @@ class TenantControlPlane(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.management_provider,
-                depends_on=[args.platform, self.version_checked],
+                depends_on=[args.platform, self.version_checked, audit_policy, audit_log],
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", update="15m", delete="10m"),
             ),
         )
@@ -193,7 +215,12 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
             # 0 puts it to sleep: Kamaji keeps its Service (so its LoadBalancer address), certificates,
             # kubeconfigs and datastore, and scales only the Deployment (clastix/kamaji
             # internal/resources/k8s_deployment_resource.go@26.8.2-edge; e2e/tcp_scale_test.go).
-            "deployment": {"replicas": 0 if tenant.sleeping else tenant.control_plane_replicas},
+            "deployment": {
+                "replicas": 0 if tenant.sleeping else tenant.control_plane_replicas,
+                **audit.deployment_spec(
+                    audit_log_claim_name(tenant.name), audit_policy_name(tenant.name), tenant.control_plane_replicas
+                ),
+            },
             # MetalLB gives the address, reachable from the host and from workers on the kind network. Kamaji
             # copies these annotations onto the Service (clastix/kamaji internal/resources/k8s_service_resource.go
             # @26.8.2-edge, mutate).
@@ -236,6 +263,25 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
             "konnectivity": {"server": konnectivity_server, "agent": {"mode": "DaemonSet"}},
         },
     }
+
+
+def audit_policy_name(tenant: str) -> str:
+    return f"{tenant}-audit-policy"
+
+
+def audit_log_claim_name(tenant: str) -> str:
+    return f"{tenant}-audit-log"
+
+
+def audit_log_claim_spec() -> dict:
+    """The audit log's volume: the cluster's default StorageClass (kind's is local-path on the node, kept until the
+    claim is deleted: kubernetes-sigs/kind pkg/build/nodeimage/const_storage.go@v0.33.0-alpha). One node mounts it
+    for every API server pod of the tenant.
+
+    The same whatever the tenant's replicas: the API server refuses to shrink a bound claim, and grows one only on
+    a StorageClass that allows it, so a claim sized by replicas would stop `pulumi up` when they change. Rotation,
+    not the request, bounds the log (local-path does not enforce a size)."""
+    return {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": audit.CLAIM_REQUEST}}}
 
 
 def pinned_address(address: str | None) -> dict:

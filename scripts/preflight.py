@@ -87,6 +87,10 @@ SIZING_GIB = {
     # components/observability_values.py) and Prometheus' volume (2 GiB, on the node's disk).
     "observability_memory": 0.75,
     "observability_disk": 2.0,
+    # Per tenant control-plane replica, its share of the tenant's audit log on the kind node's /var: at most
+    # (replicas + 2) pods' files of 3 x 10 MiB each (components/audit.py, log_bytes), under 128 MiB per replica
+    # (a figure a float holds exactly, so sums of it stay exact).
+    "audit_log_disk": 0.125,
 }
 GIB = 1 << 30
 
@@ -480,6 +484,7 @@ def estimate(mode: Mode) -> tuple[float, list[str], float, list[str]]:
               ("Prometheus and Grafana", None, once * mode.observability, gib["observability_memory"])]
     disk = [("the node image", None, 1, gib["node_image_disk"]),
             ("the management cluster's /var", None, once, gib["management_var_disk"]),
+            ("", "control-plane replica's audit log", mode.control_planes, gib["audit_log_disk"]),
             ("", "worker's /var", mode.container_workers, gib["worker_var_disk"]),
             ("Prometheus' volume", None, once * mode.observability, gib["observability_disk"])]
 

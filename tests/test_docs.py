@@ -79,7 +79,8 @@ def test_the_sizing_tables_are_the_preflights_figures_and_sums():
     gib = preflight.SIZING_GIB
     assert figures["the management cluster (its kind node)"] == (
         f"{gib['management_memory']:g} GiB", f"{gib['management_var_disk']:g} GiB (its `/var`)")
-    assert figures["each tenant control-plane replica"][0] == f"{gib['control_plane_memory']:g} GiB"
+    assert figures["each tenant control-plane replica"] == (
+        f"{gib['control_plane_memory']:g} GiB", f"{gib['audit_log_disk']:g} GiB (its share of the tenant's audit log)")
     assert figures["each container worker"] == (
         f"{gib['worker_memory']:g} GiB", f"{gib['worker_var_disk']:g} GiB (its `/var`)")
     assert figures["the `kindest/node` image, once"][1] == f"{gib['node_image_disk']:g} GiB"

@@ -230,3 +230,19 @@ def test_a_new_stack_file_of_yours_is_left_untracked(user_clone):
 
     assert (repo / "Pulumi.mine.yaml").read_text().startswith("encryptionsalt: ")
     assert git(repo, "status", "--porcelain") == "?? Pulumi.mine.yaml\n"
+
+
+@needs_make
+def test_make_audit_passes_each_filter_given_and_never_the_login_name_as_user(tmp_path, monkeypatch):
+    # make inherits USER, the login name, from the environment: it must not become a filter.
+    monkeypatch.setenv("USER", "someone-logged-in")
+
+    def command(*variables: str) -> str:
+        dry = make("-n", "audit", "TENANT=tenant-a", *variables, f"VENV={tmp_path / 'venv'}")
+        (line,) = [line for line in dry.stdout.splitlines() if "-m validation.audit" in line]
+        return line.split("-m validation.audit ", 1)[1]
+
+    assert command() == "tenant-a --stack dev"
+    assert command("SINCE=30m", "USER=system:node:w1", "VERB=delete", "JSON=1") == (
+        'tenant-a --stack dev --since "30m" --user "system:node:w1" --verb "delete" --json'
+    )

@@ -163,15 +163,16 @@ def test_a_host_with_less_memory_and_disk_than_the_estimate_is_warned_with_the_s
         "estimates, not measurements"
     ) in out
     assert (
-        "WARNING the stack is estimated to use about 6.5 GiB of disk (the node image 1 GiB + the management "
-        "cluster's /var 1.5 GiB + 2 × 2 GiB per worker's /var); this host has 5.0 GiB free under /var/lib/docker"
+        "WARNING the stack is estimated to use about 6.75 GiB of disk (the node image 1 GiB + the management "
+        "cluster's /var 1.5 GiB + 2 × 0.125 GiB per control-plane replica's audit log + 2 × 2 GiB per worker's "
+        "/var); this host has 5.0 GiB free under /var/lib/docker"
     ) in out
     assert list(free) == ["/var/lib/docker"], "the disk Docker keeps its images and volumes on"
 
 
 def test_a_host_with_room_for_the_estimate_passes(tmp_path, capsys):
     host, _ = sized_host(tmp_path, config_json([{"name": "a"}], workersPerTenant="1", controlPlaneReplicas="1"),
-                         available_gib=4.5, free_gib=4.5)
+                         available_gib=4.5, free_gib=4.625)
 
     assert run_preflight(host, capsys, "--stack", "dev") == (0, "preflight: all good\n")
 

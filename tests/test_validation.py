@@ -55,6 +55,8 @@ FORBIDDEN = (
     'Error from server (Forbidden): namespaces is forbidden: User "kubernetes-admin" cannot list resource '
     '"namespaces" in API group "" at the cluster scope\n'
 )
+# kubectl's words for a get of a ConfigMap that does not exist.
+CONFIGMAP_NOT_FOUND = 'Error from server (NotFound): configmaps "audit-probe" not found\n'
 HAMI_QUOTA_DENIAL = (
     'Error from server (Forbidden): error when creating "STDIN": admission webhook "vgpu.hami.io" '
     "denied the request: exceeding resource quota\n"
@@ -210,8 +212,51 @@ def echo(command: str) -> CommandResult:
     return ok(command.split(" -- echo ", 1)[1] + "\n")
 
 
+def audit_logs(
+    lab: FakeLab, logged_by: Callable[[str], tuple[str, ...]] = lambda tenant: (tenant,), code: int = 404
+) -> None:
+    """Each tenant's audit volume as its reader container shows it: one pod's file holding a recorded log, and an
+    event for every get of a ConfigMap sent so far to the tenants `logged_by(tenant)` names (its own, when healthy).
+    The events are shaped from the recorded probe event (tests/fixtures/validation/audit-probe-event.jsonl)."""
+    probe = (FIXTURES / "audit-probe-event.jsonl").read_text().replace('"code":404', f'"code":{code}')
+    for tenant in TENANTS:
+        pod = f"{tenant}-6d8f7c9b5-x2k4p"
+        lab.on("management", rf"^get deployment {tenant} -n tenants ", ok(api_server_deployment(tenant)))
+        lab.on("management", rf"^get pods -n tenants -l kamaji.clastix.io/name={tenant} ", ok(api_server_pods(pod)))
+        exec_ = rf"^exec -n tenants {pod} -c audit-reader -- "
+        lab.on("management", exec_ + "find ", ok(f"/var/log/kamaji-hami-lab/audit/{pod}/audit.log\n"))
+
+        def cat(command: str, tenant: str = tenant) -> CommandResult:
+            asked = [
+                call.command.split()[2]
+                for source in logged_by(tenant)
+                for call in lab.commands(source, r"^get configmap audit-probe-")
+            ]
+            events = "".join(probe.replace("PROBE", name) for name in asked)
+            return ok((FIXTURES / "audit-tenant-a.jsonl").read_text() + "\n" + events)
+
+        lab.on("management", exec_ + "cat /var/log/kamaji-hami-lab/audit/", cat)
+        lab.on(tenant, r"^get configmap audit-probe-", error(CONFIGMAP_NOT_FOUND))
+
+
+def api_server_deployment(tenant: str) -> dict:
+    # Kamaji selects its pods by this one label (clastix/kamaji internal/builders/controlplane/deployment.go
+    # @26.8.2-edge: setSelector).
+    return {"kind": "Deployment", "metadata": {"name": tenant, "namespace": "tenants"},
+            "spec": {"selector": {"matchLabels": {"kamaji.clastix.io/name": tenant}}}}  # fmt: skip
+
+
+def api_server_pods(*running: str, reader_state: str = "running") -> dict:
+    return {"kind": "List", "items": [
+        {"metadata": {"name": pod, "namespace": "tenants"}, "status": {"phase": "Running", "containerStatuses": [
+            {"name": "kube-apiserver", "state": {"running": {}}}, {"name": "audit-reader", "state": {reader_state: {}}},
+        ]}} for pod in running
+    ]}  # fmt: skip
+
+
 def healthy_lab() -> FakeLab:
     lab = FakeLab()
+    audit_logs(lab)
     lab.on("management", r"^get deployments,daemonsets --all-namespaces", ok(recorded("platform-workloads.json")))
     lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(recorded("datastore-default.json")))
     for tenant in TENANTS:
@@ -285,6 +330,7 @@ def test_healthy_lab_passes_every_check_for_every_tenant():
 
     assert code == 0 and report["ok"]
     expected = {("platform", "management"), ("load-balancer", "management"), ("isolation", "all tenants")}
+    expected |= {("audit", "all tenants")}
     expected |= {(check, tenant) for check in PER_TENANT_CHECKS for tenant in TENANTS}
     # outputs.json predates observability (no grafanaUrl): its check skips, saying so (test_validation_observability).
     skipped = {("observability", tenant) for tenant in TENANTS}

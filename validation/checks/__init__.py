@@ -1,5 +1,6 @@
 """The checks, in the order they run: platform first, GPU workloads last."""
 
+from validation.checks.audit import audit_trail
 from validation.checks.base import Check
 from validation.checks.datastore import datastore
 from validation.checks.gpu_scheduling import fractional, quota, sharing
@@ -14,6 +15,7 @@ CHECKS: tuple[Check, ...] = (
     load_balancer,
     control_plane,
     isolation,
+    audit_trail,
     datastore,
     nodes,
     konnectivity,

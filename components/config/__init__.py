@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from components.config.messages import PROJECT, key_path, problem_lines, rules_held_back
 from components.config.models import StackConfig
+from components.config.rules import stack_warnings
 from components.settings import LabSettings
 
 # Rules joining several keys (a pool within the kind subnet, a quota against its tenant's GPUs) need each key valid.
@@ -36,7 +37,7 @@ def load_settings() -> LabSettings:
     # (pulumi/pulumi sdk/python/cmd/pulumi-language-python/main.go@1b5949891b); mocks set them in the runtime.
     secret = set(get_config_secret_keys_env())
     config = _validated(ours, {key for key in ours if prefix + key in secret or is_config_secret(prefix + key)})
-    for path, message in config.warnings():
+    for path, message in stack_warnings(config):
         pulumi.log.warn(f"{key_path(path)}: {message}")
     return config.settings()
 

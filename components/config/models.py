@@ -1,10 +1,10 @@
 """The stack configuration, described as pydantic models.
 
 Field types (``values``) carry the per-value constraints and their messages; each model's
-``problems`` yields the rules that need several values, written in ``rules``.
-``StackConfig.settings()`` hands the components plain frozen dataclasses. Keys that select a mode
-(managementCluster, each platform piece, gpuDevices) are enums, and which other keys each mode
-allows is a rule of the model holding them.
+``problems`` yields the rules that need several values, written in ``rules``; ``conversion``
+hands the components plain frozen dataclasses. Keys that select a mode (managementCluster, each
+platform piece, gpuDevices) are enums, and which other keys each mode allows is a rule of the
+model holding them.
 """
 
 from __future__ import annotations
@@ -82,16 +82,6 @@ from components.config.values import (
     show,
 )
 from components.gpus import GPU_CATALOGUE, GpuSpec
-from components.kubeconfig import with_current_context
-from components.settings import (
-    ExistingCluster,
-    GpuQuota,
-    LabSettings,
-    Machine,
-    Provided,
-    TenantSettings,
-    Versions,
-)
 
 _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 # The management cluster's kubeconfig is written next to the tenants' as management.kubeconfig.
@@ -478,70 +468,3 @@ class StackConfig(ConfigModel):
     @property
     def carves_a_pool(self) -> bool:
         return self.management_cluster == "kind" and self.load_balancer == "metallb"
-
-    @property
-    def lab_node_image(self) -> str:
-        return self.node_image or f"kindest/node:{self.kubernetes_version}"
-
-    def node_image_of(self, tenant: Tenant) -> str:
-        # A tenant on the lab's version shares the lab's (digest-pinned) image.
-        version = tenant.kubernetes_version or self.kubernetes_version
-        if tenant.node_image:
-            return tenant.node_image
-        return self.lab_node_image if version == self.kubernetes_version else f"kindest/node:{version}"
-
-    def settings(self) -> LabSettings:
-        addresses = self.api_addresses
-        versions = Versions(
-            kubernetes=self.kubernetes_version,
-            cert_manager=self.cert_manager_version,
-            metallb=self.metallb_version,
-            kamaji_chart=self.kamaji_chart_version,
-            kamaji_image_tag=self.kamaji_image_tag,
-            hami_chart=self.hami_chart_version,
-            mock_device_plugin=self.mock_device_plugin_image,
-        )
-        return LabSettings(
-            management_cluster_name=self.management_cluster_name,
-            versions=versions,
-            node_image=self.lab_node_image,
-            address_pool=self.address_pool,
-            kind_subnet=self.kind_subnet,
-            existing_cluster=None
-            if self.management_cluster == "kind"
-            else ExistingCluster(
-                kubeconfig=with_current_context(self.management_kubeconfig, self.management_context),
-                docker_network=self.docker_network or None,
-            ),
-            provided=Provided(
-                cert_manager=self.cert_manager == "provided",
-                load_balancer=self.load_balancer == "provided",
-                kamaji=self.kamaji == "provided",
-            ),
-            kamaji_data_store=self.kamaji_data_store,
-            observability=self.observability,
-            tenants=tuple(
-                TenantSettings(
-                    name=tenant.name,
-                    workers=len(tenant.machines) or tenant.workers or self.workers_per_tenant,
-                    gpus=tenant.gpu_specs,
-                    gpu_slots=tenant.gpu_slots or self.gpu_slots,
-                    control_plane_replicas=tenant.control_plane_replicas or self.control_plane_replicas,
-                    pod_cidr=tenant.pod_cidr,
-                    service_cidr=tenant.service_cidr,
-                    quotas=tuple(GpuQuota(q.namespace, q.gpumem_mib, q.gpucores, q.gpus) for q in tenant.quotas),
-                    data_store=self.kamaji_data_store if self.kamaji == "provided" else None,
-                    kubernetes_version=tenant.kubernetes_version or self.kubernetes_version,
-                    node_image=self.node_image_of(tenant),
-                    machines=tuple(
-                        Machine(m.name, m.address, m.port, m.user, self.ssh_private_keys[m.ssh_key], m.host_key,
-                                m.adopt, m.node_ip or "", m.flannel_interface or m.node_ip or "", m.proxy_jump)
-                        for m in tenant.machines
-                    ),
-                    real_gpus=tenant.gpu_devices == "real",
-                    sleeping=tenant.sleeping,
-                    api_address=str(addresses[tenant.name]) if tenant.name in addresses else None,
-                )
-                for tenant in self.tenants
-            ),
-        )

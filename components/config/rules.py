@@ -1,7 +1,8 @@
 """The rules that join several config values, each a generator of the problems it finds.
 
-The models (``models.py``) call them once every value they join is valid, and report what they yield
-as one line each; nothing here knows pydantic. Each yields (key path below the model, message).
+The models (``models.py``) call them with the values that passed their own checks and report
+every problem at once, one line each; nothing here knows pydantic. A problem is the key path
+below the model that broke the rule, and the message.
 """
 
 from __future__ import annotations

@@ -156,6 +156,22 @@ def test_unknown_gpu_model_without_memory_lists_the_catalogue():
     assert "NVIDIA A100 80GB" in catalogue and "NVIDIA L4 24GB" in catalogue
 
 
+@pytest.mark.parametrize(
+    ("written", "suggested"),
+    [
+        ("T4 16", " (did you mean 'NVIDIA T4 16GB'?)"),
+        ("a100", " (did you mean 'NVIDIA A100 40GB' or 'NVIDIA A100 80GB'?)"),
+        # Every catalogue model names NVIDIA: three are offered, not nine.
+        ("NVIDIA", " (did you mean 'NVIDIA A100 40GB', 'NVIDIA A100 80GB' or 'NVIDIA H100 80GB'?)"),
+        ("Tesla K80", ""),
+    ],
+)
+def test_an_unknown_gpu_model_suggests_at_most_three_catalogue_models_like_it(written, suggested):
+    message = tenants_error({"name": "a", "gpus": [{"model": written}]})
+    (line,) = [line for line in message.splitlines() if "tenants[0].gpus[0].model: " in line]
+    assert line.split(".model: ", 1)[1].split("; set memoryMiB", 1)[0] == f"unknown GPU model {written!r}{suggested}"
+
+
 def test_more_gpu_memory_per_worker_than_the_mock_plugin_can_advertise():
     message = tenants_error({"name": "a", "gpus": [{"model": "NVIDIA A100 80GB", "count": 2}]})
     assert "kamaji-hami-lab:tenants[0].gpus: 163840 MiB of GPU memory per worker exceeds" in message

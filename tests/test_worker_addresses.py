@@ -113,6 +113,8 @@ def test_two_workers_that_would_share_an_address_are_refused_before_anything_exi
                       tenants=[{"name": "a", "workers": 5}])
     assert "kamaji-hami-lab:tenants[0].name" in message
     assert "would get the fixed address 10.1.0." in message and "kamaji-a-w" in message
+    # The network is the one kindSubnet gives, named as such (not as the default).
+    assert "already has on the kind network 10.1.0.0/28; the address follows from the worker's name" in message
     assert "rename the tenant" in message and "kindSubnet" in message
 
 

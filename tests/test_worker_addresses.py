@@ -138,6 +138,8 @@ def test_a_configured_pool_in_the_networks_lower_half_is_refused(pool):
     message = refusal(metallbAddressRange=pool)
     assert f"kamaji-hami-lab:metallbAddressRange: {pool.split('/')[0]}" in message
     assert f"lower half of the kind network {DEFAULT_KIND_SUBNET}" in message
+    (line,) = [line.strip() for line in message.splitlines() if "kamaji-hami-lab:metallbAddressRange: " in line]
+    assert line.endswith("; choose addresses of its upper half")
 
 
 def test_a_configured_pool_from_the_first_address_of_the_upper_half_is_accepted():

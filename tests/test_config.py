@@ -413,3 +413,13 @@ def test_a_gpu_memory_quota_in_a_tenant_without_gpus_is_warned_about(monkeypatch
     (warning,) = warnings_of(monkeypatch, [{"name": "a", "workers": 1, "quotas": [{"namespace": "n", "gpumemMiB": 1}]}])
     assert warning.startswith("kamaji-hami-lab:tenants[0].quotas[0].gpumemMiB: 1 MiB is more")
     assert "(0 MiB on 1 worker(s))" in warning
+
+
+def test_a_quota_in_a_tenant_of_real_gpus_is_not_warned_about(monkeypatch):
+    # The machines' GPUs are known only once they join: no size to compare the quota with.
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    machine = {"name": "gpu-1", "address": "10.0.0.11", "hostKey": HOST_KEY}
+    real = {"name": "a", "machines": [machine], "gpuDevices": "real", "quotas": [{"namespace": "n", "gpumemMiB": 1}]}
+    plan(dev_config(tenants=[real]), preview=True, secrets={"sshPrivateKeys": {"default": KEY}})
+    assert warned == []

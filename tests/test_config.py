@@ -156,6 +156,22 @@ def test_unknown_gpu_model_without_memory_lists_the_catalogue():
     assert "NVIDIA A100 80GB" in catalogue and "NVIDIA L4 24GB" in catalogue
 
 
+@pytest.mark.parametrize(
+    ("written", "suggested"),
+    [
+        ("T4 16", " (did you mean 'NVIDIA T4 16GB'?)"),
+        ("a100", " (did you mean 'NVIDIA A100 40GB' or 'NVIDIA A100 80GB'?)"),
+        # Every catalogue model names NVIDIA: three are offered, not nine.
+        ("NVIDIA", " (did you mean 'NVIDIA A100 40GB', 'NVIDIA A100 80GB' or 'NVIDIA H100 80GB'?)"),
+        ("Tesla K80", ""),
+    ],
+)
+def test_an_unknown_gpu_model_suggests_at_most_three_catalogue_models_like_it(written, suggested):
+    message = tenants_error({"name": "a", "gpus": [{"model": written}]})
+    (line,) = [line for line in message.splitlines() if "tenants[0].gpus[0].model: " in line]
+    assert line.split(".model: ", 1)[1].split("; set memoryMiB", 1)[0] == f"unknown GPU model {written!r}{suggested}"
+
+
 def test_more_gpu_memory_per_worker_than_the_mock_plugin_can_advertise():
     message = tenants_error({"name": "a", "gpus": [{"model": "NVIDIA A100 80GB", "count": 2}]})
     assert "kamaji-hami-lab:tenants[0].gpus: 163840 MiB of GPU memory per worker exceeds" in message
@@ -397,3 +413,13 @@ def test_a_gpu_memory_quota_in_a_tenant_without_gpus_is_warned_about(monkeypatch
     (warning,) = warnings_of(monkeypatch, [{"name": "a", "workers": 1, "quotas": [{"namespace": "n", "gpumemMiB": 1}]}])
     assert warning.startswith("kamaji-hami-lab:tenants[0].quotas[0].gpumemMiB: 1 MiB is more")
     assert "(0 MiB on 1 worker(s))" in warning
+
+
+def test_a_quota_in_a_tenant_of_real_gpus_is_not_warned_about(monkeypatch):
+    # The machines' GPUs are known only once they join: no size to compare the quota with.
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    machine = {"name": "gpu-1", "address": "10.0.0.11", "hostKey": HOST_KEY}
+    real = {"name": "a", "machines": [machine], "gpuDevices": "real", "quotas": [{"namespace": "n", "gpumemMiB": 1}]}
+    plan(dev_config(tenants=[real]), preview=True, secrets={"sshPrivateKeys": {"default": KEY}})
+    assert warned == []

@@ -2,7 +2,8 @@
 
 Every problem is reported before any resource is registered, one line each,
 naming the key path as users write it and the offending value. The models in
-``models.py`` describe the config; nothing outside this package sees pydantic.
+``models.py`` describe the config, ``rules.py`` checks its values against each other
+and ``conversion.py`` turns it into settings; nothing outside this package sees pydantic.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Any
 import pulumi
 from pydantic import ValidationError
 
+from components.config.conversion import lab_settings
 from components.config.messages import PROJECT, key_path, problem_lines, rules_held_back
 from components.config.models import StackConfig
+from components.config.rules import stack_warnings
 from components.settings import LabSettings
 
 # Rules joining several keys (a pool within the kind subnet, a quota against its tenant's GPUs) need each key valid.
@@ -36,9 +39,9 @@ def load_settings() -> LabSettings:
     # (pulumi/pulumi sdk/python/cmd/pulumi-language-python/main.go@1b5949891b); mocks set them in the runtime.
     secret = set(get_config_secret_keys_env())
     config = _validated(ours, {key for key in ours if prefix + key in secret or is_config_secret(prefix + key)})
-    for path, message in config.warnings():
+    for path, message in stack_warnings(config):
         pulumi.log.warn(f"{key_path(path)}: {message}")
-    return config.settings()
+    return lab_settings(config)
 
 
 def parse_settings(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> LabSettings:
@@ -47,7 +50,7 @@ def parse_settings(raw: Mapping[str, Any], secret_keys: set[str] | None = None) 
     `secret_keys`, when known, are the keys the stack stores as secrets: a
     credential stored in plain text is refused.
     """
-    return _validated(raw, secret_keys).settings()
+    return lab_settings(_validated(raw, secret_keys))
 
 
 def _validated(raw: Mapping[str, Any], secret_keys: set[str] | None) -> StackConfig:

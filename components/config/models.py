@@ -1,18 +1,17 @@
 """The stack configuration, described as pydantic models.
 
 Field types (``values``) carry the per-value constraints and their messages; each model's
-``problems`` yields the rules that need several values. ``StackConfig.settings()`` hands the
-components plain frozen dataclasses. Keys that select a mode (managementCluster, each platform
-piece, gpuDevices) are enums, and which other keys each mode allows is a rule of the model holding them.
+``problems`` yields the rules that need several values, written in ``rules``; ``conversion``
+hands the components plain frozen dataclasses. Keys that select a mode (managementCluster, each
+platform piece, gpuDevices) are enums, and which other keys each mode allows is a rule of the
+model holding them.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 import shlex
-from collections.abc import Iterable, Iterator, Sequence
-from difflib import get_close_matches
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -31,21 +30,20 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from components.addresses import (
-    CARVED_POOL_SIZE,
-    DEFAULT_KIND_SUBNET,
-    AddressRange,
-    dynamic_range,
-    grafana_address,
-    home_address,
-    pool_for_subnet,
-    tenant_addresses,
-    worker_address,
-    worker_address_clashes,
-    worker_part,
+from components.addresses import DEFAULT_KIND_SUBNET, AddressRange, pool_for_subnet, tenant_addresses
+from components.config.rules import (
+    SET_KUBECONFIG,
+    SET_SSH_KEYS,
+    Problem,
+    across_tenants,
+    gpu_rules,
+    image_runs_another_version,
+    quota_rules,
+    repeats,
+    stack_rules,
+    tenant_rules,
 )
 from components.config.values import (
-    MAX_LABEL,
     AddressPool,
     CertManagerVersion,
     Cidr,
@@ -83,47 +81,12 @@ from components.config.values import (
     read_json,
     show,
 )
-from components.gpus import (
-    FULL_GPU_CORES,
-    GPU_CATALOGUE,
-    MAX_MOCK_MEMORY_PER_NODE_MIB,
-    GpuSpec,
-    node_gpu_memory_mib,
-)
-from components.kubeconfig import NoSuchContext, check_kubeconfig, with_current_context
-from components.settings import (
-    ExistingCluster,
-    GpuQuota,
-    LabSettings,
-    Machine,
-    Provided,
-    TenantSettings,
-    Versions,
-    worker_name,
-)
+from components.gpus import GPU_CATALOGUE, GpuSpec
 
 _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 # The management cluster's kubeconfig is written next to the tenants' as management.kubeconfig.
 _RESERVED_TENANT_NAMES = ("management",)
-_NODE_POD_SUBNET_SIZE = 256
-# Each quarter of the kind network keeps at least 4 addresses (components/addresses.py lays it out).
-_SMALLEST_KIND_SUBNET = 28
-_SMALLEST_SERVICE_PREFIX = 28
-_SET_KUBECONFIG = "set it with: pulumi config set --secret managementKubeconfig < FILE"
-_SET_SSH_KEYS = "set it with: pulumi config set --secret --path 'sshPrivateKeys.<name>' < KEY_FILE"
-_KIND_RUNS_ONLY_OURS = "the kind cluster this program creates runs nothing it did not install"
-# The newest Kubernetes minor Kamaji admits: upgrade.KubeadmVersion "v1.36.0", compared without its
-# patch (clastix/kamaji internal/upgrade/kubeadm_version.go and internal/webhook/handlers/tcp_version.go
-# @ddbabd8, master, which chart 0.0.0+latest installs by default).
-KAMAJI_NEWEST_KUBERNETES = (1, 36)
-# The oldest tenant Kubernetes a worker can join: Kamaji writes the tenant's kubeadm-config ConfigMap with
-# kubeadm's own upload-config phase (clastix/kamaji internal/kubeadm/uploadconfig.go@ddbabd8, built on
-# k8s.io/kubernetes v1.36.3, go.mod), i.e. as kubeadm.k8s.io/v1beta4, which `kubeadm join` reads from
-# v1.31 on (kubernetes/kubernetes cmd/kubeadm/app/apis/kubeadm/v1beta4, released with v1.31).
-OLDEST_JOINABLE_KUBERNETES = (1, 31)
-
-# A broken rule: the key path below the value that broke it, and what is wrong.
-Problem = tuple[tuple[str | int, ...], str]
+# The pydantic error that carries a value's broken rules (``messages`` unpacks it).
 RULES_ERROR = "lab_rules"
 
 
@@ -146,16 +109,6 @@ def repeats_beside_errors(key: str, what: str) -> WrapValidator:
             report(repeats(items, key, what), invalid_items.errors(include_url=False))
 
     return WrapValidator(check)
-
-
-def repeats(items: Any, key: str, what: str) -> Iterator[Problem]:
-    seen: set[str] = set()
-    for index, item in enumerate(items if isinstance(items, list | tuple) else ()):
-        name = item.get(key) if isinstance(item, dict) else getattr(item, key, None)
-        if isinstance(name, str):
-            if name in seen:
-                yield (index, key), f"duplicate {what} {name!r}"
-            seen.add(name)
 
 
 class ConfigModel(BaseModel):
@@ -204,26 +157,7 @@ class Gpu(ConfigModel):
         return self.memory_mib or GPU_CATALOGUE.get(self.model)
 
     def problems(self) -> Iterator[Problem]:
-        if self.memory is None:
-            known = ", ".join(GPU_CATALOGUE)
-            yield ("model",), (f"unknown GPU model {show(self.model)}{_closest_models(self.model)}; set memoryMiB "
-                               f"for it or use one of: {known}")
-
-
-def _closest_models(model: str) -> str:
-    """' (did you mean <the catalogue's closest models>?)', or nothing when none is close; case is ignored.
-
-    Models naming what was written ('A100') come first, then those spelt most alike ('NVIDIA A100 80G').
-    """
-    by_lower = {name.lower(): name for name in GPU_CATALOGUE}
-    typed = model.strip().lower()
-    naming = [lower for lower in by_lower if typed and typed in lower]
-    alike = get_close_matches(typed, by_lower, n=3)
-    close = [by_lower[lower] for lower in dict.fromkeys([*naming, *alike])][:3]
-    if not close:
-        return ""
-    *others, last = map(repr, close)
-    return f" (did you mean {', '.join(others) + ' or ' if others else ''}{last}?)"
+        return gpu_rules(self)
 
 
 class Quota(ConfigModel):
@@ -242,8 +176,7 @@ class Quota(ConfigModel):
         return namespace
 
     def problems(self) -> Iterator[Problem]:
-        if (self.gpumem_mib, self.gpucores, self.gpus) == (None, None, None):
-            yield (), "set at least one of gpumemMiB, gpucores, gpus"
+        return quota_rules(self)
 
 
 class MachineWorker(ConfigModel):
@@ -331,77 +264,11 @@ class Tenant(ConfigModel):
         return name
 
     def problems(self) -> Iterator[Problem]:
-        if (total := node_gpu_memory_mib(self.gpu_specs)) > MAX_MOCK_MEMORY_PER_NODE_MIB:
-            yield ("gpus",), (f"{total} MiB of GPU memory per worker exceeds the mock device plugin's limit of "
-                              f"{MAX_MOCK_MEMORY_PER_NODE_MIB} MiB; spread the GPUs over more workers")
-        pods, services = ipaddress.ip_network(self.pod_cidr), ipaddress.ip_network(self.service_cidr)
-        if services.prefixlen > _SMALLEST_SERVICE_PREFIX:
-            yield ("serviceCidr",), (f"{services} is too small; use a /{_SMALLEST_SERVICE_PREFIX} or larger "
-                                     "(the cluster DNS service takes its .10 address)")
-        elif pods.overlaps(services):
-            yield ("serviceCidr",), f"{services} overlaps podCidr {pods}"
-        for (index, key), message in repeats(self.quotas, "namespace", "quota namespace"):
-            yield ("quotas", index, key), message
-        yield from self._worker_problems()
-
-    def _worker_problems(self) -> Iterator[Problem]:
-        if self.machines and self.workers is not None:
-            yield ("workers",), "unused with machines: each machine is one worker"
-        if self.machines and self.node_image is not None:
-            yield ("nodeImage",), "unused with machines: they run their own kubelet, not a node image"
-        if self.gpu_devices == "real" and not self.machines:
-            yield ("gpuDevices",), "'real' needs machines: container workers have no GPUs of their own"
-        if self.gpu_devices == "real" and self.gpus:
-            yield ("gpus",), "unused with gpuDevices real: HAMi's device plugin counts the machines' GPUs"
+        return tenant_rules(self)
 
     @property
     def gpu_specs(self) -> tuple[GpuSpec, ...]:
         return tuple(GpuSpec(model=gpu.model, count=gpu.count, memory_mib=gpu.memory) for gpu in self.gpus)
-
-
-def _image_runs_another_version(image: str, version: str, wanted_by: str) -> str | None:
-    """Why a kindest/node image cannot run `version` (its tag names another), or None."""
-    tag = re.search(r":(v\d+\.\d+\.\d+)(@|$)", image)
-    if tag and tag.group(1) != version:
-        return f"{image!r} runs Kubernetes {tag.group(1)}, but {wanted_by} {version}; change both together"
-    return None
-
-
-def _kamaji_refuses(version: str, lab: dict[str, Any]) -> str | None:
-    """Why Kamaji's admission webhook would refuse `version`, or its workers could not join, or None.
-
-    The newest is known only for the chart's default image: a pinned kamajiImageTag or a provided Kamaji may
-    admit newer ones.
-    """
-    major, minor = (int(part) for part in version.lstrip("v").split(".")[:2])
-    if (major, minor) < OLDEST_JOINABLE_KUBERNETES:
-        oldest = "v{}.{}".format(*OLDEST_JOINABLE_KUBERNETES)
-        return (
-            f"{version} is older than {oldest}: Kamaji writes the tenant's kubeadm-config as kubeadm.k8s.io/v1beta4, "
-            f"which kubeadm reads only from {oldest} on, so no worker could join; choose {oldest} or newer"
-        )
-    if lab.get("kamaji_image_tag") or lab.get("kamaji") == "provided" or (major, minor) <= KAMAJI_NEWEST_KUBERNETES:
-        return None
-    newest = "v{}.{}".format(*KAMAJI_NEWEST_KUBERNETES)
-    return (
-        f"{version} is newer than Kamaji supports ({newest}.x with the chart's default image; its webhook "
-        f"would refuse the control plane); choose a {newest} release or pin a newer Kamaji with kamajiImageTag"
-    )
-
-
-# Tenants with their place in the list: when some are invalid, the rules check the others where they stand.
-Indexed = Sequence[tuple[int, "Tenant"]]
-
-
-def _tenant_versions(tenants: Indexed, lab: dict[str, Any]) -> Iterator[Problem]:
-    """A tenant's own kubernetesVersion and nodeImage against Kamaji and each other."""
-    for index, tenant in tenants:
-        version = tenant.kubernetes_version or lab.get("kubernetes_version")
-        if tenant.kubernetes_version and (problem := _kamaji_refuses(version, lab)):
-            yield (index, "kubernetesVersion"), problem
-        image = tenant.node_image
-        if version and image and (problem := _image_runs_another_version(image, version, "the tenant runs")):
-            yield (index, "nodeImage"), problem
 
 
 def _tenant_list(value: Any) -> Any:
@@ -416,13 +283,6 @@ def _tenant_list(value: Any) -> Any:
     return tenants
 
 
-def _across_tenants(tenants: Indexed, lab: dict[str, Any]) -> Iterator[Problem]:
-    """The rules on tenants that need the lab's keys above them (`lab`: those that are valid)."""
-    yield from _tenant_problems(tenants, lab.get("management_cluster_name"), lab.get("workers_per_tenant"))
-    yield from _tenant_versions(tenants, lab)
-    yield from _machine_keys(tenants, lab.get("ssh_private_keys"))
-
-
 def _tenants_beside_errors(items: Any, validate: Any, info: ValidationInfo) -> Any:
     """When some tenants are invalid, the valid ones still meet every rule across tenants, and repeats are named."""
     try:
@@ -434,45 +294,7 @@ def _tenants_beside_errors(items: Any, validate: Any, info: ValidationInfo) -> A
             (index, Tenant.model_validate(item, context=info.context))
             for index, item in enumerate(items) if index not in broken
         ]
-        report([*repeats(items, "name", "tenant name"), *_across_tenants(valid, info.data)], errors)
-
-
-def _tenant_problems(tenants: Indexed, cluster: str | None, default_workers: int | None) -> Iterator[Problem]:
-    yield from _machines_shared(tenants)
-    for index, tenant in tenants:
-        workers = len(tenant.machines) or tenant.workers or default_workers
-        if workers is None:  # workersPerTenant is wrong, and says so itself
-            continue
-        if not tenant.machines and cluster is not None and \
-                len(longest := worker_name(cluster, tenant.name, workers)) > MAX_LABEL:
-            yield (index, "name"), (f"{tenant.name!r} is too long: its worker node name {longest!r} would exceed "
-                                    f"{MAX_LABEL} characters")
-        # The tenant's controller manager hands every node a /24 of the pod CIDR.
-        if ipaddress.ip_network(tenant.pod_cidr).num_addresses // _NODE_POD_SUBNET_SIZE < workers:
-            yield (index, "podCidr"), f"{tenant.pod_cidr} cannot give each of {workers} workers a /24"
-
-
-def _machine_keys(tenants: Indexed, keys: dict[str, str] | None) -> Iterator[Problem]:
-    for index, tenant in tenants:
-        for number, machine in enumerate(tenant.machines):
-            if keys is not None and machine.ssh_key not in keys:
-                known = ", ".join(map(repr, keys)) or "none"
-                yield ((index, "machines", number, "sshKey"),
-                       f"{machine.ssh_key!r} is not in sshPrivateKeys (it has: {known}); {_SET_SSH_KEYS}")
-
-
-def _machines_shared(tenants: Indexed) -> Iterator[Problem]:
-    """A machine joins one tenant, and names its worker resources: each name, address and host key once in the lab."""
-    first: dict[tuple[str, str], str] = {}
-    for index, tenant in tenants:
-        for number, machine in enumerate(tenant.machines):
-            for key, value in (("name", machine.name), ("address", f"{machine.address}:{machine.port}"),
-                               ("hostKey", machine.host_key)):
-                if (key, value) in first:
-                    # The same host key is one machine under two entries (an IP address and a host name?).
-                    twice = ": one machine, listed twice, would be joined and reset by both" if key == "hostKey" else ""
-                    yield (index, "machines", number, key), f"{value!r} is also the {key} of {first[key, value]}{twice}"
-                first.setdefault((key, value), f"tenants[{index}].machines[{number}]")
+        report([*repeats(items, "name", "tenant name"), *across_tenants(valid, info.data)], errors)
 
 
 class StackConfig(ConfigModel):
@@ -590,7 +412,7 @@ class StackConfig(ConfigModel):
         # Secret keys are known only when the CLI runs the program (context from load_settings).
         secret_keys = (info.context or {}).get("secret_keys")
         if kubeconfig and secret_keys is not None and "managementKubeconfig" not in secret_keys:
-            raise invalid(f"must be a secret (the value is not shown); {_SET_KUBECONFIG}")
+            raise invalid(f"must be a secret (the value is not shown); {SET_KUBECONFIG}")
         return kubeconfig
 
     @field_validator("ssh_private_keys")
@@ -598,7 +420,7 @@ class StackConfig(ConfigModel):
     def _keys_kept_secret(cls, keys: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         secret_keys = (info.context or {}).get("secret_keys")
         if keys and secret_keys is not None and "sshPrivateKeys" not in secret_keys:
-            raise invalid(f"must be a secret (the value is not shown); {_SET_SSH_KEYS}")
+            raise invalid(f"must be a secret (the value is not shown); {SET_SSH_KEYS}")
         return keys
 
     @field_validator("node_image")
@@ -606,7 +428,7 @@ class StackConfig(ConfigModel):
     def _runs_the_tenants_kubernetes(cls, image: str, info: ValidationInfo) -> str:
         # Worker kubelets must match the tenants' API servers (and HAMi's kube-scheduler).
         version = info.data.get("kubernetes_version")
-        if version and (problem := _image_runs_another_version(image, version, "kubernetesVersion is")):
+        if version and (problem := image_runs_another_version(image, version, "kubernetesVersion is")):
             raise invalid(problem)
         return image
 
@@ -614,130 +436,11 @@ class StackConfig(ConfigModel):
     @classmethod
     def _fit_the_stack(cls, tenants: tuple[Tenant, ...], info: ValidationInfo) -> tuple[Tenant, ...]:
         # Unlike `problems`, a field validator runs even when another key is wrong: it sees the valid keys above it.
-        report([*repeats(tenants, "name", "tenant name"), *_across_tenants(list(enumerate(tenants)), info.data)])
+        report([*repeats(tenants, "name", "tenant name"), *across_tenants(list(enumerate(tenants)), info.data)])
         return tenants
 
     def problems(self) -> Iterator[Problem]:
-        yield from self._mode_problems()
-        yield from self._ssh_key_problems()
-        inherited = any(tenant.kubernetes_version is None for tenant in self.tenants)
-        if inherited and (problem := _kamaji_refuses(self.kubernetes_version, dict(self))):
-            yield ("kubernetesVersion",), problem
-        pool, subnet = self.metallb_address_range, self.kind_subnet
-        if pool is not None and subnet is not None and not pool.within(subnet):
-            yield ("metallbAddressRange",), f"{pool} lies outside the kind network {subnet}"
-        if pool is None and subnet is not None:
-            try:
-                pool_for_subnet(subnet, self.management_cluster_name)
-            except ValueError as problem:
-                yield ("kindSubnet",), str(problem)
-        if self.management_cluster == "kind":
-            yield from self._kind_network_problems()
-        # One address each, and Grafana's (the pool's last).
-        if pool is not None and len(self.tenants) + 1 > pool.size:
-            yield ("metallbAddressRange",), f"{pool} has {pool.size} addresses but {len(self.tenants)} tenants " \
-                "need one each, and the last is kept for Grafana"
-        if pool is None and self.carves_a_pool and len(self.tenants) + 1 > CARVED_POOL_SIZE:
-            yield ("tenants",), (f"{len(self.tenants)} tenants need more than the {CARVED_POOL_SIZE - 1} addresses "
-                                 f"carved from the kind network by default (of {CARVED_POOL_SIZE}, the last is kept "
-                                 "for Grafana); set kamaji-hami-lab:metallbAddressRange")
-        yield from self._api_address_problems()
-
-    def warnings(self) -> Iterator[Problem]:
-        """What is valid but likely not what the user meant."""
-        yield from self._moved_api_addresses()
-        for index, tenant in enumerate(self.tenants):
-            if tenant.gpu_devices == "real":  # the machines' GPUs are known only once they join
-                continue
-            workers = len(tenant.machines) or tenant.workers or self.workers_per_tenant
-            memory = node_gpu_memory_mib(tenant.gpu_specs) * workers
-            # HAMi hands out gpucores as a percentage of one card's cores, so a card holds FULL_GPU_CORES.
-            gpus = sum(gpu.count for gpu in tenant.gpus) * workers
-            for number, quota in enumerate(tenant.quotas):
-                if quota.gpumem_mib is not None and quota.gpumem_mib > memory:
-                    yield (("tenants", index, "quotas", number, "gpumemMiB"),
-                           f"{quota.gpumem_mib} MiB is more GPU memory than the tenant's GPUs have ({memory} MiB on "
-                           f"{workers} worker(s)); the quota never limits anything")
-                if quota.gpucores is not None and quota.gpucores > FULL_GPU_CORES * gpus:
-                    yield (("tenants", index, "quotas", number, "gpucores"),
-                           f"{quota.gpucores} is more GPU cores than the tenant's GPUs have ({FULL_GPU_CORES * gpus}: "
-                           f"{gpus} GPU(s) of {FULL_GPU_CORES} on {workers} worker(s)); the quota never limits "
-                           "anything")
-
-    def _kind_network_problems(self) -> Iterator[Problem]:
-        """The pool and the workers' fixed addresses on the kind network as kind-up.sh lays it out (its lower
-        half is Docker's and the workers'), known before anything exists: kindSubnet, else the default."""
-        subnet = self.kind_subnet or DEFAULT_KIND_SUBNET
-        if subnet.prefixlen > _SMALLEST_KIND_SUBNET:
-            yield ("kindSubnet",), (f"{subnet} is too small to split into Docker's quarter, the workers' quarter "
-                                    f"and the MetalLB pools' half; give a /{_SMALLEST_KIND_SUBNET} or larger")
-            return
-        named = f"the kind network {subnet}" + ("" if self.kind_subnet else " (the default: kindSubnet is empty)")
-        pool = self.metallb_address_range
-        if pool is not None and self.kind_subnet is None and not pool.within(subnet):
-            yield ("metallbAddressRange",), f"{pool} lies outside {named}; set kamaji-hami-lab:kindSubnet to the " \
-                "subnet the range belongs to"
-        elif pool is not None and pool.within(subnet) and subnet.broadcast_address in pool:
-            yield ("metallbAddressRange",), (
-                f"{pool} reaches the broadcast address of the kind network {subnet}, which no Service can answer on "
-                "(the pool's last address is Grafana's); end it below")
-        elif pool is not None and pool.within(subnet) and int(pool.first) < int(subnet[subnet.num_addresses // 2]):
-            yield ("metallbAddressRange",), (
-                f"{pool} reaches into the lower half of the kind network {subnet}, which holds Docker's own "
-                f"addresses ({dynamic_range(subnet)}) and the workers' fixed ones ({worker_part(subnet)}); choose "
-                "addresses of its upper half")
-        containers = [(index, tenant) for index, tenant in enumerate(self.tenants) if not tenant.machines]
-        workers = {worker_name(self.management_cluster_name, tenant.name, number): index
-                   for index, tenant in containers
-                   for number in range(1, (tenant.workers or self.workers_per_tenant) + 1)}
-        for worker, earlier in worker_address_clashes(subnet, list(workers)).items():
-            yield ("tenants", workers[worker], "name"), (
-                f"its worker {worker} would get the fixed address {worker_address(subnet, worker)}, which {earlier} "
-                f"already has on {named}; the address follows from the worker's name: rename the tenant, or give "
-                f"kindSubnet a larger subnet (the default /{DEFAULT_KIND_SUBNET.prefixlen} has "
-                f"{worker_part(DEFAULT_KIND_SUBNET).num_addresses} worker addresses)")
-
-    def _api_address_problems(self) -> Iterator[Problem]:
-        """A pinned API address lies in the lab's pool, is not Grafana's, and is no other tenant's pin."""
-        try:
-            pool = self.address_pool
-        except ValueError:
-            return  # the kind network is too small to carve a pool from, said above
-        pins = [(index, tenant) for index, tenant in enumerate(self.tenants) if tenant.api_address]
-        if pool is None:  # the cluster's own LoadBalancer, or a required metallbAddressRange missing (said above)
-            if self.load_balancer == "provided":
-                for index, _ in pins:
-                    yield ("tenants", index, "apiAddress"), "unused with loadBalancer provided: the cluster's own " \
-                        "LoadBalancer picks the addresses"
-            return
-        pinned_by: dict[str, str] = {}
-        for index, tenant in pins:
-            address = ipaddress.IPv4Address(tenant.api_address)
-            if address not in pool:
-                problem = f"{address} lies outside the lab's MetalLB pool {pool}"
-            elif address == grafana_address(pool):
-                problem = f"{address} is the pool's last address, which Grafana gets; choose another of {pool}"
-            elif tenant.api_address in pinned_by:
-                problem = f"{address} is also the apiAddress of tenant {pinned_by[tenant.api_address]!r}"
-            else:
-                pinned_by[tenant.api_address] = tenant.name
-                continue
-            yield ("tenants", index, "apiAddress"), problem
-
-    def _moved_api_addresses(self) -> Iterator[Problem]:
-        """Tenants whose name gives an address another tenant has: theirs may change when the tenants do."""
-        pool = self.address_pool
-        if pool is None or len(self.tenants) + 1 > pool.size:
-            return
-        addresses = self.api_addresses
-        for index, tenant in enumerate(self.tenants):
-            address, home = addresses[tenant.name], home_address(pool, tenant.name)
-            if not tenant.api_address and address != home:
-                yield ("tenants", index, "name"), (
-                    f"its name gives the API address {home}, which another tenant has, so it gets {address}; that "
-                    "one may change when other tenants are removed, reordered or pinned, and a tenant whose address "
-                    f"changes re-joins its workers. Keep it: pulumi config set --path 'tenants[{index}].apiAddress' "
-                    f"{address}")
+        return stack_rules(self)
 
     @property
     def address_pool(self) -> AddressRange | None:
@@ -758,10 +461,6 @@ class StackConfig(ConfigModel):
                   for tenant in self.tenants if tenant.api_address}
         return tenant_addresses(pool, [tenant.name for tenant in self.tenants], pinned)
 
-    def _ssh_key_problems(self) -> Iterator[Problem]:
-        if self.ssh_private_keys and not any(tenant.machines for tenant in self.tenants):
-            yield ("sshPrivateKeys",), "only used by machine workers, and no tenant lists machines"
-
     @property
     def has_container_workers(self) -> bool:
         return any(not tenant.machines for tenant in self.tenants)
@@ -769,125 +468,3 @@ class StackConfig(ConfigModel):
     @property
     def carves_a_pool(self) -> bool:
         return self.management_cluster == "kind" and self.load_balancer == "metallb"
-
-    def _mode_problems(self) -> Iterator[Problem]:
-        """Combinations of managementCluster and the platform pieces that cannot work."""
-        if self.management_cluster == "kind":
-            existing_only = {
-                "managementKubeconfig": self.management_kubeconfig,
-                "managementContext": self.management_context,
-                "dockerNetwork": self.docker_network,
-            }
-            for key in (key for key, value in existing_only.items() if value):
-                yield (key,), "only used with managementCluster existing; kind's cluster and network are its own"
-            pieces = {"certManager": self.cert_manager, "loadBalancer": self.load_balancer, "kamaji": self.kamaji}
-            for key in (key for key, mode in pieces.items() if mode == "provided"):
-                yield (key,), f"'provided' needs managementCluster existing: {_KIND_RUNS_ONLY_OURS}"
-        else:
-            yield from self._existing_cluster_problems()
-        if self.load_balancer == "provided" and self.metallb_address_range is not None:
-            yield ("metallbAddressRange",), "unused with loadBalancer provided (its addresses are the cluster's)"
-        if self.kamaji == "provided" and self.cert_manager == "install":
-            yield ("certManager",), "set it to provided: a provided Kamaji already runs on a cert-manager"
-        if self.kamaji == "provided" and self.kamaji_image_tag:
-            yield ("kamajiImageTag",), "unused with kamaji provided (the program installs no Kamaji); leave it empty"
-        if self.kamaji == "install" and self.kamaji_data_store != "default":
-            yield (
-                ("kamajiDataStore",),
-                f"{self.kamaji_data_store!r} with kamaji install: the installed chart creates only 'default'",
-            )
-
-    def _existing_cluster_problems(self) -> Iterator[Problem]:
-        if not self.management_kubeconfig:
-            yield ("managementKubeconfig",), f"required with managementCluster existing; {_SET_KUBECONFIG}"
-        else:
-            try:
-                check_kubeconfig(self.management_kubeconfig, self.management_context or None)
-            except NoSuchContext as problem:
-                yield ("managementContext",), str(problem)
-            except ValueError as problem:
-                yield ("managementKubeconfig",), str(problem)
-        if self.kind_subnet is not None:
-            yield ("kindSubnet",), "describes kind's network; an existing management cluster has none"
-        if self.load_balancer == "metallb" and self.metallb_address_range is None:
-            yield (
-                ("metallbAddressRange",),
-                "required with managementCluster existing and loadBalancer metallb: there is no kind network to "
-                "carve a pool from; give free addresses the cluster's nodes can announce",
-            )
-        if not self.docker_network and self.has_container_workers:
-            yield (
-                ("dockerNetwork",),
-                "required with managementCluster existing while a tenant has container workers (kindest/node on "
-                "this host's Docker); name the docker network from which the cluster's LoadBalancer addresses are "
-                "reachable, or give every tenant machines",
-            )
-        if self.docker_network and not self.has_container_workers:
-            yield ("dockerNetwork",), "unused: every tenant's workers are machines, so no Docker is used"
-
-    @property
-    def lab_node_image(self) -> str:
-        return self.node_image or f"kindest/node:{self.kubernetes_version}"
-
-    def node_image_of(self, tenant: Tenant) -> str:
-        # A tenant on the lab's version shares the lab's (digest-pinned) image.
-        version = tenant.kubernetes_version or self.kubernetes_version
-        if tenant.node_image:
-            return tenant.node_image
-        return self.lab_node_image if version == self.kubernetes_version else f"kindest/node:{version}"
-
-    def settings(self) -> LabSettings:
-        addresses = self.api_addresses
-        versions = Versions(
-            kubernetes=self.kubernetes_version,
-            cert_manager=self.cert_manager_version,
-            metallb=self.metallb_version,
-            kamaji_chart=self.kamaji_chart_version,
-            kamaji_image_tag=self.kamaji_image_tag,
-            hami_chart=self.hami_chart_version,
-            mock_device_plugin=self.mock_device_plugin_image,
-        )
-        return LabSettings(
-            management_cluster_name=self.management_cluster_name,
-            versions=versions,
-            node_image=self.lab_node_image,
-            address_pool=self.address_pool,
-            kind_subnet=self.kind_subnet,
-            existing_cluster=None
-            if self.management_cluster == "kind"
-            else ExistingCluster(
-                kubeconfig=with_current_context(self.management_kubeconfig, self.management_context),
-                docker_network=self.docker_network or None,
-            ),
-            provided=Provided(
-                cert_manager=self.cert_manager == "provided",
-                load_balancer=self.load_balancer == "provided",
-                kamaji=self.kamaji == "provided",
-            ),
-            kamaji_data_store=self.kamaji_data_store,
-            observability=self.observability,
-            tenants=tuple(
-                TenantSettings(
-                    name=tenant.name,
-                    workers=len(tenant.machines) or tenant.workers or self.workers_per_tenant,
-                    gpus=tenant.gpu_specs,
-                    gpu_slots=tenant.gpu_slots or self.gpu_slots,
-                    control_plane_replicas=tenant.control_plane_replicas or self.control_plane_replicas,
-                    pod_cidr=tenant.pod_cidr,
-                    service_cidr=tenant.service_cidr,
-                    quotas=tuple(GpuQuota(q.namespace, q.gpumem_mib, q.gpucores, q.gpus) for q in tenant.quotas),
-                    data_store=self.kamaji_data_store if self.kamaji == "provided" else None,
-                    kubernetes_version=tenant.kubernetes_version or self.kubernetes_version,
-                    node_image=self.node_image_of(tenant),
-                    machines=tuple(
-                        Machine(m.name, m.address, m.port, m.user, self.ssh_private_keys[m.ssh_key], m.host_key,
-                                m.adopt, m.node_ip or "", m.flannel_interface or m.node_ip or "", m.proxy_jump)
-                        for m in tenant.machines
-                    ),
-                    real_gpus=tenant.gpu_devices == "real",
-                    sleeping=tenant.sleeping,
-                    api_address=str(addresses[tenant.name]) if tenant.name in addresses else None,
-                )
-                for tenant in self.tenants
-            ),
-        )

@@ -18,8 +18,8 @@ import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 from validation import manifests
 from validation.checks.base import per_tenant
@@ -70,6 +70,13 @@ USER_NOT_FOUND = "etcdserver: user name not found"
 # charts/kamaji-etcd/templates/etcd_job_preinstall_2.yaml@92f31f0); etcd lets role root reach every key
 # (etcd-io/etcd server/auth/store.go@v3.5.1: hasRootRole).
 ROOT_USER, ROOT_ROLE = "root", "root"
+
+
+class Verdict(NamedTuple):
+    """One finding of the check: whether it holds, and what was seen."""
+
+    good: bool
+    what: str
 
 
 @dataclass(frozen=True)
@@ -124,54 +131,57 @@ def keys(read: Read) -> str:
     return f"{len(read.keys)} key{'' if len(read.keys) == 1 else 's'}"
 
 
-def marker_found(read: Read, key: str) -> tuple[bool, str]:
+def marker_found(read: Read, key: str) -> Verdict:
     if read.exit_code != 0:
-        return False, f"cannot read {read.prefix}: {read.error}"
+        return Verdict(False, f"cannot read {read.prefix}: {read.error}")
     if key in read.keys:
-        return True, f"found {key}"
-    return False, f"{key} is not under {read.prefix} (etcd listed {keys(read)} there)"
+        return Verdict(True, f"found {key}")
+    return Verdict(False, f"{key} is not under {read.prefix} (etcd listed {keys(read)} there)")
 
 
-def refused(read: Read) -> tuple[bool, str]:
+def refused(read: Read) -> Verdict:
     """Only etcd's permission denied proves the role lacks the range."""
     if read.exit_code != 0 and PERMISSION_DENIED in read.output:
-        return True, f"{read.prefix} refused ({PERMISSION_DENIED})"
+        return Verdict(True, f"{read.prefix} refused ({PERMISSION_DENIED})")
     if read.exit_code == 0 and not read.keys:
-        return False, (
+        return Verdict(
+            False,
             f"{read.prefix} answered with no keys instead of {PERMISSION_DENIED}; an empty answer is no proof "
-            "(is etcd auth enabled?)"
+            "(is etcd auth enabled?)",
         )
     if read.exit_code == 0:
-        return False, f"{read.prefix} is readable: etcd listed {keys(read)}, e.g. {read.keys[0]}"
-    return False, f"{read.prefix} failed without {PERMISSION_DENIED}: {read.error}"
+        return Verdict(False, f"{read.prefix} is readable: etcd listed {keys(read)}, e.g. {read.keys[0]}")
+    return Verdict(False, f"{read.prefix} failed without {PERMISSION_DENIED}: {read.error}")
 
 
-def marker_absent(read: Read, path: str) -> tuple[bool, str]:
+def marker_absent(read: Read, path: str) -> Verdict:
     """path is the marker's key below its prefix: configmaps/<namespace>/<name>."""
     if read.exit_code != 0:
-        return False, f"cannot read {read.prefix}: {read.error}"
+        return Verdict(False, f"cannot read {read.prefix}: {read.error}")
     leaked = [key for key in read.keys if key.endswith(f"/{path}")]
     if leaked:
-        return False, f"the marker is also under another tenant's prefix: {leaked[0]}"
-    return True, f"marker not under {read.prefix} ({keys(read)})"
+        return Verdict(False, f"the marker is also under another tenant's prefix: {leaked[0]}")
+    return Verdict(True, f"marker not under {read.prefix} ({keys(read)})")
 
 
-def identity(read: Read, user: str, certificate: str, cn: str | None) -> tuple[bool, str]:
+def identity(read: Read, user: str, certificate: str, cn: str | None) -> Verdict:
     """etcd answers `user get` for the caller's own user and nobody else's (etcd-io/etcd
     server/etcdserver/apply_auth.go@v3.5.1: UserGet), so the answer says whose certificate this is; cn is the
     certificate's CN as read from its secret, to name the user etcd took instead (None: unread)."""
     if read.exit_code == 0:
-        return True, f"etcd takes it as user {user}"
+        return Verdict(True, f"etcd takes it as user {user}")
     its = f"etcd user {cn} (its CN)" if cn else "another etcd user (`openssl x509 -noout -subject` of its server.crt)"
     if PERMISSION_DENIED in read.output:
-        return False, (
+        return Verdict(
+            False,
             f"the certificate {certificate} is {its}, not {user}, the user this check inspects (Kamaji's "
-            f"status.storage.setup.user): the tenant's API server acts as {cn or 'that user'}"
+            f"status.storage.setup.user): the tenant's API server acts as {cn or 'that user'}",
         )
     if USER_NOT_FOUND in read.output:
         inspected = "" if cn == user else f"; the user this check inspects is {user}"
-        return False, f"the certificate {certificate}'s CN{f' {cn}' if cn else ''} is no etcd user at all{inspected}"
-    return False, f"cannot ask etcd whose certificate {certificate} is: {read.error}"
+        cn_named = f" {cn}" if cn else ""
+        return Verdict(False, f"the certificate {certificate}'s CN{cn_named} is no etcd user at all{inspected}")
+    return Verdict(False, f"cannot ask etcd whose certificate {certificate} is: {read.error}")
 
 
 def certificate_cn(management: Kubectl, namespace: str, secret: str) -> str | None:
@@ -185,12 +195,12 @@ def certificate_cn(management: Kubectl, namespace: str, secret: str) -> str | No
         return None
 
 
-def auth_enabled(read: Read) -> tuple[bool, str]:
+def auth_enabled(read: Read) -> Verdict:
     if read.exit_code != 0:
-        return False, f"cannot read etcd's auth status: {read.error}"
+        return Verdict(False, f"cannot read etcd's auth status: {read.error}")
     if read.document.get("enabled") is True:
-        return True, "etcd authentication is enabled"
-    return False, "etcd authentication is disabled: every client reads and writes every tenant's keys"
+        return Verdict(True, "etcd authentication is enabled")
+    return Verdict(False, "etcd authentication is disabled: every client reads and writes every tenant's keys")
 
 
 @dataclass(frozen=True, order=True)
@@ -225,13 +235,13 @@ def known_leak(version: Version) -> str:
     return ""
 
 
-def server_versions(read: Read) -> tuple[bool, str]:
+def server_versions(read: Read) -> Verdict:
     """Every member's version, as `endpoint status -w json` lists them, is one without a known leak."""
     if read.exit_code != 0:
-        return False, f"cannot read etcd's version: {read.error}"
+        return Verdict(False, f"cannot read etcd's version: {read.error}")
     members = read.statuses
     if not members:
-        return False, f"cannot read etcd's version: endpoint status listed no member ({read.error})"
+        return Verdict(False, f"cannot read etcd's version: endpoint status listed no member ({read.error})")
     by_version: dict[str, list[str]] = {}
     for member in members:
         version = str((member.get("Status") or {}).get("version", ""))
@@ -250,8 +260,8 @@ def server_versions(read: Read) -> tuple[bool, str]:
         else:
             fine.append(str(version))
     if problems:
-        return False, "; ".join(problems)
-    return True, f"etcd {', '.join(fine)} on every member (past the fixes for {CVE_2023_32082})"
+        return Verdict(False, "; ".join(problems))
+    return Verdict(True, f"etcd {', '.join(fine)} on every member (past the fixes for {CVE_2023_32082})")
 
 
 def names(read: Read, field: str) -> list[str]:
@@ -310,11 +320,11 @@ def whose(spans: list[Span], owners: dict[str, str]) -> str:
     return f", including {', '.join(reached)}" if reached else ""
 
 
-def own_reach(found: Survey, user: str, schema: str, owners: dict[str, str]) -> list[tuple[bool, str]]:
+def own_reach(found: Survey, user: str, schema: str, owners: dict[str, str]) -> list[Verdict]:
     """The union of the tenant's user's grants is exactly its range, for reading and for writing."""
     own = tenant_range(schema)
     if user not in found.user_roles:
-        return [(False, f"etcd user {user} does not exist")]
+        return [Verdict(False, f"etcd user {user} does not exist")]
     held = found.reach(user)
     verdicts = []
     for role, permission in held:
@@ -326,7 +336,8 @@ def own_reach(found: Survey, user: str, schema: str, owners: dict[str, str]) -> 
             if beyond == [permission.span]
             else f"beyond {own} it can {verb(permission.kind)} {', '.join(map(str, beyond))}"
         )
-        verdicts.append((False, f"etcd user {user}'s role {role} grants {permission}: {where}{whose(beyond, owners)}"))
+        granted = f"etcd user {user}'s role {role} grants {permission}: {where}{whose(beyond, owners)}"
+        verdicts.append(Verdict(False, granted))
     gaps = {}
     for kinds, what in ((READS, "read"), (WRITES, "write")):
         left = [own]
@@ -335,16 +346,18 @@ def own_reach(found: Survey, user: str, schema: str, owners: dict[str, str]) -> 
         if left:
             gaps[what] = ", ".join(map(str, left))
     if gaps and len(set(gaps.values())) == 1 and len(gaps) == 2:
-        verdicts.append((False, f"etcd user {user} can neither read nor write {gaps['read']} of its own range"))
+        verdicts.append(Verdict(False, f"etcd user {user} can neither read nor write {gaps['read']} of its own range"))
     else:
-        verdicts += [(False, f"etcd user {user} cannot {what} {left} of its own range") for what, left in gaps.items()]
+        verdicts += [
+            Verdict(False, f"etcd user {user} cannot {what} {left} of its own range") for what, left in gaps.items()
+        ]
     if not verdicts:
         roles = ", ".join(found.user_roles[user]) or "none"
-        verdicts.append((True, f"etcd user {user} (roles: {roles}) reads and writes exactly {own}"))
+        verdicts.append(Verdict(True, f"etcd user {user} (roles: {roles}) reads and writes exactly {own}"))
     return verdicts
 
 
-def other_readers(found: Survey, user: str, tenant: str, schema: str, users: dict[str, str]) -> list[tuple[bool, str]]:
+def other_readers(found: Survey, user: str, tenant: str, schema: str, users: dict[str, str]) -> list[Verdict]:
     """Nobody but root and the tenant's own user reaches the tenant's range; users: etcd user -> lab tenant."""
     own = tenant_range(schema)
     verdicts = []
@@ -355,25 +368,26 @@ def other_readers(found: Survey, user: str, tenant: str, schema: str, users: dic
         for role, permission in found.reach(other):
             if shared := intersection(permission.span, own):
                 verdicts.append(
-                    (
+                    Verdict(
                         False,
                         f"{who} can {verb(permission.kind)} tenant {tenant}'s keys {shared}: its role {role} "
                         f"grants {permission}",
                     )
                 )
     if not verdicts:
-        verdicts.append((True, f"no etcd user but {ROOT_USER} and {user} reaches {own}"))
+        verdicts.append(Verdict(True, f"no etcd user but {ROOT_USER} and {user} reaches {own}"))
     return verdicts
 
 
-def shared_schema(tenant: Tenant, others: list[Tenant]) -> tuple[bool, str]:
+def shared_schema(tenant: Tenant, others: list[Tenant]) -> Verdict:
     sharing = [other.name for other in others if other.data_store_schema == tenant.data_store_schema]
     if sharing:
-        return False, (
+        return Verdict(
+            False,
             f"tenants {tenant.name} and {', '.join(sharing)} have the same dataStoreSchema "
-            f"{tenant.data_store_schema}: each reads and writes the other's keys"
+            f"{tenant.data_store_schema}: each reads and writes the other's keys",
         )
-    return True, f"no other tenant has dataStoreSchema {tenant.data_store_schema}"
+    return Verdict(True, f"no other tenant has dataStoreSchema {tenant.data_store_schema}")
 
 
 def tenant_user(tcp: dict[str, Any]) -> str:
@@ -479,21 +493,28 @@ def etcd_image(management: Kubectl, store: str, kamaji_provided: bool) -> str:
     raise CheckFailed(f"StatefulSet {ETCD_NAMESPACE}/{ETCD_STATEFULSET} has no {ETCD_CONTAINER} container image")
 
 
-def read_datastore(
-    lab: Lab,
-    namespace: str,
-    image: str,
-    endpoints: str,
-    files: dict[tuple[str, str], str],
-    commands: dict[str, tuple[str, list[str]]],
-) -> dict[str, Read]:
+@dataclass(frozen=True)
+class EtcdAccess:
+    """How one half of the check reaches the DataStore's etcd: etcdctl pods in `namespace` of the lab's management
+    cluster, running the DataStore's own etcd `image` against its `endpoints`, with `files` as client credentials."""
+
+    lab: Lab
+    namespace: str
+    image: str
+    endpoints: str
+    files: dict[tuple[str, str], str]  # (secret, key) -> file
+
+
+def read_datastore(access: EtcdAccess, commands: dict[str, tuple[str, list[str]]]) -> dict[str, Read]:
     """Run one etcdctl pod in the management cluster, a container per command (name: (what it reads, etcdctl
     arguments)); always delete it."""
+    lab, namespace = access.lab, access.namespace
     management = lab.management
     name = f"validate-datastore-{secrets.token_hex(3)}"
     try:
         arguments = {container: argv for container, (_, argv) in commands.items()}
-        management.must_create(manifests.etcdctl_pod(name, image, endpoints, files, arguments), "-n", namespace)
+        manifest = manifests.etcdctl_pod(name, access.image, access.endpoints, access.files, arguments)
+        management.must_create(manifest, "-n", namespace)
 
         def ended() -> tuple[bool, dict[str, Any]]:
             pod = management.get("pod", name, "-n", namespace)
@@ -566,26 +587,27 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
         reads = {"identity": (f"etcd user {user}", ["user", "get", user, "-w", "json"])}
         reads |= listings({"own": f"{prefix_of(tenant)}configmaps/{namespace}/", "root": "/"} | other_prefixes(others))
         files = {(certificate, key): file for key, file in TENANT_CERTIFICATE_KEYS.items()}
-        answers = read_datastore(lab, tenant.namespace, image, endpoints, files, reads)
+        tenant_access = EtcdAccess(lab, tenant.namespace, image, endpoints, files)
+        answers = read_datastore(tenant_access, reads)
         asked = answers.pop("identity")
         cn = certificate_cn(lab.management, tenant.namespace, certificate) if asked.exit_code else None
         verdicts = [identity(asked, user, secret, cn)]
         verdicts.append(marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}"))
         verdicts += [refused(read) for read in answers.values()]
-        root_half = check_with_root(lab, store, image, endpoints, tenant, user, others, path)
+        root_half = check_with_root(tenant_access, store, tenant, user, others, path)
 
     halves = [(f"the tenant's certificate {secret}", verdicts)]
     halves += [] if isinstance(root_half, str) else [root_half]
     halves.append(("the stack outputs", [shared_schema(tenant, others)]))
     problems = [
-        f"{who}: {'; '.join(what for good, what in found if not good)}"
+        f"{who}: {'; '.join(verdict.what for verdict in found if not verdict.good)}"
         for who, found in halves
-        if not all(good for good, _ in found)
+        if not all(verdict.good for verdict in found)
     ]
     unproven = f"the root-credential half could not run: {root_half}" if isinstance(root_half, str) else ""
     if problems:
         raise CheckFailed(". ".join(problems + [unproven] if unproven else problems))
-    evidence = ". ".join(f"{who}: {'; '.join(what for _, what in found)}" for who, found in halves)
+    evidence = ". ".join(f"{who}: {'; '.join(verdict.what for verdict in found)}" for who, found in halves)
     if unproven:
         # The tenant's own probes cannot see a grant on part of another prefix, nor who else reaches this one.
         raise CheckUnproven(
@@ -595,18 +617,12 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
 
 
 def check_with_root(
-    lab: Lab,
-    store: dict[str, Any],
-    image: str,
-    endpoints: str,
-    tenant: Tenant,
-    user: str,
-    others: list[Tenant],
-    path: str,
-) -> tuple[str, list[tuple[bool, str]]] | str:
+    tenant_access: EtcdAccess, store: dict[str, Any], tenant: Tenant, user: str, others: list[Tenant], path: str
+) -> tuple[str, list[Verdict]] | str:
     """With the DataStore's root credentials: auth is on, the version has no known leak, the tenant's user reaches
     exactly Kamaji's range and no other user reaches any of it, and the marker is under its own prefix and no
-    other tenant's; (whose credentials, verdicts), or why this half cannot run.
+    other tenant's; (whose credentials, verdicts), or why this half cannot run. Its pods run the image and
+    endpoints of `tenant_access`, the tenant's half.
 
     etcd refuses a read unless the whole range is granted (etcd-io/etcd server/auth/range_perm_cache.go@v3.5.1),
     so the tenant's own probes cannot see a grant on part of another prefix: the grants themselves are read here.
@@ -615,23 +631,14 @@ def check_with_root(
     credentials = root_credentials(store)
     if isinstance(credentials, str):
         return credentials
-    with mountable(lab, credentials) as files:
-        verdicts = root_verdicts(lab, credentials.namespace, files, image, endpoints, tenant, user, others, path)
+    with mountable(tenant_access.lab, credentials) as files:
+        root = replace(tenant_access, namespace=credentials.namespace, files=files)
+        verdicts = root_verdicts(root, tenant, user, others, path)
     (client_secret,) = {secret for (secret, _), file in files.items() if file == manifests.ETCD_CERT}
     return f"the DataStore's root credentials {credentials.namespace}/{client_secret}", verdicts
 
 
-def root_verdicts(
-    lab: Lab,
-    namespace: str,
-    files: dict[tuple[str, str], str],
-    image: str,
-    endpoints: str,
-    tenant: Tenant,
-    user: str,
-    others: list[Tenant],
-    path: str,
-) -> list[tuple[bool, str]]:
+def root_verdicts(root: EtcdAccess, tenant: Tenant, user: str, others: list[Tenant], path: str) -> list[Verdict]:
     schema = tenant.data_store_schema
     commands = {
         "auth": ("etcd's auth status", ["auth", "status", "-w", "json"]),
@@ -641,37 +648,29 @@ def root_verdicts(
     }
     # Alone, the tenant has no other prefix to search for its marker.
     commands |= listings({"own": prefix_of(tenant)} | other_prefixes(others)) if others else {}
-    answers = read_datastore(lab, namespace, image, endpoints, files, commands)
+    answers = read_datastore(root, commands)
     verdicts = [auth_enabled(answers.pop("auth")), server_versions(answers.pop("version"))]
     listed = [answers.pop("users"), answers.pop("roles")]
     if unread := [f"cannot read {read.prefix}: {read.error}" for read in listed if read.exit_code != 0]:
-        verdicts += [(False, why) for why in unread]
+        verdicts += [Verdict(False, why) for why in unread]
     else:
         users = [name for name in names(listed[0], "users") if name != ROOT_USER]
         roles = [name for name in names(listed[1], "roles") if name != ROOT_ROLE]
-        found = survey(users, roles, read_grants(lab, namespace, image, endpoints, files, users, roles))
-        verdicts += [(False, problem) for problem in found.problems]
+        found = survey(users, roles, read_grants(root, users, roles))
+        verdicts += [Verdict(False, problem) for problem in found.problems]
         owners = {role: "another tenant" for role in roles if role != schema}
         owners |= {
             other.data_store_schema: f"tenant {other.name}" for other in others if other.data_store_schema != schema
         }
         verdicts += own_reach(found, user, schema, owners)
-        verdicts += other_readers(found, user, tenant.name, schema, tenant_users(lab, others))
+        verdicts += other_readers(found, user, tenant.name, schema, tenant_users(root.lab, others))
     if others:
         verdicts.append(marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}"))
         verdicts += [marker_absent(read, path) for read in answers.values()]
     return verdicts
 
 
-def read_grants(
-    lab: Lab,
-    namespace: str,
-    image: str,
-    endpoints: str,
-    files: dict[tuple[str, str], str],
-    users: list[str],
-    roles: list[str],
-) -> dict[str, Read]:
+def read_grants(root: EtcdAccess, users: list[str], roles: list[str]) -> dict[str, Read]:
     """Every user's roles and every role's permissions, a container each (etcdctl reads one per call)."""
     commands = {
         f"user-{index}": (f"etcd user {name}", ["user", "get", name, "-w", "json"]) for index, name in enumerate(users)
@@ -679,7 +678,7 @@ def read_grants(
     commands |= {
         f"role-{index}": (f"etcd role {name}", ["role", "get", name, "-w", "json"]) for index, name in enumerate(roles)
     }
-    return read_datastore(lab, namespace, image, endpoints, files, commands) if commands else {}
+    return read_datastore(root, commands) if commands else {}
 
 
 def tenant_users(lab: Lab, others: list[Tenant]) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 from components.addresses import AddressRange
 from components.commands import script_command
 from components.docker_host import DockerHost
-from components.settings import Provided, Versions
+from components.settings import KAMAJI_IMAGE_TAG, Provided, Versions
 
 # Kamaji's CRD conversion webhook and CA injection are wired to these names.
 KAMAJI_RELEASE = "kamaji"
@@ -28,10 +28,6 @@ KAMAJI_REPO = "https://clastix.github.io/charts"
 # throttle and OOM-kill it). Only a YAML null deletes a chart default, and a
 # Python None inside `values=` is silently dropped, so it goes in as a file.
 KAMAJI_VALUES_YAML = "resources: null\n"
-# What the lab was checked against, by default: the chart stays 0.0.0+latest (Kamaji publishes no other open
-# chart), and its controller image is this edge release, the commit the code's Kamaji citations name
-# (clastix/kamaji 26.8.2-edge = ddbabd8). docs/configuration.md, "Pinning Kamaji", says how to move it.
-KAMAJI_IMAGE_TAG = "26.8.2-edge"
 # The kamaji-etcd chart Kamaji's chart bundles as its DataStore, as the code cites it (clastix/kamaji-etcd 92f31f0,
 # charts/kamaji-etcd/Chart.yaml). No value pins it: the chart asks for kamaji-etcd >=0.15.0 (charts/kamaji/
 # Chart.yaml@26.8.2-edge), its publisher packs the newest one in (stefanprodan/helm-gh-pages src/entrypoint.sh

@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 from components.addresses import DEFAULT_KIND_SUBNET, AddressRange, grafana_address, worker_address
 from components.gpus import GpuSpec
 
+# What the lab was checked against, by default: the chart stays 0.0.0+latest (Kamaji publishes no other open
+# chart), and its controller image is this edge release, the commit the code's Kamaji citations name
+# (clastix/kamaji 26.8.2-edge = ddbabd8). docs/configuration.md, "Pinning Kamaji", says how to move it.
+KAMAJI_IMAGE_TAG = "26.8.2-edge"
 
 @dataclass(frozen=True)
 class GpuQuota:
@@ -88,7 +92,7 @@ class Versions:
     metallb: str
     kamaji_chart: str
     kamaji_image_tag: str
-    """Empty means the tag the lab was checked against (components/platform.py KAMAJI_IMAGE_TAG)."""
+    """Empty means KAMAJI_IMAGE_TAG, the tag the lab was checked against."""
     hami_chart: str
     mock_device_plugin: str
     """Image reference of HAMi's mock device plugin, tag included."""

@@ -371,8 +371,8 @@ def test_limits_are_inclusive_the_largest_accepted_values_pass():
         ),
         (
             {"name": "a", "kubernetesVersion": "v1.37.0"},
-            "tenants[0].kubernetesVersion: v1.37.0 is newer than Kamaji supports (v1.36.x with the chart's default "
-            "image; its webhook would refuse the control plane); choose a v1.36 release or pin a newer Kamaji with "
+            "tenants[0].kubernetesVersion: v1.37.0 is newer than Kamaji supports (v1.36.x with Kamaji 26.8.2-edge, the "
+            "default; its webhook would refuse the control plane); choose a v1.36 release or pin a newer Kamaji with "
             "kamajiImageTag",
         ),
     ],

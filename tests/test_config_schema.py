@@ -18,7 +18,9 @@ from components.addresses import DEFAULT_KIND_SUBNET
 from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
 from components.config.messages import problem_lines
 from components.config.models import ConfigModel
+from components.config.rules import KAMAJI_NEWEST_KUBERNETES
 from components.config.schema import SCHEMA_FILE, rendered
+from components.settings import KAMAJI_IMAGE_TAG
 from tests.plan import ROOT, dev_config
 from tests.test_config_machines import HOST_KEY, KEY
 
@@ -148,8 +150,22 @@ def test_counts_arrive_as_text_from_the_cli():
     assert lab.versions.kamaji_image_tag == "26.8.2-edge"
 
 
-def test_kamaji_image_tag_defaults_to_the_charts():
-    assert parse_settings(dev_config()).versions.kamaji_image_tag == ""
+def test_kamaji_image_tag_defaults_to_the_release_the_lab_was_checked_against():
+    assert parse_settings(dev_config()).versions.kamaji_image_tag == ""  # which the platform resolves to it
+    assert KAMAJI_IMAGE_TAG in STACK_KEYS["kamajiImageTag"]["description"]
+
+
+@pytest.mark.parametrize("tag", ["", KAMAJI_IMAGE_TAG])
+def test_a_tenant_newer_than_the_default_kamaji_supports_is_refused_with_or_without_naming_its_tag(tag):
+    newer = f"v{KAMAJI_NEWEST_KUBERNETES[0]}.{KAMAJI_NEWEST_KUBERNETES[1] + 1}.0"
+    with pytest.raises(ConfigError, match=f"{newer} is newer than Kamaji supports"):
+        parse_settings(dev_config(kamajiImageTag=tag, tenants=[{"name": "a", "kubernetesVersion": newer}]))
+
+
+def test_another_kamaji_tag_may_run_a_newer_tenant():
+    newer = f"v{KAMAJI_NEWEST_KUBERNETES[0]}.{KAMAJI_NEWEST_KUBERNETES[1] + 1}.0"
+    config = dev_config(kamajiImageTag="27.1.1-edge", tenants=[{"name": "a", "kubernetesVersion": newer}])
+    assert parse_settings(config).tenants[0].kubernetes_version == newer
 
 
 @pytest.mark.parametrize(

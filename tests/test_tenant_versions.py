@@ -13,7 +13,7 @@ CONTAINER = "docker:index/container:Container"
 IMAGE = "docker:index/remoteImage:RemoteImage"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
-# The newest minor Kamaji's webhook admits with the chart's default image: upgrade.KubeadmVersion
+# The newest minor Kamaji's webhook admits with the default Kamaji image: upgrade.KubeadmVersion
 # (clastix/kamaji internal/upgrade/kubeadm_version.go@ddbabd8).
 KAMAJI_NEWEST = (1, 36)
 TOO_NEW = f"v{KAMAJI_NEWEST[0]}.{KAMAJI_NEWEST[1] + 1}.0"

@@ -82,6 +82,7 @@ from components.config.values import (
     show,
 )
 from components.gpus import GPU_CATALOGUE, GpuSpec
+from components.settings import KAMAJI_IMAGE_TAG
 
 _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 # The management cluster's kubeconfig is written next to the tenants' as management.kubeconfig.
@@ -368,8 +369,8 @@ class StackConfig(ConfigModel):
     )
     kamaji_image_tag: ImageTag = Field(
         "",
-        description="Kamaji controller image tag (e.g. an edge release such as 26.8.2-edge); "
-        "empty keeps the chart's default",
+        description="Kamaji controller image tag (an edge release such as 26.8.2-edge); "
+        f"empty means {KAMAJI_IMAGE_TAG}, the release the lab was checked against",
     )
     hami_chart_version: HamiChartVersion = Field("2.10.0", description="HAMi chart version (project-hami repository).")
     mock_device_plugin_image: TaggedImage = Field(

@@ -27,7 +27,7 @@ from components.addresses import (
 from components.config.values import MAX_LABEL, show
 from components.gpus import FULL_GPU_CORES, GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, node_gpu_memory_mib
 from components.kubeconfig import NoSuchContext, check_kubeconfig
-from components.settings import worker_name
+from components.settings import KAMAJI_IMAGE_TAG, worker_name
 
 if TYPE_CHECKING:
     from components.config.models import Gpu, Quota, StackConfig, Tenant
@@ -128,7 +128,7 @@ def image_runs_another_version(image: str, version: str, wanted_by: str) -> str 
 def kamaji_refuses(version: str, lab: dict[str, Any]) -> str | None:
     """Why Kamaji's admission webhook would refuse `version`, or its workers could not join, or None.
 
-    The newest is known only for the chart's default image: a pinned kamajiImageTag or a provided Kamaji may
+    The newest is known only for KAMAJI_IMAGE_TAG, the default: another kamajiImageTag or a provided Kamaji may
     admit newer ones.
     """
     major, minor = (int(part) for part in version.lstrip("v").split(".")[:2])
@@ -138,11 +138,12 @@ def kamaji_refuses(version: str, lab: dict[str, Any]) -> str | None:
             f"{version} is older than {oldest}: Kamaji writes the tenant's kubeadm-config as kubeadm.k8s.io/v1beta4, "
             f"which kubeadm reads only from {oldest} on, so no worker could join; choose {oldest} or newer"
         )
-    if lab.get("kamaji_image_tag") or lab.get("kamaji") == "provided" or (major, minor) <= KAMAJI_NEWEST_KUBERNETES:
+    other_kamaji = lab.get("kamaji_image_tag") not in (None, "", KAMAJI_IMAGE_TAG) or lab.get("kamaji") == "provided"
+    if other_kamaji or (major, minor) <= KAMAJI_NEWEST_KUBERNETES:
         return None
     newest = "v{}.{}".format(*KAMAJI_NEWEST_KUBERNETES)
     return (
-        f"{version} is newer than Kamaji supports ({newest}.x with the chart's default image; its webhook "
+        f"{version} is newer than Kamaji supports ({newest}.x with Kamaji {KAMAJI_IMAGE_TAG}, the default; its webhook "
         f"would refuse the control plane); choose a {newest} release or pin a newer Kamaji with kamajiImageTag"
     )
 

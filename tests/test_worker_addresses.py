@@ -143,6 +143,16 @@ def test_two_workers_that_would_share_an_address_are_refused_before_anything_exi
     assert "rename the tenant" in message and "kindSubnet" in message
 
 
+def test_a_clash_counts_every_worker_from_the_first_to_the_last_and_none_beyond():
+    # A /28's second quarter holds 4 addresses; by their names, tenant a's 3 workers take 3 of them,
+    # and tenant d's second worker would take its first one's.
+    small = {"kindSubnet": "10.1.0.0/28", "metallbAddressRange": "10.1.0.8-10.1.0.14"}
+    assert parse_settings(dev_config(**small, tenants=[{"name": "a", "workers": 3}])).tenants[0].workers == 3
+    message = refusal(**small, tenants=[{"name": "d", "workers": 2}])
+    assert "its worker kamaji-d-w2 would get the fixed address" in message
+    assert "which kamaji-d-w1 already has" in message
+
+
 def test_the_smallest_kind_subnet_the_layout_splits_is_accepted_and_a_smaller_one_refused():
     pool = {"metallbAddressRange": "10.1.0.8-10.1.0.14"}
     lab = parse_settings(dev_config(kindSubnet="10.1.0.0/28", **pool, tenants=[{"name": "a"}]))

@@ -431,7 +431,7 @@ def test_grafana_reads_prometheus_at_the_charts_server_service(up_plan):
 # that matter here, from Grafana's dashboard JSON model docs: unique panel ids, a 24-column grid, refIds
 # unique per panel, a uid of at most 40 characters) ------------------------------------------------------------
 
-PANEL_TYPES = {"text", "stat", "timeseries"}
+PANEL_TYPES = {"text", "stat", "table", "timeseries"}
 
 
 def provisioned_dashboard(plan_):
@@ -467,10 +467,28 @@ def test_every_query_is_of_the_selected_tenant_on_the_provisioned_datasource(up_
     assert len(queries) >= 9
     for panel, target in queries:
         assert target["datasource"]["uid"] == source["uid"], target
-        # One panel shows every tenant at once, by tenant; every other one the selected tenant.
-        mine = 'tenant="$tenant"' in target["expr"] or (
-            "every tenant" in panel["title"] and "by (tenant)" in target["expr"])
+        # The every-tenant panels show each tenant by tenant, the alerts panel every alert; every other one the
+        # selected tenants (several, or All: a regular expression).
+        mine = 'tenant=~"$tenant"' in target["expr"] or (
+            "every tenant" in panel["title"].lower() and "by (tenant)" in target["expr"]) or (
+            panel["title"] == "Alerts firing")
         assert mine, target
+
+
+def test_the_tenant_selector_takes_several_tenants_and_all_and_starts_on_all(up_plan):
+    [variable] = provisioned_dashboard(up_plan)["templating"]["list"]
+    assert variable["multi"] is True and variable["includeAll"] is True
+    assert variable["current"]["value"] == ["$__all"]
+
+
+def test_every_stat_and_table_asks_for_the_value_now_not_the_last_of_the_range(up_plan):
+    # Grafana runs a target without `instant` as a range query, and a stat reduces it to its last point: a
+    # series gone hours ago would still show (tests/test_observability_stale.py shows it on a real Prometheus).
+    shown_now = [(p["title"], t) for p in provisioned_dashboard(up_plan)["panels"] if p["type"] in ("stat", "table")
+                 for t in p["targets"]]
+    assert len(shown_now) >= 10
+    for title, target in shown_now:
+        assert (target.get("instant"), target.get("range")) == (True, False), title
 
 
 def test_the_dashboard_has_the_panels_the_issue_asks_for_and_says_the_gpus_are_mocks(up_plan):

@@ -31,6 +31,9 @@ GRAFANA_CHART = "grafana"
 GRAFANA_RELEASE = "lab-grafana"
 GRAFANA_PORT = 80
 GRAFANA_ADMIN_SECRET = "grafana-admin"
+# With a provided LoadBalancer, where `make dashboard` (scripts/dashboard.sh) forwards the chart's ClusterIP Service.
+GRAFANA_LOCAL_PORT = 3000
+GRAFANA_FORWARDED_URL = f"http://127.0.0.1:{GRAFANA_LOCAL_PORT}"
 # The chart's server Service: <release>-server (the release name contains the chart's) on port 80
 # (prometheus-community/helm-charts charts/prometheus/templates/_helpers.tpl, values.yaml@prometheus-29.27.0).
 PROMETHEUS_URL = f"http://{PROMETHEUS_RELEASE}-server.{MONITORING_NAMESPACE}.svc:80"
@@ -41,7 +44,9 @@ RETENTION_SIZE = "1GB"
 STORAGE_SIZE = "2Gi"
 SCRAPE_INTERVAL = "30s"
 PROMETHEUS_MEMORY = "512Mi"
-GRAFANA_MEMORY = "256Mi"
+# Grafana's install docs ask for at least 512 MB (grafana.com/docs/grafana/v13.2/setup-grafana/installation,
+# "Hardware recommendations"; the chart's appVersion is 13.2.0).
+GRAFANA_MEMORY = "512Mi"
 
 # In each tenant: a ServiceAccount whose only right is GET on two Service ports through the service
 # proxy. The proxied Service is named [<scheme>:]<service>:<port name> in the request

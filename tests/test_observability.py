@@ -665,6 +665,15 @@ def test_make_dashboard_forwards_a_grafana_without_an_address_to_loopback_and_re
     assert "management-kubeconfig-text" not in done.stdout + done.stderr
 
 
+def test_the_docs_give_the_scrape_limits_and_the_forwarded_url_the_program_uses():
+    text = " ".join((Path(__file__).parent.parent / "docs" / "operations.md").read_text().split())
+    assert (f"past {observability_values.SAMPLE_LIMIT} samples or {observability_values.LABEL_LIMIT} labels a series"
+            in text)
+    assert f"`grafanaUrl` is `{observability_values.GRAFANA_FORWARDED_URL}`" in text
+    assert f"memory limits ({observability_values.GRAFANA_MEMORY.removesuffix('Mi')} MiB each" in text
+    assert observability_values.PROMETHEUS_MEMORY == observability_values.GRAFANA_MEMORY
+
+
 def test_make_dashboard_without_observability_says_how_to_turn_it_on(tmp_path):
     done, _ = run_dashboard(tmp_path, None)
     assert done.returncode == 1 and done.stdout == ""

@@ -9,6 +9,8 @@ Each series carries the `tenant` label the scrape jobs add (components/observabi
 
 from __future__ import annotations
 
+from components.gpu_sharing import GPU_CORES_RESOURCE, GPU_MEMORY_RESOURCE
+
 DASHBOARD_UID = "kamaji-hami-lab-tenants"
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
 # The tenant selector takes several tenants, or All: Grafana writes the choice as a regular expression.
@@ -62,9 +64,9 @@ SLEEPING = "Sleeping"
 # HAMi writes a quota's used series for every namespace with HAMi pods, with limit="0" where no ResourceQuota
 # sets one (Project-HAMi/HAMi cmd/scheduler/metrics.go@v2.10.0: collectQuotaMetrics).
 QUOTA_SET = 'limit!="0"'
-# HAMi's quota resources (components/gpu_sharing.py) and their units: MiB of GPU memory, percent of a GPU.
-QUOTA_PANELS = (("GPU memory quota used vs limit", "nvidia.com/gpumem", "mbytes"),
-                ("GPU cores quota used vs limit", "nvidia.com/gpucores", "percent"))
+# HAMi's quota resources and their units, one panel each: MiB of GPU memory, percent of a GPU.
+QUOTA_PANELS = ((8, "GPU memory quota used vs limit", GPU_MEMORY_RESOURCE, "mbytes"),
+                (15, "GPU cores quota used vs limit", GPU_CORES_RESOURCE, "percent"))
 
 
 def agents_query(by: str, selector: str) -> str:
@@ -95,10 +97,15 @@ def _agents_stat(panel_id: int, title: str, grid: tuple[int, int, int, int], exp
 
 def fleet_columns() -> list[tuple[str, str, str]]:
     """The every-tenant table's columns: (header, query by tenant, unit)."""
+    gpus = "count by (tenant) (hami_gpu_shared_count)"
+    # A GPU is in use while HAMi has placed a container on it; 0 for a tenant whose GPUs all are free.
+    in_use = f"(count by (tenant) (hami_gpu_shared_count > 0) or 0 * {gpus})"
     memory = "sum by (tenant) (hami_gpu_memory_allocated_bytes)"
     cores = "sum by (tenant) (hami_gpu_core_allocated_ratio)"
     return [
-        ("GPUs", "count by (tenant) (hami_gpu_memory_limit_bytes)", "none"),
+        ("GPUs", gpus, "none"),
+        ("GPUs in use", in_use, "none"),
+        ("GPUs in use %", f"100 * {in_use} / {gpus}", "percent"),
         ("Memory allocated", memory, "bytes"),
         ("Memory allocated %", f"100 * {memory} / sum by (tenant) (hami_gpu_memory_limit_bytes)", "percent"),
         # hami_gpu_core_allocated_ratio is in percent of one GPU: 100 is a whole GPU's cores.
@@ -154,9 +161,10 @@ def panels() -> list[dict]:
         _panel(1, "About these numbers", "text", (0, 0, 24, 3), [], "Mock GPUs yield allocation metrics only.",
                options={"mode": "markdown", "content": MOCK_NOTE}),
         _table(12, "Every tenant", (0, 3, 24, 7), fleet_columns(), ["tenant"],
-               "One line per tenant, whatever the selection: GPUs, what HAMi has allocated of their memory and "
-               "cores, GPU pods waiting, Konnectivity agents (0: a tunnel with no agent) and whether Kamaji "
-               "reports the control plane ready (1) or not (0). A tenant missing here is not scraped."),
+               "One line per tenant, whatever the selection: GPUs and how many hold a pod, what HAMi has "
+               "allocated of their memory and cores, GPU pods waiting, Konnectivity agents (0: a tunnel with no "
+               "agent) and whether Kamaji reports the control plane ready (1) or not (0). A tenant missing here "
+               "is not scraped."),
         _panel(13, "Alerts firing", "table", (0, 10, 24, 4),
                [_now('ALERTS{alertstate="firing"}', "", "A", table=True)],
                "The lab's alerting rules that fire now (Prometheus' ALERTS series); none: no line.",
@@ -202,14 +210,14 @@ def panels() -> list[dict]:
                     "{{tenant}} {{node}} GPU {{device_index}}", "A"),
         ], "Per GPU: containers HAMi has placed on it, out of its vGPU slots (gpuSlots).",
                fieldConfig=_units("none", decimals=0)),
-        *(_panel(8 if resource.endswith("gpumem") else 15, title, "timeseries", (12, 39 + 8 * number, 12, 8), [
+        *(_panel(panel_id, title, "timeseries", (12, 39 + 8 * number, 12, 8), [
             _target(f'max by (tenant, namespace) (hami_resource_quota_used{{{TENANT}, quota_name="{resource}", '
                     f"{QUOTA_SET}}})", "{{tenant}} {{namespace}} used", "A"),
             _target(f'max by (tenant, namespace) (hami_resource_quota_limit{{{TENANT}, quota_name="{resource}"}})',
                     "{{tenant}} {{namespace}} limit", "B"),
         ], f"Per namespace with a ResourceQuota on {resource}: what HAMi counts as used, against the limit. "
            "Namespaces without one are not shown.", fieldConfig=_units(unit))
-          for number, (title, resource, unit) in enumerate(QUOTA_PANELS)),
+          for number, (panel_id, title, resource, unit) in enumerate(QUOTA_PANELS)),
         _panel(10, "Pending GPU pods", "timeseries", (0, 47, 12, 8), [
             _target(f"sum by (tenant, queue) (scheduler_pending_pods{{{TENANT}}})", "{{tenant}} {{queue}}", "A"),
         ], "GPU pods HAMi's scheduler has not placed yet, by queue: unschedulable (tried and refused, e.g. no GPU "

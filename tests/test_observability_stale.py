@@ -43,6 +43,7 @@ TENANTS = (AWAKE, SLEEPER, FLOOD_SAMPLES, FLOOD_LABELS)
 REPLICAS = {AWAKE: 2, SLEEPER: 1, FLOOD_SAMPLES: 1, FLOOD_LABELS: 1}
 AGENTS = {AWAKE: 2, SLEEPER: 1, FLOOD_SAMPLES: 1, FLOOD_LABELS: 1}
 GPUS = 2
+SHARED = (1, 0)  # containers on each GPU: the second is free
 MIB = 1024 * 1024
 STARTUP_SECONDS = 60
 
@@ -54,7 +55,8 @@ def hami(tenant: str) -> str:
         gpu = f'device_index="{index}",device_type="NVIDIA",device_uuid="gpu-{index}",node="{tenant}-worker"'
         lines += [f"hami_gpu_memory_limit_bytes{{{gpu}}} {16384 * MIB}",
                   f'hami_gpu_memory_allocated_bytes{{{gpu},device_cores="100"}} {4096 * MIB}',
-                  f"hami_gpu_core_limit_ratio{{{gpu}}} 100", f"hami_gpu_core_allocated_ratio{{{gpu}}} 30"]
+                  f"hami_gpu_core_limit_ratio{{{gpu}}} 100", f"hami_gpu_core_allocated_ratio{{{gpu}}} 30",
+                  f"hami_gpu_shared_count{{{gpu}}} {SHARED[index]}"]
         pod = (f'container_index="0",device_uuid="gpu-{index}",namespace="default",node="{tenant}-worker",'
                f'pod="job-{index}"')
         lines += [f"hami_vgpu_memory_allocated_bytes{{{pod}}} {4096 * MIB}",
@@ -270,6 +272,8 @@ def test_agents_are_counted_once_whatever_the_control_plane_replicas(lab):
 
 def test_the_every_tenant_table_sums_each_tenants_gpus(lab):
     assert column(lab, "Every tenant", "GPUs")[AWAKE] == GPUS
+    assert column(lab, "Every tenant", "GPUs in use")[AWAKE] == 1
+    assert column(lab, "Every tenant", "GPUs in use %")[AWAKE] == 50
     assert column(lab, "Every tenant", "Memory allocated")[AWAKE] == GPUS * 4096 * MIB
     assert column(lab, "Every tenant", "Memory allocated %")[AWAKE] == 25
     assert column(lab, "Every tenant", "Cores allocated (GPUs)")[AWAKE] == pytest.approx(GPUS * 0.3)

@@ -87,6 +87,7 @@ KAMAJI_TENANT_SERIES = "kamaji_tenant_control_plane_.*"
 # label_limit). HAMi serves some 10 series per GPU and 2 per GPU container, far below.
 SAMPLE_LIMIT = 5000
 LABEL_LIMIT = 30
+LIMITS = {"sample_limit": SAMPLE_LIMIT, "label_limit": LABEL_LIMIT}
 
 # How long a condition holds before its alert fires: a tenant waking, or a pod the scheduler places on its next
 # try, is not a problem yet.
@@ -106,9 +107,6 @@ def tenant_api_server(tenant: str) -> str:
 
 def tenant_secret_name(tenant: str) -> str:
     return f"tenant-metrics-{tenant}"
-
-
-LIMITS = {"sample_limit": SAMPLE_LIMIT, "label_limit": LABEL_LIMIT}
 
 
 def scrape_configs(

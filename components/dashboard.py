@@ -119,6 +119,22 @@ def fleet_columns() -> list[tuple[str, str, str]]:
     ]
 
 
+def node_columns() -> list[tuple[str, str, str]]:
+    """The per-node table's columns: each worker's GPUs and what HAMi has allocated of them."""
+    by_node = "tenant, node"
+    selected = f"{{{TENANT}}}"
+
+    def share(allocated: str, limit: str) -> str:
+        return (f"100 * sum by ({by_node}) ({allocated}{selected}) / "
+                f"sum by ({by_node}) ({limit}{selected})")
+
+    return [
+        ("GPUs", f"count by ({by_node}) (hami_gpu_memory_limit_bytes{selected})", "none"),
+        ("Memory allocated %", share("hami_gpu_memory_allocated_bytes", "hami_gpu_memory_limit_bytes"), "percent"),
+        ("Cores allocated %", share("hami_gpu_core_allocated_ratio", "hami_gpu_core_limit_ratio"), "percent"),
+    ]
+
+
 def pod_columns() -> list[tuple[str, str, str]]:
     """The per-pod table's columns, from HAMi's per-container series (cmd/scheduler/metrics.go@v2.10.0:
     collectContainerMetrics, by namespace, node, pod, container_index, device_uuid)."""
@@ -190,8 +206,10 @@ def panels() -> list[dict]:
                      "{{tenant}}: {{status}} (ready: {{ready}})", "A")],
                "Each selected tenant's TenantControlPlane status as Kamaji reports it now.",
                options={"textMode": "name", "reduceOptions": {"calcs": ["lastNotNull"]}}),
-        _table(14, "GPU allocation per pod", (0, 23, 24, 8), pod_columns(), ["tenant", "namespace", "pod"],
+        _table(14, "GPU allocation per pod", (0, 23, 14, 8), pod_columns(), ["tenant", "namespace", "pod"],
                "Each pod HAMi has given GPUs to: how many GPUs, their memory and their cores (100: a whole GPU)."),
+        _table(16, "GPU allocation per node", (14, 23, 10, 8), node_columns(), ["tenant", "node"],
+               "Each worker with GPUs: how many, and what share of their memory and cores HAMi has allocated."),
         _panel(5, "GPU memory allocated vs limit", "timeseries", (0, 31, 12, 8), [
             _target(f"max by (tenant, node, device_index) (hami_gpu_memory_allocated_bytes{{{TENANT}}})",
                     "{{tenant}} {{node}} GPU {{device_index}} allocated", "A"),

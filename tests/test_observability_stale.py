@@ -253,13 +253,14 @@ def test_a_sleeping_tenant_shows_no_agents_down_targets_and_sleeping(lab):
 
 
 def column(lab: Lab, panel_title: str, header: str) -> dict[str, float]:
-    """One column of a table panel: its value per tenant (for the per-pod table, per tenant and pod)."""
+    """One column of a table panel: its value per row, keyed by the row's labels joined by "/" (the tenant;
+    tenant/namespace/pod; tenant/node)."""
     [panel] = [p for p in dashboard()["panels"] if p["title"] == panel_title]
-    rename = panel["transformations"][1]["options"]["renameByName"]
-    [ref] = [name.removeprefix("Value #") for name, shown in rename.items() if shown == header]
+    organize = panel["transformations"][1]["options"]
+    [ref] = [name.removeprefix("Value #") for name, shown in organize["renameByName"].items() if shown == header]
     [target] = [t for t in panel["targets"] if t["refId"] == ref]
-    return {"/".join(filter(None, (labels["tenant"], labels.get("pod")))): value
-            for labels, value in as_grafana_runs(lab, target, ALL)}
+    keys = [name for name in organize["indexByName"] if not name.startswith("Value #")]
+    return {"/".join(labels[key] for key in keys): value for labels, value in as_grafana_runs(lab, target, ALL)}
 
 
 def test_agents_are_counted_once_whatever_the_control_plane_replicas(lab):
@@ -285,11 +286,18 @@ def test_the_every_tenant_table_sums_each_tenants_gpus(lab):
 
 
 def test_the_per_pod_table_shows_each_pods_gpu_memory_and_cores(lab):
-    pods = {f"{AWAKE}/job-{index}" for index in range(GPUS)}
+    pods = {f"{AWAKE}/default/job-{index}" for index in range(GPUS)}
     assert {key: value for key, value in column(lab, "GPU allocation per pod", "GPUs").items()
             if key.startswith(f"{AWAKE}/")} == dict.fromkeys(pods, 1)
-    assert column(lab, "GPU allocation per pod", "Memory")[f"{AWAKE}/job-0"] == 4096 * MIB
-    assert column(lab, "GPU allocation per pod", "Cores (% of a GPU)")[f"{AWAKE}/job-1"] == 30
+    assert column(lab, "GPU allocation per pod", "Memory")[f"{AWAKE}/default/job-0"] == 4096 * MIB
+    assert column(lab, "GPU allocation per pod", "Cores (% of a GPU)")[f"{AWAKE}/default/job-1"] == 30
+
+
+def test_the_per_node_table_rolls_up_each_workers_gpus(lab):
+    node = f"{AWAKE}/{AWAKE}-worker"
+    shown = [column(lab, "GPU allocation per node", header)[node]
+             for header in ("GPUs", "Memory allocated %", "Cores allocated %")]
+    assert shown == [GPUS, 25, 30]
 
 
 def test_a_flooding_tenant_is_cut_off_and_the_others_stay_scraped(lab):

@@ -197,7 +197,7 @@ down: venv existing-stack ## destroy the lab (pulumi destroy --yes; needs kubect
 
 # Observability (issue 39): Grafana's address and where its password is, from the stack outputs.
 .PHONY: dashboard
-dashboard: existing-stack ## print the Grafana dashboard's URL (with observability on) and how to get its password
+dashboard: existing-stack ## print the Grafana dashboard's URL (with observability on) and how to get its password; forward it with a provided LoadBalancer
 	STACK=$(STACK) bash scripts/dashboard.sh
 
 clean: ## remove the venv, written kubeconfigs, the validation report and caches (not the lab)

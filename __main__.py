@@ -76,6 +76,7 @@ if lab.observability:
             ],
             kamaji_installed=not lab.provided.kamaji,
             grafana_address=lab.grafana_address,
+            load_balancer_provided=lab.provided.load_balancer,
         ),
     )
     pulumi.export("grafanaUrl", observability.grafana_url)

@@ -23,6 +23,7 @@ from components.observability_values import (
     GRAFANA_ADMIN_SECRET,
     GRAFANA_CHART,
     GRAFANA_CHART_VERSION,
+    GRAFANA_FORWARDED_URL,
     GRAFANA_PORT,
     GRAFANA_RELEASE,
     GRAFANA_REPO,
@@ -67,12 +68,15 @@ class ObservabilityArgs:
     kamaji_installed: bool
     grafana_address: str | None = None
     """The address of the lab's MetalLB pool kept for Grafana; None: the cluster's own LoadBalancer picks one."""
+    load_balancer_provided: bool = False
+    """The cluster's own LoadBalancer, whose addresses may be public: Grafana gets none (make dashboard forwards)."""
 
 
 class Observability(pulumi.ComponentResource):
     """Prometheus and Grafana in the management cluster, and each tenant's metrics reader.
 
-    Outputs: `grafana_url` (http URL on a LoadBalancer address) and `admin_password` (secret).
+    Outputs: `grafana_url` (http URL on the lab's MetalLB address, or on this host's loopback while
+    `make dashboard` forwards to it) and `admin_password` (secret).
     """
 
     grafana_url: pulumi.Output[str]
@@ -126,6 +130,12 @@ class Observability(pulumi.ComponentResource):
             # addresses were pinned may be waiting for (docs/architecture.md, "Addresses on the lab's network").
             opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[admin])),
         )
+        if args.load_balancer_provided:
+            # Grafana speaks plain HTTP: on an address the lab does not control (a provided LoadBalancer may give a
+            # public one) it would show the password prompt to anyone. It keeps the chart's ClusterIP Service.
+            self.grafana_url = pulumi.Output.from_input(GRAFANA_FORWARDED_URL)
+            self.register_outputs({"grafanaUrl": self.grafana_url, "adminPassword": self.admin_password})
+            return
         service = k8s.core.v1.Service(
             f"{name}-grafana-address",
             metadata={

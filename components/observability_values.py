@@ -10,7 +10,7 @@ import base64
 import json
 from collections.abc import Callable, Mapping
 
-from components.dashboard import dashboard
+from components.dashboard import DIAL_FAILURES, SLEEPING, agents_query, dashboard
 from components.gpu_sharing import HAMI_NAMESPACE, KUBE_SCHEDULER_METRICS_PATH
 from components.platform import KAMAJI_NAMESPACE, KAMAJI_RELEASE, TENANTS_NAMESPACE
 from components.tenant_control_plane import konnectivity_metrics_port
@@ -31,6 +31,9 @@ GRAFANA_CHART = "grafana"
 GRAFANA_RELEASE = "lab-grafana"
 GRAFANA_PORT = 80
 GRAFANA_ADMIN_SECRET = "grafana-admin"
+# With a provided LoadBalancer, where `make dashboard` (scripts/dashboard.sh) forwards the chart's ClusterIP Service.
+GRAFANA_LOCAL_PORT = 3000
+GRAFANA_FORWARDED_URL = f"http://127.0.0.1:{GRAFANA_LOCAL_PORT}"
 # The chart's server Service: <release>-server (the release name contains the chart's) on port 80
 # (prometheus-community/helm-charts charts/prometheus/templates/_helpers.tpl, values.yaml@prometheus-29.27.0).
 PROMETHEUS_URL = f"http://{PROMETHEUS_RELEASE}-server.{MONITORING_NAMESPACE}.svc:80"
@@ -41,7 +44,9 @@ RETENTION_SIZE = "1GB"
 STORAGE_SIZE = "2Gi"
 SCRAPE_INTERVAL = "30s"
 PROMETHEUS_MEMORY = "512Mi"
-GRAFANA_MEMORY = "256Mi"
+# Grafana's install docs ask for at least 512 MB (grafana.com/docs/grafana/v13.2/setup-grafana/installation,
+# "Hardware recommendations"; the chart's appVersion is 13.2.0).
+GRAFANA_MEMORY = "512Mi"
 
 # In each tenant: a ServiceAccount whose only right is GET on two Service ports through the service
 # proxy. The proxied Service is named [<scheme>:]<service>:<port name> in the request
@@ -75,6 +80,18 @@ KAMAJI_METRICS_TARGET = f"{KAMAJI_RELEASE}-metrics-service.{KAMAJI_NAMESPACE}.sv
 # Kamaji's per-TenantControlPlane series (internal/metrics/metrics.go@ddbabd8); its other series
 # describe no tenant and are dropped.
 KAMAJI_TENANT_SERIES = "kamaji_tenant_control_plane_.*"
+
+# Per target of a tenant's jobs: a tenant runs its own HAMi scheduler, so it could make it serve any number of
+# series and get the shared Prometheus (a memory limit) killed. Past either limit the whole scrape is refused
+# (up 0) and nothing of it stored (prometheus/prometheus docs/configuration/configuration.md: sample_limit,
+# label_limit). HAMi serves some 10 series per GPU and 2 per GPU container, far below.
+SAMPLE_LIMIT = 5000
+LABEL_LIMIT = 30
+LIMITS = {"sample_limit": SAMPLE_LIMIT, "label_limit": LABEL_LIMIT}
+
+# How long a condition holds before its alert fires: a tenant waking, or a pod the scheduler places on its next
+# try, is not a problem yet.
+ALERT_AFTER = "5m"
 
 JOB_HAMI = "hami"
 JOB_GPU_QUEUE = "gpu-queue"
@@ -113,6 +130,7 @@ def scrape_configs(
             "authorization": {"credentials_file": f"{secrets_dir}/{tenant}/token"},
             "tls_config": {"ca_file": f"{secrets_dir}/{tenant}/ca.crt"},
             "static_configs": [{"targets": [api_server(tenant)], "labels": {"tenant": tenant}}],
+            **LIMITS,
         }
 
     hami = [through_proxy(JOB_HAMI, tenant, HAMI_METRICS_PATH) for tenant in tenants]
@@ -137,6 +155,7 @@ def scrape_configs(
             {"source_labels": ["__meta_kubernetes_pod_label_kamaji_clastix_io_name"], "target_label": "tenant"},
             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
         ],
+        **LIMITS,
     }
     kamaji = {
         "job_name": JOB_KAMAJI,
@@ -148,6 +167,32 @@ def scrape_configs(
         ],
     }
     return [*hami, *queue, konnectivity, *([kamaji] if kamaji_installed else [])]
+
+
+def alerting_rules() -> dict:
+    """The alerting rules file: per tenant, a tunnel without agents, dial failures, GPU pods left pending and a
+    control plane Kamaji does not report ready. The dashboard's "Alerts firing" panel lists what fires."""
+    awake = f'max by (tenant) (kamaji_tenant_control_plane_status{{status!="{SLEEPING}"}})'
+    rules = [
+        ("KonnectivityNoAgents", f"{awake} unless on (tenant) ({agents_query('tenant', '')}) > 0", ALERT_AFTER,
+         "{{ $labels.tenant }} is awake but no Konnectivity agent is connected: its API server cannot reach its "
+         "nodes (logs, exec, HAMi's webhook)."),
+        # A counter's series appears at its first failure; increase() counts from its second sample on.
+        ("KonnectivityDialFailures", f"sum by (tenant, reason) (increase({DIAL_FAILURES}[10m])) > 0", "0s",
+         "{{ $labels.tenant }}: the API server's dials to its nodes fail ({{ $labels.reason }}, "
+         "{{ $value | humanize }} in 10 minutes)."),
+        # The queue gauge counts pods, not their age: some GPU pod has waited all along (gated ones by choice).
+        ("GpuPodsPending", 'sum by (tenant) (scheduler_pending_pods{queue!="gated"}) > 0', ALERT_AFTER,
+         "{{ $labels.tenant }} has had GPU pods waiting for HAMi's scheduler for 5 minutes ({{ $value }} now): "
+         "`make status` shows why."),
+        ("ControlPlaneNotReady",
+         f'max by (tenant, status) (kamaji_tenant_control_plane_status{{ready!="true", status!="{SLEEPING}"}})',
+         ALERT_AFTER, "Kamaji reports {{ $labels.tenant }}'s control plane {{ $labels.status }}, not ready."),
+    ]
+    return {"groups": [{"name": "kamaji-hami-lab", "rules": [
+        {"alert": name, "expr": expr, "for": after, "labels": {"severity": "warning"},
+         "annotations": {"summary": summary}}
+        for name, expr, after, summary in rules]}]}
 
 
 def prometheus_config(tenants: Mapping[str, str], kamaji_installed: bool, **where: object) -> dict:
@@ -176,7 +221,10 @@ def prometheus_values(tenants: Mapping[str, str], kamaji_installed: bool) -> dic
         "prometheus-node-exporter": {"enabled": False},
         "prometheus-pushgateway": {"enabled": False},
         "scrapeConfigs": {job: {"enabled": False} for job in CHART_SCRAPE_JOBS},
-        "serverFiles": {"prometheus.yml": {"scrape_configs": config["scrape_configs"]}},
+        # The chart's prometheus.yml already reads /etc/config/alerting_rules.yml (rule_files,
+        # values.yaml@prometheus-29.27.0), which it renders from this key.
+        "serverFiles": {"prometheus.yml": {"scrape_configs": config["scrape_configs"]},
+                        "alerting_rules.yml": alerting_rules()},
         "server": {
             "global": config["global"],
             "retention": RETENTION,

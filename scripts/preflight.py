@@ -83,9 +83,9 @@ SIZING_GIB = {
     # Per container worker, its own /var volume: a copy of the node image's image store, then HAMi's,
     # kube-scheduler's and Konnectivity's images pulled again.
     "worker_var_disk": 2.0,
-    # With observability on, in the kind node: Prometheus' and Grafana's memory limits (512 + 256 MiB,
+    # With observability on, in the kind node: Prometheus' and Grafana's memory limits (512 + 512 MiB,
     # components/observability_values.py) and Prometheus' volume (2 GiB, on the node's disk).
-    "observability_memory": 0.75,
+    "observability_memory": 1.0,
     "observability_disk": 2.0,
     # Per tenant control-plane replica, its share of the tenant's audit log on the kind node's /var: at most
     # (replicas + 2) pods' files of 3 x 10 MiB each (components/audit.py, log_bytes), under 128 MiB per replica

@@ -156,6 +156,15 @@ def test_retention_storage_and_memory_are_bounded(up_plan):
         assert resources["limits"]["memory"] == resources["requests"]["memory"]
 
 
+def test_grafana_gets_the_memory_its_install_docs_ask_for(up_plan):
+    # "Minimum recommended memory: 512 MB" (grafana.com/docs/grafana/v13.2/setup-grafana/installation).
+    [grafana] = releases(up_plan, "grafana")
+    resources = grafana.inputs["values"]["resources"]
+    for kind in ("requests", "limits"):
+        amount = resources[kind]["memory"]
+        assert int(amount.removesuffix("Mi")) * 2**20 >= 512 * 10**6, (kind, amount)
+
+
 def test_the_preflight_sizing_counts_prometheus_and_grafanas_memory_limits():
     from tests.test_preflight import preflight
 
@@ -393,6 +402,22 @@ def test_grafana_is_reached_at_its_load_balancer_address(up_plan):
     assert service.inputs["spec"]["ports"][0]["targetPort"] == "grafana"
 
 
+def test_with_a_provided_load_balancer_grafana_gets_no_address_and_its_url_is_the_forwarded_one():
+    from tests.test_management_modes import EXISTING_KUBECONFIG, PROVIDED
+
+    lab = plan(dev_config(**PROVIDED, observability="true"), preview=False,
+               secrets={"managementKubeconfig": EXISTING_KUBECONFIG})
+    # Plain HTTP is not put on an address the cluster's own LoadBalancer picks (perhaps a public one).
+    assert [s.inputs["spec"].get("type") for s in lab.of_type("kubernetes:core/v1:Service")
+            if "grafana" in s.name] == []
+    [grafana] = releases(lab, "grafana")
+    assert grafana.inputs["values"]["service"]["type"] == "ClusterIP"
+    url = resolve(lab.outputs["grafanaUrl"])
+    assert url.startswith("http://127.0.0.1:"), url
+    # The admin password is still there to log in with.
+    assert resolve(lab.outputs["grafanaAdminPassword"]) == GRAFANA_PASSWORD
+
+
 def test_the_admin_password_is_a_secret_output_and_never_in_the_charts_values(up_plan):
     assert is_secret(up_plan.outputs["grafanaAdminPassword"])
     assert resolve(up_plan.outputs["grafanaAdminPassword"]) == GRAFANA_PASSWORD
@@ -431,7 +456,7 @@ def test_grafana_reads_prometheus_at_the_charts_server_service(up_plan):
 # that matter here, from Grafana's dashboard JSON model docs: unique panel ids, a 24-column grid, refIds
 # unique per panel, a uid of at most 40 characters) ------------------------------------------------------------
 
-PANEL_TYPES = {"text", "stat", "timeseries"}
+PANEL_TYPES = {"text", "stat", "table", "timeseries"}
 
 
 def provisioned_dashboard(plan_):
@@ -467,10 +492,28 @@ def test_every_query_is_of_the_selected_tenant_on_the_provisioned_datasource(up_
     assert len(queries) >= 9
     for panel, target in queries:
         assert target["datasource"]["uid"] == source["uid"], target
-        # One panel shows every tenant at once, by tenant; every other one the selected tenant.
-        mine = 'tenant="$tenant"' in target["expr"] or (
-            "every tenant" in panel["title"] and "by (tenant)" in target["expr"])
+        # The every-tenant panels show each tenant by tenant, the alerts panel every alert; every other one the
+        # selected tenants (several, or All: a regular expression).
+        mine = 'tenant=~"$tenant"' in target["expr"] or (
+            "every tenant" in panel["title"].lower() and "by (tenant)" in target["expr"]) or (
+            panel["title"] == "Alerts firing")
         assert mine, target
+
+
+def test_the_tenant_selector_takes_several_tenants_and_all_and_starts_on_all(up_plan):
+    [variable] = provisioned_dashboard(up_plan)["templating"]["list"]
+    assert variable["multi"] is True and variable["includeAll"] is True
+    assert variable["current"]["value"] == ["$__all"]
+
+
+def test_every_stat_and_table_asks_for_the_value_now_not_the_last_of_the_range(up_plan):
+    # Grafana runs a target without `instant` as a range query, and a stat reduces it to its last point: a
+    # series gone hours ago would still show (tests/test_observability_stale.py shows it on a real Prometheus).
+    shown_now = [(p["title"], t) for p in provisioned_dashboard(up_plan)["panels"] if p["type"] in ("stat", "table")
+                 for t in p["targets"]]
+    assert len(shown_now) >= 10
+    for title, target in shown_now:
+        assert (target.get("instant"), target.get("range")) == (True, False), title
 
 
 def test_the_dashboard_has_the_panels_the_issue_asks_for_and_says_the_gpus_are_mocks(up_plan):
@@ -510,11 +553,12 @@ def test_the_estimate_adds_observability_only_when_on_and_only_on_a_kind_cluster
     added = (on[0] - off[0], on[2] - off[2])
     assert added == ((gib["observability_memory"], gib["observability_disk"]) if kind else (0, 0))
     if kind:
-        assert "Prometheus and Grafana 0.75 GiB" in on[1]
+        assert f"Prometheus and Grafana {gib['observability_memory']:g} GiB" in on[1]
 
 
 @pytest.mark.parametrize(("written", "counted"), [("true", True), ("false", False), (None, False)])
 def test_the_preflight_reads_observability_from_the_stack(tmp_path, capsys, written, counted):
+    from tests.test_preflight import preflight
     from tests.test_preflight_modes import config_json, run_preflight, sized_host
 
     scalars = {"controlPlaneReplicas": "1", "workersPerTenant": "1"}
@@ -522,7 +566,7 @@ def test_the_preflight_reads_observability_from_the_stack(tmp_path, capsys, writ
         scalars["observability"] = written  # `pulumi config --json` prints booleans as text
     host, _ = sized_host(tmp_path, config_json([{"name": "a"}], **scalars), available_gib=1, free_gib=1)
     _, out = run_preflight(host, capsys, "--stack", "dev")
-    assert ("+ Prometheus and Grafana 0.75 GiB)" in out) is counted
+    assert (f"+ Prometheus and Grafana {preflight.SIZING_GIB['observability_memory']:g} GiB)" in out) is counted
     assert ("+ Prometheus' volume 2 GiB)" in out) is counted
 
 
@@ -573,6 +617,61 @@ def test_make_dashboard_prints_the_url_and_how_to_get_the_password_never_the_pas
         "Password: pulumi stack output --show-secrets grafanaAdminPassword --stack staging\n"
     )
     assert argv == "stack output grafanaUrl --stack staging\n", "it reads only the URL, never a secret"
+
+
+def forwarding_dashboard(tmp_path, kubectl_status: int):
+    """make dashboard on a stack whose Grafana is forwarded: fake pulumi (the outputs) and kubectl (records its
+    argv and the kubeconfig it was given, then ends as port-forward does on Ctrl-C or a lost connection)."""
+    import os
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pulumi").write_text(
+        "#!/usr/bin/env bash\n"
+        f'echo "$*" >> {tmp_path}/pulumi-argv\n'
+        'case "$*" in\n'
+        f'  *grafanaUrl*) echo {observability_values.GRAFANA_FORWARDED_URL} ;;\n'
+        "  *'--show-secrets managementKubeconfig'*) echo 'management-kubeconfig-text' ;;\n"
+        "  *) exit 255 ;;\n"
+        "esac\n")
+    (bin_dir / "kubectl").write_text(
+        "#!/usr/bin/env bash\n"
+        f'echo "$*" > {tmp_path}/kubectl-argv\n'
+        f'echo "$KUBECONFIG" > {tmp_path}/kubeconfig-path\n'
+        f'cat "$KUBECONFIG" > {tmp_path}/kubeconfig-seen\n'
+        f"exit {kubectl_status}\n")
+    for tool in ("pulumi", "kubectl"):
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STACK": "staging"}
+    root = Path(__file__).parent.parent
+    return subprocess.run(["bash", str(root / "scripts" / "dashboard.sh")], capture_output=True, text=True,
+                          env=env, timeout=30)
+
+
+@pytest.mark.parametrize("kubectl_status", [0, 1])
+def test_make_dashboard_forwards_a_grafana_without_an_address_to_loopback_and_removes_the_kubeconfig(
+        tmp_path, kubectl_status):
+    done = forwarding_dashboard(tmp_path, kubectl_status)
+    assert done.returncode == kubectl_status, done.stderr
+    url = observability_values.GRAFANA_FORWARDED_URL
+    assert done.stdout.startswith(f"Grafana:  {url}/d/kamaji-hami-lab-tenants (user admin)\n")
+    port = url.rsplit(":", 1)[1]
+    assert (tmp_path / "kubectl-argv").read_text().split() == [
+        "port-forward", "--address", "127.0.0.1", "--namespace", observability_values.MONITORING_NAMESPACE,
+        f"service/{observability_values.GRAFANA_RELEASE}", f"{port}:{observability_values.GRAFANA_PORT}"]
+    assert (tmp_path / "kubeconfig-seen").read_text() == "management-kubeconfig-text"
+    assert not Path((tmp_path / "kubeconfig-path").read_text().strip()).exists(), "the kubeconfig left behind"
+    assert "management-kubeconfig-text" not in done.stdout + done.stderr
+
+
+def test_the_docs_give_the_scrape_limits_and_the_forwarded_url_the_program_uses():
+    text = " ".join((Path(__file__).parent.parent / "docs" / "operations.md").read_text().split())
+    assert (f"past {observability_values.SAMPLE_LIMIT} samples or {observability_values.LABEL_LIMIT} labels a series"
+            in text)
+    assert f"`grafanaUrl` is `{observability_values.GRAFANA_FORWARDED_URL}`" in text
+    assert f"memory limits ({observability_values.GRAFANA_MEMORY.removesuffix('Mi')} MiB each" in text
+    assert observability_values.PROMETHEUS_MEMORY == observability_values.GRAFANA_MEMORY
 
 
 def test_make_dashboard_without_observability_says_how_to_turn_it_on(tmp_path):

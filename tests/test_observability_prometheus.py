@@ -38,7 +38,7 @@ import yaml
 from components import observability_values
 from components.config import parse_settings
 from components.dashboard import dashboard
-from components.gpu_sharing import GPU_MEMORY_RESOURCE
+from components.gpu_sharing import GPU_CORES_RESOURCE, GPU_MEMORY_RESOURCE
 from components.gpus import node_gpu_count, register_annotation
 from tests.plan import dev_config
 from tests.real_etcd import free_port
@@ -55,7 +55,7 @@ pytestmark = pytest.mark.skipif(
 # The dev stack's two tenants (v1.36, no quota), and a third on v1.33 with a GPU memory quota: its
 # konnectivity-server (v0.33.0) serves /metrics only on its admin port.
 OLD_TENANT = {"name": "tenant-c", "kubernetesVersion": "v1.33.4", "gpus": [{"model": "NVIDIA L4 24GB", "count": 1}],
-              "quotas": [{"namespace": "team-c", "gpumemMiB": 8192}]}
+              "quotas": [{"namespace": "team-c", "gpumemMiB": 8192, "gpucores": 50}]}
 LAB = parse_settings(dev_config(tenants=[*dev_config()["tenants"], OLD_TENANT]))
 TENANTS = [tenant.name for tenant in LAB.tenants]
 VERSIONS = {tenant.name: tenant.kubernetes_version for tenant in LAB.tenants}
@@ -71,6 +71,16 @@ FIRST_SERVER_WITH_METRICS_ON_HEALTH_PORT = (0, 34)
 # tenant-b's tunnel has no agent.
 AGENTS = {"tenant-a": 1, "tenant-b": 0, "tenant-c": 1}
 DIAL_FAILURES = {"tenant-a": {}, "tenant-b": {"no_agent": 3}, "tenant-c": {"error_response": 2}}
+
+
+def quota_limits(quota) -> dict[str, int | None]:
+    """A configured quota's limit of each HAMi resource (components/gpu_sharing.py: quota_spec)."""
+    return {GPU_MEMORY_RESOURCE: quota.gpumem_mib, GPU_CORES_RESOURCE: quota.gpucores}
+
+
+WORKLOAD_NAMESPACE = "default"
+POD_MEMORY_MIB = 8192
+POD_CORES = 30
 
 
 def server_version(tenant: str) -> tuple[int, int]:
@@ -111,14 +121,26 @@ def hami_exposition(tenant_name: str) -> str:
            [(labels, d["devmem"] * mib) for labels, d in base])
     metric("hami_gpu_shared_count", "gauge", "Number of containers sharing this GPU",
            [(labels, 2) for labels, _ in base])
-    # Only a namespace with a ResourceQuota of HAMi's resources has quota series.
-    quotas = [({"namespace": q.namespace, "quota_name": GPU_MEMORY_RESOURCE, "zone": "vGPU"}, q.gpumem_mib)
-              for q in tenant.quotas if q.gpumem_mib]
+    # Per GPU container (collectContainerMetrics): one pod on each GPU, in the tenant's namespace `default`.
+    pods = [({"namespace": WORKLOAD_NAMESPACE, "node": labels["node"], "pod": f"job-{labels['node']}-{d['index']}",
+              "container_index": "0", "device_uuid": d["id"], "zone": "vGPU"}) for labels, d in base]
+    metric("hami_vgpu_core_allocated_ratio", "gauge", "vGPU core allocated from a container",
+           [(labels, POD_CORES) for labels in pods])
+    metric("hami_vgpu_memory_allocated_bytes", "gauge", "vGPU memory allocated from a container",
+           [(labels, POD_MEMORY_MIB * mib) for labels in pods])
+    # Used is written for every namespace with HAMi pods, limit="0" where no ResourceQuota sets one; the limit
+    # series only where one does (collectQuotaMetrics: q.LimitSet).
+    quotas = [({"namespace": q.namespace, "quota_name": name, "zone": "vGPU"}, limit)
+              for q in tenant.quotas for name, limit in quota_limits(q).items() if limit]
     if quotas:
         metric("hami_resource_quota_limit", "gauge", "resourcequota limit for a certain device",
                [(labels, limit) for labels, limit in quotas])
-        metric("hami_resource_quota_used", "gauge", "resourcequota usage for a certain device",
-               [({**labels, "limit": str(limit)}, limit // 4) for labels, limit in quotas])
+    unlimited = [({"namespace": WORKLOAD_NAMESPACE, "quota_name": name, "zone": "vGPU"}, 0, used)
+                 for name, used in ((GPU_MEMORY_RESOURCE, POD_MEMORY_MIB * len(pods)),
+                                    (GPU_CORES_RESOURCE, POD_CORES * len(pods)))]
+    metric("hami_resource_quota_used", "gauge", "resourcequota usage for a certain device",
+           [({**labels, "limit": str(limit)}, used)
+            for labels, limit, used in [*((labels, limit, limit // 4) for labels, limit in quotas), *unlimited]])
     return "\n".join(lines) + "\n"
 
 
@@ -292,6 +314,8 @@ def prometheus(tmp_path_factory) -> Iterator[Lab]:
         kamaji_target=f"127.0.0.1:{fakes['kamaji'].port}",
     )
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    (root / "alerting_rules.yml").write_text(yaml.safe_dump(observability_values.alerting_rules()))
+    config["rule_files"] = [str(root / "alerting_rules.yml")]
     for job in config["scrape_configs"]:
         if job["job_name"] == observability_values.JOB_KONNECTIVITY:
             # Discovery needs a cluster; its targets, as it would label them, go through the same relabelling.
@@ -409,6 +433,9 @@ def test_promtool_refuses_a_broken_configuration(tmp_path):
 @pytest.mark.parametrize(("title", "expr"), dashboard_queries())
 def test_every_dashboard_query_returns_data_for_each_tenant(prometheus, tenant, title, expr):
     result = query(prometheus, for_tenant(expr, tenant))
+    if "ALERTS" in expr:
+        # An alert has a series only once it fires: test_observability_alerts.py and the pending test below.
+        return
     if "$tenant" not in expr:
         # The all-tenants panel: one series per tenant, this one's among them.
         assert tenant in {r["metric"].get("tenant") for r in result}, f"{title}: {expr} has no series of {tenant}"
@@ -420,12 +447,25 @@ def test_every_dashboard_query_returns_data_for_each_tenant(prometheus, tenant, 
 
 
 def test_the_quota_panel_shows_each_configured_quota_and_nothing_else(prometheus):
-    [panel] = [p for p in dashboard()["panels"] if p["title"] == "GPU quota used vs limit"]
-    limit = next(t["expr"] for t in panel["targets"] if "limit" in t["expr"])
+    [panel] = [p for p in dashboard()["panels"] if p["title"] == "GPU memory quota used vs limit"]
     for tenant in LAB.tenants:
-        answer = query(prometheus, for_tenant(limit, tenant.name))
-        shown = {(r["metric"]["namespace"], float(r["value"][1])) for r in answer}
-        assert shown == {(q.namespace, q.gpumem_mib) for q in tenant.quotas}, tenant.name
+        for target in panel["targets"]:
+            answer = query(prometheus, for_tenant(target["expr"], tenant.name))
+            shown = {r["metric"]["namespace"] for r in answer}
+            assert shown == {q.namespace for q in tenant.quotas if q.gpumem_mib}, (tenant.name, target["expr"])
+    # Used and limit on one axis in MiB; the cores' quota (percent) has a panel of its own.
+    assert panel["fieldConfig"]["defaults"]["unit"] == "mbytes"
+    assert panel_titled("GPU cores quota used vs limit")["fieldConfig"]["defaults"]["unit"] == "percent"
+
+
+def test_the_rules_load_and_a_tunnel_without_agents_is_pending_its_alert(prometheus):
+    rules = api(prometheus, "/api/v1/rules")["groups"]
+    assert {rule["health"] for group in rules for rule in group["rules"]} == {"ok"}
+    pending = query(prometheus, 'ALERTS{alertstate="pending"}')
+    assert {(r["metric"]["alertname"], r["metric"]["tenant"]) for r in pending} >= {
+        ("KonnectivityNoAgents", t) for t in TENANTS if AGENTS[t] == 0}
+    assert not {r["metric"]["tenant"] for r in pending if r["metric"]["alertname"] == "KonnectivityNoAgents"} & {
+        t for t in TENANTS if AGENTS[t]}
 
 
 def test_every_scraped_series_carries_a_tenant_label(prometheus):

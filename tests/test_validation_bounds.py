@@ -33,6 +33,7 @@ from validation.checks import CHECKS_BY_NAME
 from validation.checks.base import ALL_TENANTS
 from validation.checks.datastore import READ_TIMEOUT
 from validation.cli import main
+from validation.host import CommandResult
 from validation.kube import Kubectl
 from validation.results import CheckFailed
 from validation.stack_outputs import MANAGEMENT
@@ -160,7 +161,7 @@ def test_a_namespace_that_was_never_created_gets_no_cleanup_warning():
 
 def test_a_namespace_that_is_not_deleted_is_named_with_the_kubeconfig_to_delete_it_with():
     lab = healthy_lab()
-    lab.on("tenant-b", r"^get namespace validate-", ok("namespace/still-terminating\n"))
+    lab.on("tenant-b", r"^get namespace validate-", still_there)
 
     code, report = validate(lab, "--only", "konnectivity", clock=FakeClock())
 
@@ -301,9 +302,14 @@ def test_a_tenant_s_checks_keep_their_order_and_each_cleans_up_before_the_next()
         assert [command.split()[2] for kind, command, _ in steps if kind == "delete"] == created
 
 
+def still_there(command: str) -> CommandResult:
+    """`kubectl get namespace NAME -o name` while the namespace terminates: its name."""
+    return ok(f"namespace/{command.split()[2]}\n")
+
+
 def stuck_namespaces(lab, tenant: str) -> None:
     """Scratch namespaces that never go away: each of the tenant's 6 cleanups waits its full 90 s."""
-    lab.on(tenant, r"^get namespace validate-", ok("namespace/still-terminating\n"))
+    lab.on(tenant, r"^get namespace validate-", still_there)
 
 
 def elapsed(lab, outputs: Path = OUTPUTS) -> float:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from components.kubeconfig import KubeconfigCluster, current_cluster
-from validation.answers import listed, mapping, objects, text
+from validation.answers import MalformedAnswer, listed, mapping, objects, one_object, text
 from validation.host import Clock, CommandResult, Runner
 from validation.results import CheckFailed, CheckSkipped
 
@@ -99,7 +99,14 @@ class Kubectl:
             raise CheckFailed(f"`{self.hint} {' '.join(args)}` did not print JSON") from None
 
     def get(self, *args: str) -> dict[str, Any]:
-        return self.query("get", *args, "-o", "json")
+        """`kubectl get ARGS -o json`: a JSON object; one object, not a list, when ARGS name one (TYPE NAME)."""
+        answer = self.query("get", *args, "-o", "json")
+        what = f"`kubectl get {' '.join(args)}` on {self.cluster}"
+        if len(args) > 1 and not args[1].startswith("-"):
+            return one_object(answer, what)
+        if not isinstance(answer, dict):
+            raise MalformedAnswer(f"{what}: expected a JSON object, got {type(answer).__name__}")
+        return answer
 
     def items(self, *args: str) -> list[dict[str, Any]]:
         """The items of `kubectl get ARGS -o json`, each an object (validation/answers.py)."""
@@ -133,7 +140,12 @@ class Kubectl:
         return self.run("delete", "namespace", name, "--ignore-not-found", "--wait=false")
 
     def namespace_gone(self, name: str) -> tuple[bool, CommandResult]:
+        """Whether the namespace is gone; MalformedAnswer when kubectl printed neither nothing nor its name,
+        an answer that waiting will not change."""
         result = self.run("get", "namespace", name, "--ignore-not-found", "-o", "name")
+        # kubectl -o name prints TYPE/NAME per object (kubernetes/cli-runtime pkg/printers/name.go@v0.32.4).
+        if result.ok and result.stdout.strip() not in ("", f"namespace/{name}"):
+            raise MalformedAnswer(f"`{self.hint} get namespace {name} -o name` printed neither nothing nor its name")
         return result.ok and not result.stdout.strip(), result
 
 

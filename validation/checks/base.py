@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -130,10 +129,10 @@ def tenants_side_by_side(
         for thread in threads:
             thread.join()
     except BaseException:  # Ctrl-C or SIGTERM reach this thread only
-        # The checks that are running end on their own limits and delete their namespaces while the
-        # kubeconfigs still exist; no tenant starts another.
+        # No tenant starts another check; the running ones end at once, their kubectl calls stopped,
+        # while the kubeconfigs still exist (the namespaces they leave are named in lab.warnings).
         interrupted.set()
-        print("validation: interrupted; the running checks finish and clean up first", file=sys.stderr, flush=True)
+        lab.interrupt()
         for thread in threads:
             thread.join()
         raise

@@ -95,5 +95,9 @@ def refresh(outputs: StackOutputs, names: Sequence[str] | None, runner: Runner, 
         # A sleeping tenant's API server does not run: only Kamaji is asked about it.
         for tenant in (tenant for tenant in tenants if not tenant.sleeping):
             readers[tenant.name] = lambda tenant=tenant: read_tenant(lab.kubectl(tenant), clock)
-        answers = read_side_by_side(readers, CLUSTER_BOUND + GRACE)
+        try:
+            answers = read_side_by_side(readers, CLUSTER_BOUND + GRACE)
+        except BaseException:  # Ctrl-C or SIGTERM: the readers' kubectl calls must not outlive the view
+            lab.interrupt()
+            raise
     return document(tenants, answers, answers[MANAGEMENT], clock.wall())

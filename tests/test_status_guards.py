@@ -502,6 +502,40 @@ def test_a_signal_while_a_cluster_read_hangs_ends_the_run_at_once_without_its_ku
     assert not still_running, "the hanging kubectl was stopped with the run"
 
 
+# The kernel hands a process's signal to any thread that does not block it; here only the worker's.
+SIGNAL_TO_ANOTHER_THREAD = """
+import os, signal, sys, threading, time
+from validation import host
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+def worker():
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)
+def started(thread):
+    thread.start()
+    return thread
+threading.Thread(target=worker, daemon=True).start()
+waits = {
+    "event": lambda: host.wait_for(threading.Event(), 60),
+    "join": lambda: host.join(started(threading.Thread(target=time.sleep, args=(60,), daemon=True))),
+    "sleep": lambda: host.Clock().sleep(60),
+}
+try:
+    waits[sys.argv[1]]()
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("wait", ["event", "join", "sleep"])
+def test_ctrl_c_handed_to_another_thread_ends_a_wait_of_the_main_thread_at_once(wait):
+    ended = subprocess.run(
+        [sys.executable, "-c", SIGNAL_TO_ANOTHER_THREAD, wait], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert ended.returncode == 130, ended.stderr
+
+
 def test_a_refresh_that_fails_removes_the_scratch_kubeconfigs(monkeypatch, tmp_path):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 

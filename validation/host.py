@@ -30,7 +30,29 @@ INTERRUPTED = 130  # the exit status of a shell's command ended by Ctrl-C; given
 # kubectl repeats client-go's log lines ("E1202 10:11:31.341365 ...") before its own message.
 _KLOG_LINE = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ ")
 
+# How long a wait blocks before it looks for a signal. The kernel may hand Ctrl-C or SIGTERM to any thread;
+# Python then runs its handler in the main thread at that thread's next step, which a wait blocked in the
+# kernel only takes when it ends: without slices, a hanging kubectl would hold back Ctrl-C until its timeout.
+SIGNAL_CHECK = 0.1
+
 T = TypeVar("T")
+
+
+def wait_for(event: threading.Event, timeout: float | None = None) -> bool:
+    """event.wait(timeout), in slices, so that a signal ends the wait at once in the main thread."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not event.is_set():
+        left = SIGNAL_CHECK if deadline is None else min(SIGNAL_CHECK, deadline - time.monotonic())
+        if left <= 0:
+            return False
+        event.wait(left)
+    return True
+
+
+def join(thread: threading.Thread) -> None:
+    """thread.join(), in slices, so that a signal ends the wait at once in the main thread."""
+    while thread.is_alive():
+        thread.join(SIGNAL_CHECK)
 
 
 @dataclass(frozen=True)
@@ -126,7 +148,7 @@ class SubprocessRunner:
             if thread:
                 thread.start()
         try:
-            timed_out = not finished.wait(timeout)
+            timed_out = not wait_for(finished, timeout)
         except BaseException:  # Ctrl-C or SIGTERM in this thread: the whole run is over
             self.stop()
             raise
@@ -195,7 +217,7 @@ class Clock:
         return time.monotonic()
 
     def sleep(self, seconds: float) -> None:
-        self._interrupted.wait(seconds)  # time.sleep, but interrupt() ends it in every thread
+        wait_for(self._interrupted, seconds)  # time.sleep, but interrupt() ends it in every thread
 
     def interrupt(self) -> None:
         """Ctrl-C or SIGTERM: every wait, now or later, ends at once."""

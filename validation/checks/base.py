@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from validation.host import join
 from validation.lab import Lab
 from validation.results import CheckFailed, CheckResult, CheckSkipped, CheckUnproven, Status, TenantAsleep
 from validation.stack_outputs import Tenant
@@ -127,7 +128,7 @@ def tenants_side_by_side(
         thread.start()
     try:
         for thread in threads:
-            thread.join()
+            join(thread)
     except BaseException:  # Ctrl-C or SIGTERM reach this thread only
         # No tenant starts another check; the running ones end at once, their kubectl calls stopped,
         # while the kubeconfigs still exist (the namespaces they leave are named in lab.warnings).

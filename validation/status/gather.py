@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from validation.answers import named
 from validation.checks.tenancy import TCP_RESOURCE, kubernetes_version
-from validation.host import Clock, Runner, SubprocessRunner
+from validation.host import Clock, Runner, SubprocessRunner, wait_for
 from validation.kube import Kubectl
 from validation.lab import Lab
 from validation.results import CheckFailed
@@ -57,7 +57,7 @@ def read_side_by_side(readers: dict[str, Callable[[], T]], wait: float) -> dict[
     for name, reader in readers.items():
         threading.Thread(target=run, args=(name, reader), name=f"status-{name}", daemon=True).start()
     for done in finished.values():
-        done.wait(max(0.0, deadline - time.monotonic()))
+        wait_for(done, max(0.0, deadline - time.monotonic()))
     return {
         name: answers[name] if finished[name].is_set() else TimeoutError(f"no answer within {wait:g}s")
         for name in readers

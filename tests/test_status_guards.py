@@ -370,7 +370,9 @@ if cluster == target and mode in ("flood", "flood-stderr"):
         stream.write(chunk)
         count.write("+")
         count.flush()
-if cluster == target and mode == "hang":  # until stopped: only a signal the program passes on ends it
+if args[0] in ("create", "delete"):  # the validation checks' scratch namespaces and pods
+    sys.exit(0)
+if cluster == target and (mode == "hang" or mode == "hang-get" and args[0] == "get"):  # until stopped
     Path(os.environ["FAKE_STARTED"]).write_text(str(os.getpid()))
     time.sleep(3600)
 if cluster == "management":
@@ -534,6 +536,33 @@ def test_ctrl_c_handed_to_another_thread_ends_a_wait_of_the_main_thread_at_once(
         [sys.executable, "-c", SIGNAL_TO_ANOTHER_THREAD, wait], cwd=ROOT, capture_output=True, text=True, timeout=30
     )
     assert ended.returncode == 130, ended.stderr
+
+
+def test_ctrl_c_during_a_check_names_the_scratch_namespace_it_leaves_and_how_to_delete_it(kubectl_on_path):
+    env = {**os.environ, "FAKE_MODE": "hang-get:tenant-a", "TMPDIR": str(kubectl_on_path)}
+    view = subprocess.Popen(
+        [sys.executable, "-m", "validation", "--outputs", str(FIXTURES / "outputs.json"), "--only", "konnectivity"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = kubectl_on_path / "started"
+    try:
+        while not started.exists() or not started.read_text():
+            assert view.poll() is None, view.stderr.read()
+            time.sleep(0.05)
+        view.send_signal(signal.SIGINT)
+        _, stderr = view.communicate(timeout=gather.STATUS_CALL_TIMEOUT - 1)
+    finally:
+        view.kill()
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(started.read_text()), signal.SIGKILL)
+    assert view.returncode == 130
+    left = re.search(r"tenant-a: namespace (validate-konnectivity-[0-9a-f]+) was not deleted .*interrupted", stderr)
+    assert left, stderr
+    assert f"kubectl --kubeconfig kubeconfigs/tenant-a.kubeconfig delete namespace {left[1]}" in stderr
 
 
 def test_a_refresh_that_fails_removes_the_scratch_kubeconfigs(monkeypatch, tmp_path):

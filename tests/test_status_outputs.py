@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.test_status import FIXTURES, FakeKubectl, tenant
 from validation.exit_codes import EXIT_NO_OUTPUTS
-from validation.stack_outputs import OutputsError, parse_outputs
+from validation.stack_outputs import OutputsError, parse_fleet, parse_outputs
 from validation.status.cli import main
 
 TENANTS = ["tenant-a", "tenant-b", "tenant-c"]
@@ -172,3 +174,39 @@ def test_validation_still_refuses_the_whole_document(tmp_path, change, words):
     document = json.loads(outputs_with(tmp_path, change).read_text())
     with pytest.raises(OutputsError):
         parse_outputs(document)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+ENTRY_KEYS = ["endpoint", "workers", "gpusPerWorker", "gpuSlots", "quotas", "sleeping", "gpuDevices", "namespace"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    entry=st.one_of(JSON, st.sampled_from(ENTRY_KEYS).flatmap(lambda key: st.tuples(st.just(key), JSON))),
+    kubeconfig=st.one_of(st.none(), JSON),
+    name=st.one_of(st.just("tenant-b"), st.text(max_size=12)),
+)
+def test_any_entry_of_one_tenant_leaves_the_others_readable(entry, kubeconfig, name):
+    """Whatever one tenant's entry and kubeconfig hold, parse_fleet raises nothing and reads every other tenant."""
+    document = json.loads((FIXTURES / "outputs.json").read_text())
+    spec = document["tenants"].pop("tenant-b")
+    kubeconfigs = document["kubeconfigs"]
+    kubeconfigs.pop("tenant-b")
+    if isinstance(entry, tuple):  # one field of a valid entry changed
+        spec[entry[0]] = entry[1]
+        entry = spec
+    document["tenants"][name] = entry
+    if kubeconfig is not None:
+        kubeconfigs[name] = kubeconfig
+    outputs = parse_fleet(document)
+    others = {"tenant-a", "tenant-c"} - {name}
+    assert others <= set(outputs.tenants)
+    assert set(outputs.tenants) | set(outputs.unreadable) == set(document["tenants"])
+    assert not set(outputs.tenants) & set(outputs.unreadable)
+    # Only a readable tenant's kubeconfig is ever written, under a name that is a file name.
+    assert set(outputs.kubeconfigs) == {"management", *outputs.tenants}
+    assert all("/" not in written and written not in (".", "..") for written in outputs.kubeconfigs)

@@ -34,6 +34,8 @@ def test_a_kubectl_answering_nonsense_to_everything_ends_the_run_before_any_chec
     assert code == 1
     statuses = {(entry["check"], entry["target"]): entry["status"] for entry in report["results"]}
     assert "pass" not in statuses.values(), statuses
+    # Each reason says what was wrong with the answer; none is a crash of the reader ("unexpected TypeError").
+    assert not [entry for entry in report["results"] if (entry.get("reason") or "").startswith("unexpected")]
     # Less than one check's own wait: no check polled nonsense until its limit, no cleanup waited for
     # a namespace that an unreadable answer said was still there.
     assert clock.now() < ONE_CHECK_WAIT

@@ -123,17 +123,9 @@ class Kubectl:
 
     def admit(self, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
         """The object as admission webhooks would store it; a server-side dry run creates nothing."""
-        return self.query(
-            "create",
-            "-f",
-            "-",
-            "-n",
-            namespace,
-            "--dry-run=server",
-            "-o",
-            "json",
-            stdin=json.dumps(manifest),
-        )
+        args = ("create", "-f", "-", "-n", namespace, "--dry-run=server", "-o", "json")
+        answer = self.query(*args, stdin=json.dumps(manifest))
+        return one_object(answer, f"`kubectl {' '.join(args)}` on {self.cluster}")
 
     def delete_namespace(self, name: str) -> CommandResult:
         """Ask for the namespace to go; the caller waits for it (namespace_gone), one short request at a time."""

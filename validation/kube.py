@@ -135,7 +135,7 @@ class Kubectl:
         """Whether the namespace is gone; MalformedAnswer when kubectl printed neither nothing nor its name,
         an answer that waiting will not change."""
         result = self.run("get", "namespace", name, "--ignore-not-found", "-o", "name")
-        # kubectl -o name prints TYPE/NAME per object (kubernetes/cli-runtime pkg/printers/name.go@v0.32.4).
+        # -o name prints kind/name for a core kind (kubernetes/cli-runtime pkg/printers/name.go@v0.36.2, printObj).
         if result.ok and result.stdout.strip() not in ("", f"namespace/{name}"):
             raise MalformedAnswer(f"`{self.hint} get namespace {name} -o name` printed neither nothing nor its name")
         return result.ok and not result.stdout.strip(), result

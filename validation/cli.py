@@ -94,7 +94,7 @@ def main(
         lab = Lab.open(outputs, runner, Path(workdir), clock)
         try:
             results = run_checks(lab, checks, table.line)
-        except BaseException:  # Ctrl-C or SIGTERM: end now, saying what was left in the clusters
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C or SIGTERM: end now, saying what was left behind
             lab.interrupt()
             print("validation: interrupted", file=sys.stderr)
             for warning in lab.warnings:

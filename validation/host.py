@@ -149,7 +149,7 @@ class SubprocessRunner:
                 thread.start()
         try:
             timed_out = not wait_for(finished, timeout)
-        except BaseException:  # Ctrl-C or SIGTERM in this thread: the whole run is over
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C or SIGTERM in this thread: the whole run is over
             self.stop()
             raise
         finally:

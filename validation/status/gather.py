@@ -108,7 +108,7 @@ def refresh(outputs: StackOutputs, names: Sequence[str] | None, runner: Runner, 
             readers[tenant.name] = lambda tenant=tenant: read_tenant(lab.kubectl(tenant), clock)
         try:
             answers = read_side_by_side(readers, CLUSTER_BOUND + GRACE)
-        except BaseException:  # Ctrl-C or SIGTERM: the readers' kubectl calls must not outlive the view
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM: no reader's kubectl may outlive the view
             lab.interrupt()
             raise
     return document(tenants, answers, answers[MANAGEMENT], clock.wall())

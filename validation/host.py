@@ -72,6 +72,11 @@ class CommandResult:
         return self.returncode == TIMED_OUT
 
     @property
+    def interrupted(self) -> bool:
+        """Stopped, or never started, by a runner stopped on Ctrl-C or SIGTERM."""
+        return self.returncode == INTERRUPTED
+
+    @property
     def error(self) -> str:
         """The command's complaint on one line, without client-go's log lines when there is more."""
         lines = self.stderr.splitlines()

@@ -12,7 +12,7 @@ from typing import Any
 from components.kubeconfig import KubeconfigCluster, current_cluster
 from validation.answers import MalformedAnswer, listed, mapping, objects, one_object, text
 from validation.host import Clock, CommandResult, Runner
-from validation.results import CheckFailed, CheckSkipped
+from validation.results import CheckFailed, CheckSkipped, CheckUnproven
 
 # Every API request gives up after this long (kubectl --request-timeout); longer than the
 # 10 s an admission webhook gets by default, so a slow webhook is not cut short.
@@ -60,6 +60,8 @@ class Kubectl:
         if self.unreachable:
             raise CheckSkipped(f"{self.cluster} was unreachable earlier in this run ({self.unreachable})")
         result = self.call(*args, stdin=stdin, timeout=timeout)
+        if result.interrupted:  # the run is ending: neither a finding nor worth another try
+            raise CheckUnproven(f"`{self.hint} {' '.join(args)}` was interrupted")
         if cannot_connect(result):
             with self._lock:  # calls in flight side by side: the first to fail reports, the others skip
                 first, self.unreachable = not self.unreachable, self.unreachable or result.error

@@ -11,7 +11,7 @@ from pathlib import Path
 from validation import manifests
 from validation.host import Clock, Runner, SubprocessRunner, poll
 from validation.kube import NAMESPACE_DELETE_TIMEOUT, KubeconfigCluster, Kubectl, kubeconfig_cluster
-from validation.results import CheckFailed, CheckSkipped
+from validation.results import CheckFailed, CheckSkipped, CheckUnproven
 from validation.stack_outputs import MANAGEMENT, StackOutputs, Tenant, write_kubeconfig_files
 
 
@@ -80,7 +80,7 @@ class Lab:
             if not deleted.ok:
                 return deleted.error
             gone, last = poll(self.clock, NAMESPACE_DELETE_TIMEOUT, lambda: kubectl.namespace_gone(name))
-        except (CheckFailed, CheckSkipped) as unreachable:
+        except (CheckFailed, CheckSkipped, CheckUnproven) as unreachable:  # unreachable, or the run interrupted
             return str(unreachable)
         if gone:
             return ""

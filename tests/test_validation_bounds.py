@@ -29,7 +29,7 @@ from tests.test_validation import (
     validate,
 )
 from validation import kube, manifests
-from validation.checks import CHECKS_BY_NAME
+from validation.checks import CHECKS_BY_NAME, base
 from validation.checks.base import ALL_TENANTS
 from validation.checks.datastore import READ_TIMEOUT
 from validation.cli import main
@@ -380,13 +380,13 @@ def test_etcdctl_gives_up_before_the_check_stops_waiting_for_its_pod():
 def test_an_interrupted_run_starts_no_other_check(monkeypatch, capsys):
     lab = healthy_lab()
     interrupted = threading.Event()
-    join = threading.Thread.join
+    wait_for = base.wait_for
 
-    def interrupt_once(thread, timeout=None):
+    def interrupt_once(event, timeout=None):
         if not interrupted.is_set():  # the first wait for a tenant: where Ctrl-C would land
             interrupted.set()
             raise KeyboardInterrupt
-        return join(thread, timeout)
+        return wait_for(event, timeout)
 
     def probe_after_the_interrupt(command: str):
         interrupted.wait(10)  # each tenant is inside konnectivity when the interrupt comes
@@ -394,7 +394,7 @@ def test_an_interrupted_run_starts_no_other_check(monkeypatch, capsys):
 
     for tenant in TENANTS:
         lab.on(tenant, r"^get pod probe ", probe_after_the_interrupt)
-    monkeypatch.setattr(threading.Thread, "join", interrupt_once)
+    monkeypatch.setattr(base, "wait_for", interrupt_once)
 
     with pytest.raises(KeyboardInterrupt):
         validate(lab, "--only", "konnectivity", "webhook", clock=FakeClock())

@@ -49,12 +49,6 @@ def wait_for(event: threading.Event, timeout: float | None = None) -> bool:
     return True
 
 
-def join(thread: threading.Thread) -> None:
-    """thread.join(), in slices, so that a signal ends the wait at once in the main thread."""
-    while thread.is_alive():
-        thread.join(SIGNAL_CHECK)
-
-
 @dataclass(frozen=True)
 class CommandResult:
     argv: tuple[str, ...]

@@ -370,9 +370,11 @@ if cluster == target and mode in ("flood", "flood-stderr"):
         stream.write(chunk)
         count.write("+")
         count.flush()
-if cluster == target and mode == "hang":
-    Path(os.environ["FAKE_STARTED"]).touch()
-    time.sleep(60)
+if args[0] in ("create", "delete"):  # the validation checks' scratch namespaces and pods
+    sys.exit(0)
+if cluster == target and (mode == "hang" or mode == "hang-get" and args[0] == "get"):  # until stopped
+    Path(os.environ["FAKE_STARTED"]).write_text(str(os.getpid()))
+    time.sleep(3600)
 if cluster == "management":
     tcps = [json.loads((fixtures / f"tcp-{name}.json").read_text()) for name in ("tenant-a", "tenant-b", "tenant-c")]
     print(json.dumps({"apiVersion": "v1", "kind": "List", "items": tcps}))
@@ -442,22 +444,38 @@ def scratch_dirs(tmp: Path, tool: str = "status") -> list[Path]:
     return list(tmp.glob(f"kamaji-hami-lab-{tool}-*"))
 
 
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone as far as work goes; it waits only for its parent (the ended view) to be reaped.
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
 @pytest.mark.parametrize(
-    ("module", "tool", "ending"),
+    ("module", "tool", "ending", "hanging"),
     [
-        ("validation.status", "status", signal.SIGTERM),
-        ("validation.status", "status", signal.SIGHUP),  # the terminal of a --watch closed
-        ("validation.status", "status", signal.SIGINT),
-        ("validation", "validation", signal.SIGTERM),
-        ("validation", "validation", signal.SIGHUP),
+        ("validation.status", "status", signal.SIGTERM, "management"),
+        ("validation.status", "status", signal.SIGHUP, "management"),  # the terminal of a --watch closed
+        ("validation.status", "status", signal.SIGINT, "management"),
+        ("validation.status", "status", signal.SIGINT, "tenant-a"),
+        ("validation", "validation", signal.SIGTERM, "management"),
+        ("validation", "validation", signal.SIGHUP, "management"),
+        ("validation", "validation", signal.SIGINT, "management"),
+        ("validation", "validation", signal.SIGINT, "tenant-a"),  # tenants' checks, side by side in threads
     ],
-    ids=["status-TERM", "status-HUP", "status-INT", "validation-TERM", "validation-HUP"],
+    ids=["status-TERM", "status-HUP", "status-INT", "status-INT-tenant", "validation-TERM", "validation-HUP",
+         "validation-INT", "validation-INT-tenant"],
 )
-def test_a_signal_while_a_cluster_is_read_still_removes_the_scratch_kubeconfigs(kubectl_on_path, module, tool, ending):
+def test_a_signal_while_a_cluster_read_hangs_ends_the_run_at_once_without_its_kubectl_or_kubeconfigs(
+    kubectl_on_path, module, tool, ending, hanging
+):
     scratch = kubectl_on_path / "tmp"
     scratch.mkdir()
-    env = {**os.environ, "FAKE_MODE": "hang:management", "TMPDIR": str(scratch)}
-    extra = ["--watch", "5"] if tool == "status" else []
+    env = {**os.environ, "FAKE_MODE": f"hang:{hanging}", "TMPDIR": str(scratch)}
+    check = "platform" if hanging == "management" else "nodes"  # platform runs once, in the main thread
+    extra = ["--watch", "5"] if tool == "status" else ["--only", check]
     view = subprocess.Popen(
         [sys.executable, "-m", module, "--outputs", str(FIXTURES / "outputs.json"), *extra],
         cwd=ROOT,
@@ -465,17 +483,82 @@ def test_a_signal_while_a_cluster_is_read_still_removes_the_scratch_kubeconfigs(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    started = kubectl_on_path / "started"
     try:
-        deadline = time.monotonic() + 20
-        while not (kubectl_on_path / "started").exists() and time.monotonic() < deadline:
+        while not started.exists() or not started.read_text():  # however loaded the machine: no bound here
+            assert view.poll() is None, view.stderr.read()
             time.sleep(0.05)
         assert scratch_dirs(scratch, tool), "a cluster is being read, with the kubeconfigs written"
         view.send_signal(ending)
-        code = view.wait(20)
+        # The hanging kubectl never ends by itself, and a call's own limit (8 s, 30 s) is longer than this:
+        # only the signal can have ended the run.
+        code = view.wait(gather.STATUS_CALL_TIMEOUT - 1)
     finally:
         view.kill()
+        left = int(started.read_text() or 0) if started.exists() else 0
+        still_running = bool(left) and running(left)
+        if still_running:
+            os.kill(left, signal.SIGKILL)  # never leave the fake behind, whatever the view did
     assert code == (130 if ending == signal.SIGINT else 128 + ending), view.stderr.read()
     assert scratch_dirs(scratch, tool) == []
+    assert not still_running, "the hanging kubectl was stopped with the run"
+
+
+# The kernel hands a process's signal to any thread that does not block it; here only the worker's.
+SIGNAL_TO_ANOTHER_THREAD = """
+import os, signal, sys, threading, time
+from validation import host
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+def worker():
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)
+threading.Thread(target=worker, daemon=True).start()
+waits = {
+    "event": lambda: host.wait_for(threading.Event(), 60),
+    "sleep": lambda: host.Clock().sleep(60),
+}
+try:
+    waits[sys.argv[1]]()
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("wait", ["event", "sleep"])
+def test_ctrl_c_handed_to_another_thread_ends_a_wait_of_the_main_thread_at_once(wait):
+    ended = subprocess.run(
+        [sys.executable, "-c", SIGNAL_TO_ANOTHER_THREAD, wait], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert ended.returncode == 130, ended.stderr
+
+
+def test_ctrl_c_during_a_check_names_the_scratch_namespace_it_leaves_and_how_to_delete_it(kubectl_on_path):
+    env = {**os.environ, "FAKE_MODE": "hang-get:tenant-a", "TMPDIR": str(kubectl_on_path)}
+    view = subprocess.Popen(
+        [sys.executable, "-m", "validation", "--outputs", str(FIXTURES / "outputs.json"), "--only", "konnectivity"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = kubectl_on_path / "started"
+    try:
+        while not started.exists() or not started.read_text():
+            assert view.poll() is None, view.stderr.read()
+            time.sleep(0.05)
+        view.send_signal(signal.SIGINT)
+        _, stderr = view.communicate(timeout=gather.STATUS_CALL_TIMEOUT - 1)
+    finally:
+        view.kill()
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(started.read_text()), signal.SIGKILL)
+    assert view.returncode == 130
+    left = re.search(r"tenant-a: namespace (validate-konnectivity-[0-9a-f]+) was not deleted .*interrupted", stderr)
+    assert left, stderr
+    assert f"kubectl --kubeconfig kubeconfigs/tenant-a.kubeconfig delete namespace {left[1]}" in stderr
 
 
 def test_a_refresh_that_fails_removes_the_scratch_kubeconfigs(monkeypatch, tmp_path):

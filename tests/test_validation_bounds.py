@@ -29,10 +29,11 @@ from tests.test_validation import (
     validate,
 )
 from validation import kube, manifests
-from validation.checks import CHECKS_BY_NAME
+from validation.checks import CHECKS_BY_NAME, base
 from validation.checks.base import ALL_TENANTS
 from validation.checks.datastore import READ_TIMEOUT
 from validation.cli import main
+from validation.host import CommandResult
 from validation.kube import Kubectl
 from validation.results import CheckFailed
 from validation.stack_outputs import MANAGEMENT
@@ -160,7 +161,7 @@ def test_a_namespace_that_was_never_created_gets_no_cleanup_warning():
 
 def test_a_namespace_that_is_not_deleted_is_named_with_the_kubeconfig_to_delete_it_with():
     lab = healthy_lab()
-    lab.on("tenant-b", r"^get namespace validate-", ok("namespace/still-terminating\n"))
+    lab.on("tenant-b", r"^get namespace validate-", still_there)
 
     code, report = validate(lab, "--only", "konnectivity", clock=FakeClock())
 
@@ -301,9 +302,14 @@ def test_a_tenant_s_checks_keep_their_order_and_each_cleans_up_before_the_next()
         assert [command.split()[2] for kind, command, _ in steps if kind == "delete"] == created
 
 
+def still_there(command: str) -> CommandResult:
+    """`kubectl get namespace NAME -o name` while the namespace terminates: its name."""
+    return ok(f"namespace/{command.split()[2]}\n")
+
+
 def stuck_namespaces(lab, tenant: str) -> None:
     """Scratch namespaces that never go away: each of the tenant's 6 cleanups waits its full 90 s."""
-    lab.on(tenant, r"^get namespace validate-", ok("namespace/still-terminating\n"))
+    lab.on(tenant, r"^get namespace validate-", still_there)
 
 
 def elapsed(lab, outputs: Path = OUTPUTS) -> float:
@@ -371,16 +377,16 @@ def test_etcdctl_gives_up_before_the_check_stops_waiting_for_its_pod():
     assert limits["--dial-timeout"] + limits["--command-timeout"] < READ_TIMEOUT
 
 
-def test_an_interrupted_run_lets_the_running_checks_clean_up_and_starts_no_other(monkeypatch, capsys):
+def test_an_interrupted_run_starts_no_other_check(monkeypatch, capsys):
     lab = healthy_lab()
     interrupted = threading.Event()
-    join = threading.Thread.join
+    wait_for = base.wait_for
 
-    def interrupt_once(thread, timeout=None):
+    def interrupt_once(event, timeout=None):
         if not interrupted.is_set():  # the first wait for a tenant: where Ctrl-C would land
             interrupted.set()
             raise KeyboardInterrupt
-        return join(thread, timeout)
+        return wait_for(event, timeout)
 
     def probe_after_the_interrupt(command: str):
         interrupted.wait(10)  # each tenant is inside konnectivity when the interrupt comes
@@ -388,7 +394,7 @@ def test_an_interrupted_run_lets_the_running_checks_clean_up_and_starts_no_other
 
     for tenant in TENANTS:
         lab.on(tenant, r"^get pod probe ", probe_after_the_interrupt)
-    monkeypatch.setattr(threading.Thread, "join", interrupt_once)
+    monkeypatch.setattr(base, "wait_for", interrupt_once)
 
     with pytest.raises(KeyboardInterrupt):
         validate(lab, "--only", "konnectivity", "webhook", clock=FakeClock())
@@ -397,7 +403,7 @@ def test_an_interrupted_run_lets_the_running_checks_clean_up_and_starts_no_other
         (namespace,) = created_namespaces(lab, tenant)
         assert namespace.startswith("validate-konnectivity-")  # webhook never started
         assert [call.command.split()[2] for call in lab.commands(tenant, r"^delete namespace ")] == [namespace]
-    assert "the running checks finish and clean up first" in capsys.readouterr().err
+    assert "validation: interrupted" in capsys.readouterr().err
 
 
 def test_isolation_tries_the_tenants_apis_side_by_side():

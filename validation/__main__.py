@@ -7,4 +7,7 @@ from validation.cli import main
 # that cleanups run: scratch namespaces are deleted and the temporary kubeconfigs removed.
 for ending in (signal.SIGTERM, signal.SIGHUP):
     signal.signal(ending, lambda signum, frame: sys.exit(128 + signum))
-raise SystemExit(main())
+try:
+    raise SystemExit(main())
+except KeyboardInterrupt:  # Ctrl-C: the exit status a shell gives it, without a traceback
+    raise SystemExit(130) from None

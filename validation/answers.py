@@ -35,6 +35,19 @@ def listed(answer: Any, what: str) -> list[dict[str, Any]]:
     return found
 
 
+def one_object(answer: Any, what: str) -> dict[str, Any]:
+    """What `kubectl get TYPE NAME -o json` printed: one object, never a list (kind List, or items) nor a
+    bare value. Such an answer will not turn into the object by asking again, so the caller stops at once."""
+    if not isinstance(answer, dict):
+        raise MalformedAnswer(f"{what}: expected an object, got {_kind(answer)}")
+    kind = answer.get("kind")
+    if "items" in answer or (isinstance(kind, str) and kind.endswith("List")):
+        raise MalformedAnswer(f"{what}: expected one object, got a list")
+    if kind is not None and not isinstance(kind, str):
+        raise MalformedAnswer(f"{what}: kind is {_kind(kind)}, not a string")
+    return answer
+
+
 def mapping(obj: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     """obj[key] as an object; {} when absent or null."""
     value = obj.get(key)

@@ -92,7 +92,14 @@ def main(
     )
     with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-validation-") as workdir:
         lab = Lab.open(outputs, runner, Path(workdir), clock)
-        results = run_checks(lab, checks, table.line)
+        try:
+            results = run_checks(lab, checks, table.line)
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C or SIGTERM: end now, saying what was left behind
+            lab.interrupt()
+            print("validation: interrupted", file=sys.stderr)
+            for warning in lab.warnings:
+                print(f"validation: {warning}", file=sys.stderr)
+            raise
     table.finish(results, lab.warnings)
 
     document = json_document(results, lab.warnings)

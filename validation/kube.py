@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from components.kubeconfig import KubeconfigCluster, current_cluster
-from validation.answers import listed, mapping, objects, text
+from validation.answers import MalformedAnswer, listed, mapping, objects, one_object, text
 from validation.host import Clock, CommandResult, Runner
-from validation.results import CheckFailed, CheckSkipped
+from validation.results import CheckFailed, CheckSkipped, CheckUnproven
 
 # Every API request gives up after this long (kubectl --request-timeout); longer than the
 # 10 s an admission webhook gets by default, so a slow webhook is not cut short.
@@ -60,6 +60,8 @@ class Kubectl:
         if self.unreachable:
             raise CheckSkipped(f"{self.cluster} was unreachable earlier in this run ({self.unreachable})")
         result = self.call(*args, stdin=stdin, timeout=timeout)
+        if result.interrupted:  # the run is ending: neither a finding nor worth another try
+            raise CheckUnproven(f"`{self.hint} {' '.join(args)}` was interrupted")
         if cannot_connect(result):
             with self._lock:  # calls in flight side by side: the first to fail reports, the others skip
                 first, self.unreachable = not self.unreachable, self.unreachable or result.error
@@ -99,7 +101,14 @@ class Kubectl:
             raise CheckFailed(f"`{self.hint} {' '.join(args)}` did not print JSON") from None
 
     def get(self, *args: str) -> dict[str, Any]:
-        return self.query("get", *args, "-o", "json")
+        """`kubectl get ARGS -o json`: a JSON object; one object, not a list, when ARGS name one (TYPE NAME)."""
+        answer = self.query("get", *args, "-o", "json")
+        what = f"`kubectl get {' '.join(args)}` on {self.cluster}"
+        if len(args) > 1 and not args[1].startswith("-"):
+            return one_object(answer, what)
+        if not isinstance(answer, dict):
+            raise MalformedAnswer(f"{what}: expected a JSON object, got {type(answer).__name__}")
+        return answer
 
     def items(self, *args: str) -> list[dict[str, Any]]:
         """The items of `kubectl get ARGS -o json`, each an object (validation/answers.py)."""
@@ -116,24 +125,21 @@ class Kubectl:
 
     def admit(self, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
         """The object as admission webhooks would store it; a server-side dry run creates nothing."""
-        return self.query(
-            "create",
-            "-f",
-            "-",
-            "-n",
-            namespace,
-            "--dry-run=server",
-            "-o",
-            "json",
-            stdin=json.dumps(manifest),
-        )
+        args = ("create", "-f", "-", "-n", namespace, "--dry-run=server", "-o", "json")
+        answer = self.query(*args, stdin=json.dumps(manifest))
+        return one_object(answer, f"`kubectl {' '.join(args)}` on {self.cluster}")
 
     def delete_namespace(self, name: str) -> CommandResult:
         """Ask for the namespace to go; the caller waits for it (namespace_gone), one short request at a time."""
         return self.run("delete", "namespace", name, "--ignore-not-found", "--wait=false")
 
     def namespace_gone(self, name: str) -> tuple[bool, CommandResult]:
+        """Whether the namespace is gone; MalformedAnswer when kubectl printed neither nothing nor its name,
+        an answer that waiting will not change."""
         result = self.run("get", "namespace", name, "--ignore-not-found", "-o", "name")
+        # -o name prints kind/name for a core kind (kubernetes/cli-runtime pkg/printers/name.go@v0.36.2, printObj).
+        if result.ok and result.stdout.strip() not in ("", f"namespace/{name}"):
+            raise MalformedAnswer(f"`{self.hint} get namespace {name} -o name` printed neither nothing nor its name")
         return result.ok and not result.stdout.strip(), result
 
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from validation import manifests
-from validation.host import Clock, Runner, poll
+from validation.host import Clock, Runner, SubprocessRunner, poll
 from validation.kube import NAMESPACE_DELETE_TIMEOUT, KubeconfigCluster, Kubectl, kubeconfig_cluster
-from validation.results import CheckFailed, CheckSkipped
+from validation.results import CheckFailed, CheckSkipped, CheckUnproven
 from validation.stack_outputs import MANAGEMENT, StackOutputs, Tenant, write_kubeconfig_files
 
 
@@ -28,6 +28,17 @@ class Lab:
         paths = write_kubeconfig_files(workdir, outputs.kubeconfigs)
         clusters = {name: Kubectl(runner, path, name) for name, path in paths.items()}
         return cls(outputs, clusters, workdir, clock or Clock())
+
+    def interrupt(self) -> None:
+        """Ctrl-C or SIGTERM: stop every kubectl call in flight and every wait, start no more.
+
+        The checks then end at once; a scratch namespace they could not delete is named in warnings.
+        """
+        if isinstance(self.clock, Clock):
+            self.clock.interrupt()
+        for kubectl in self.clusters.values():
+            if isinstance(kubectl.runner, SubprocessRunner):
+                kubectl.runner.stop()
 
     @property
     def tenants(self) -> list[Tenant]:
@@ -50,6 +61,9 @@ class Lab:
         kubectl.must_create(manifests.namespace(name))  # nothing to clean up if this fails
         try:
             yield name
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C or SIGTERM while this thread waited: end now
+            self.interrupt()
+            raise
         finally:
             problem = self._delete_namespace(kubectl, name)
             if problem:
@@ -66,7 +80,7 @@ class Lab:
             if not deleted.ok:
                 return deleted.error
             gone, last = poll(self.clock, NAMESPACE_DELETE_TIMEOUT, lambda: kubectl.namespace_gone(name))
-        except (CheckFailed, CheckSkipped) as unreachable:
+        except (CheckFailed, CheckSkipped, CheckUnproven) as unreachable:  # unreachable, or the run interrupted
             return str(unreachable)
         if gone:
             return ""

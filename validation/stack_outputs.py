@@ -12,7 +12,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -111,12 +111,24 @@ class Platform:
 
 
 @dataclass(frozen=True)
+class UnreadableTenant:
+    """A tenant whose entry in the outputs (or its kubeconfig) cannot be used, and why."""
+
+    name: str
+    reason: str
+    position: int  # among the tenants of the outputs, so its row keeps its place
+    endpoint: str = ""  # unknown: a row shows it where a Tenant's would be
+
+
+@dataclass(frozen=True)
 class StackOutputs:
     tenants: dict[str, Tenant]
     kubeconfigs: dict[str, str]  # MANAGEMENT and each tenant name -> kubeconfig YAML
     platform: Platform = Platform()
     observability: bool = False
     """Prometheus and Grafana run (the stack exports grafanaUrl)."""
+    unreadable: dict[str, UnreadableTenant] = field(default_factory=dict)
+    """Tenants left out of `tenants`: only parse_fleet leaves any, parse_outputs refuses the document."""
 
 
 def pulumi_environment() -> dict[str, str]:
@@ -174,6 +186,7 @@ def kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str]:
     kubeconfigs: dict[str, str] = {}
     for name, text in tenants.items():
         check_tenant_name(name, "kubeconfigs")
+        refuse_redacted(text, f"outputs.kubeconfigs.{name}")
         if not isinstance(text, str) or not text.strip():
             raise OutputsError(f"kubeconfigs.{name}: expected kubeconfig YAML")
         kubeconfigs[name] = text
@@ -206,6 +219,45 @@ def parse_outputs(document: Mapping[str, Any]) -> StackOutputs:
         raise OutputsError(f"no kubeconfig in the outputs for: {', '.join(missing)}")
     return StackOutputs(tenants=tenants, kubeconfigs=kubeconfigs, platform=_parse_platform(document),
                         observability="grafanaUrl" in document)
+
+
+def parse_fleet(document: Mapping[str, Any]) -> StackOutputs:
+    """The outputs as the status view reads them: each tenant on its own, so that one tenant's bad entry
+    or kubeconfig puts that tenant in `unreadable`, with why, and the others are still shown.
+
+    OutputsError only for what no tenant can be read without: no `tenants` object, or kubeconfigs
+    printed without --show-secrets. A kubeconfig of no listed tenant (a stray or unusable name) is
+    left out, never written. The platform is not read: the view does not show it.
+    """
+    tenants_doc = _field(document, "tenants", dict, "outputs")
+    refuse_redacted(document.get("kubeconfigs"), "outputs.kubeconfigs")
+    refuse_redacted(document.get("managementKubeconfig"), "outputs.managementKubeconfig")
+    tenants: dict[str, Tenant] = {}
+    unreadable: dict[str, UnreadableTenant] = {}
+    kubeconfigs: dict[str, str] = {}
+    for position, (name, spec) in enumerate(tenants_doc.items()):
+        try:
+            check_tenant_name(name, "tenants")
+            tenant = _parse_tenant(name, spec)
+            kubeconfigs[name] = _tenant_kubeconfig(document, name)
+        except OutputsError as error:
+            unreadable[name] = UnreadableTenant(name, str(error), position)
+        else:
+            tenants[name] = tenant
+    management = document.get("managementKubeconfig")
+    if isinstance(management, str) and management.strip():
+        kubeconfigs[MANAGEMENT] = management
+    return StackOutputs(
+        tenants=tenants, kubeconfigs=kubeconfigs, observability="grafanaUrl" in document, unreadable=unreadable
+    )
+
+
+def _tenant_kubeconfig(document: Mapping[str, Any], name: str) -> str:
+    text = _field(_field(document, "kubeconfigs", dict, "outputs"), name, str, "kubeconfigs")
+    refuse_redacted(text, f"outputs.kubeconfigs.{name}")
+    if not text.strip():
+        raise OutputsError(f"kubeconfigs.{name}: expected kubeconfig YAML, got an empty string")
+    return text
 
 
 def _parse_platform(document: Mapping[str, Any]) -> Platform:
@@ -260,14 +312,20 @@ def _parse_tenant(name: str, spec: Any) -> Tenant:
         )
         for i, gpu in enumerate(_field(spec, "gpusPerWorker", list, where))
     )
-    quotas = tuple(_parse_quota(quota, f"{where}.quotas[{i}]") for i, quota in enumerate(spec.get("quotas") or []))
+    quota_list = spec.get("quotas") or []  # outputs written before quotas existed have none
+    if not isinstance(quota_list, list):
+        raise OutputsError(f"{where}.quotas: expected a list, got {type(quota_list).__name__}")
+    quotas = tuple(_parse_quota(quota, f"{where}.quotas[{i}]") for i, quota in enumerate(quota_list))
+    workers = _field(spec, "workers", list, where)
+    if not all(isinstance(worker, str) and worker for worker in workers):
+        raise OutputsError(f"{where}.workers: expected a list of worker names")
     return Tenant(
         name=name,
         endpoint=_field(spec, "endpoint", str, where),
         kubernetes_version=_field(spec, "kubernetesVersion", str, where),
         namespace=_field(spec, "namespace", str, where),
         data_store_schema=_field(spec, "dataStoreSchema", str, where),
-        workers=tuple(_field(spec, "workers", list, where)),
+        workers=tuple(workers),
         gpus_per_worker=gpus,
         gpu_slots=_field(spec, "gpuSlots", int, where),
         quotas=quotas,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from validation.host import wait_for
 from validation.lab import Lab
 from validation.results import CheckFailed, CheckResult, CheckSkipped, CheckUnproven, Status, TenantAsleep
 from validation.stack_outputs import Tenant
@@ -111,12 +111,18 @@ def tenants_side_by_side(
     by_tenant: dict[str, list[CheckResult]] = {tenant.name: [] for tenant in lab.tenants}
 
     interrupted = threading.Event()
+    # Awaited instead of Thread.join: a join that Ctrl-C interrupts can mark a running thread as ended
+    # (CPython 3.11 Lib/threading.py, _wait_for_tstate_lock), and the cleanup would not be awaited.
+    done = {tenant.name: threading.Event() for tenant in lab.tenants}
 
     def work(tenant: Tenant, strand: Lab) -> None:
-        for check in stage:
-            if interrupted.is_set():
-                return
-            by_tenant[tenant.name].append(reported(check.for_tenant(strand, tenant)))
+        try:
+            for check in stage:
+                if interrupted.is_set():
+                    return
+                by_tenant[tenant.name].append(reported(check.for_tenant(strand, tenant)))
+        finally:
+            done[tenant.name].set()
 
     # Every strand starts now, before any of them runs: the same clusters and warnings, its own waits.
     strands = [replace(lab, clock=lab.clock.strand()) for _ in lab.tenants]
@@ -124,17 +130,18 @@ def tenants_side_by_side(
         threading.Thread(target=work, args=(tenant, strand), name=f"checks-{tenant.name}")
         for tenant, strand in zip(lab.tenants, strands, strict=True)
     ]
-    for thread in threads:
-        thread.start()
     try:
         for thread in threads:
-            thread.join()
+            thread.start()  # inside the try: Ctrl-C may come while the first tenants already run
+        for finished in done.values():
+            wait_for(finished)
     except BaseException:  # Ctrl-C or SIGTERM reach this thread only
-        # The checks that are running end on their own limits and delete their namespaces while the
-        # kubeconfigs still exist; no tenant starts another.
+        # No tenant starts another check; the running ones end at once, their kubectl calls stopped,
+        # while the kubeconfigs still exist (the namespaces they leave are named in lab.warnings).
         interrupted.set()
-        print("validation: interrupted; the running checks finish and clean up first", file=sys.stderr, flush=True)
-        for thread in threads:
-            thread.join()
+        lab.interrupt()
+        for thread, finished in zip(threads, done.values(), strict=True):
+            if thread.ident is not None:  # started
+                finished.wait()
         raise
     return [by_tenant[tenant.name][position] for position in range(len(stage)) for tenant in lab.tenants]

@@ -102,7 +102,7 @@ def workloads_report(workloads: list[dict[str, Any]], components: tuple[Componen
 
 def workloads_ready(management: Kubectl, components: tuple[Component, ...]) -> str:
     problems, evidence = workloads_report(
-        management.get("deployments,daemonsets", "--all-namespaces")["items"], components
+        management.items("deployments,daemonsets", "--all-namespaces"), components
     )
     if problems:
         raise CheckFailed("; ".join(problems))

@@ -11,7 +11,7 @@ from typing import TextIO
 from validation.exit_codes import EXIT_FAILED as EXIT_UNHEALTHY
 from validation.exit_codes import EXIT_INTERNAL, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner
-from validation.stack_outputs import DEFAULT_STACK, OutputsError, parse_outputs, read_outputs_document
+from validation.stack_outputs import DEFAULT_STACK, OutputsError, parse_fleet, read_outputs_document
 from validation.status.gather import kubectl_runner, refresh
 from validation.status.render import WIDTH, Style, render, terminal_width
 from validation.status.rows import Document
@@ -70,13 +70,15 @@ def main(
     runner = runner or kubectl_runner()
     clock = clock or Clock()
     try:
-        outputs = parse_outputs(read_outputs_document(args.outputs, runner, stdin, args.stack))
+        # Each tenant on its own: one tenant's bad entry is shown in its row, not as exit 2 for all.
+        outputs = parse_fleet(read_outputs_document(args.outputs, runner, stdin, args.stack))
     except OutputsError as error:
         print(f"status: {error}", file=sys.stderr)
         return EXIT_NO_OUTPUTS
-    unknown = sorted(set(args.tenant or ()) - set(outputs.tenants))
+    known = [*outputs.tenants, *outputs.unreadable]
+    unknown = sorted(set(args.tenant or ()) - set(known))
     if unknown:
-        print(f"status: no tenant named {', '.join(unknown)}; tenants: {', '.join(outputs.tenants)}", file=sys.stderr)
+        print(f"status: no tenant named {', '.join(unknown)}; tenants: {', '.join(known)}", file=sys.stderr)
         return EXIT_USAGE
     style = Style.for_stream(stdout)
     # Redraw in place only on a terminal; redirected, each refresh appends one frame.

@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 
 from validation.answers import named
 from validation.checks.tenancy import TCP_RESOURCE, kubernetes_version
-from validation.host import Clock, Runner, SubprocessRunner
+from validation.host import Clock, Runner, SubprocessRunner, wait_for
 from validation.kube import Kubectl
 from validation.lab import Lab
-from validation.stack_outputs import MANAGEMENT, StackOutputs
+from validation.results import CheckFailed
+from validation.stack_outputs import MANAGEMENT, StackOutputs, Tenant, UnreadableTenant
 from validation.status.rows import ControlPlanes, Document, document
 
 T = TypeVar("T")
@@ -56,7 +57,7 @@ def read_side_by_side(readers: dict[str, Callable[[], T]], wait: float) -> dict[
     for name, reader in readers.items():
         threading.Thread(target=run, args=(name, reader), name=f"status-{name}", daemon=True).start()
     for done in finished.values():
-        done.wait(max(0.0, deadline - time.monotonic()))
+        wait_for(done, max(0.0, deadline - time.monotonic()))
     return {
         name: answers[name] if finished[name].is_set() else TimeoutError(f"no answer within {wait:g}s")
         for name in readers
@@ -75,6 +76,10 @@ def read_management(kubectl: Kubectl, clock: Clock) -> ControlPlanes:
     return {named(tcp, f"TenantControlPlane {position}", namespaced=True): tcp for position, tcp in enumerate(tcps)}
 
 
+def no_management() -> ControlPlanes:
+    raise CheckFailed("no managementKubeconfig in the stack outputs")
+
+
 def read_tenant(kubectl: Kubectl, clock: Clock) -> dict[str, Any]:
     """The tenant's answers, each a list of objects (their fields are checked where tenant_status reads them)."""
     kubectl = bounded(kubectl, clock)
@@ -90,10 +95,20 @@ def refresh(outputs: StackOutputs, names: Sequence[str] | None, runner: Runner, 
     """Read the management cluster and the tenants side by side; the fleet as plain data."""
     with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-status-") as workdir:
         lab = Lab.open(outputs, runner, Path(workdir))
-        tenants = [tenant for tenant in lab.tenants if not names or tenant.name in names]
+        # A tenant the outputs do not describe gets its row too, saying why; nothing of it is read.
+        everyone: list[Tenant | UnreadableTenant] = list(lab.tenants)
+        for unreadable in sorted(outputs.unreadable.values(), key=lambda tenant: tenant.position):
+            everyone.insert(unreadable.position, unreadable)
+        tenants = [tenant for tenant in everyone if not names or tenant.name in names]
         readers: dict[str, Callable[[], Any]] = {MANAGEMENT: lambda: read_management(lab.management, clock)}
+        if MANAGEMENT not in lab.clusters:  # the tenants are still read; only their control planes are unknown
+            readers[MANAGEMENT] = no_management
         # A sleeping tenant's API server does not run: only Kamaji is asked about it.
-        for tenant in (tenant for tenant in tenants if not tenant.sleeping):
+        for tenant in (tenant for tenant in tenants if isinstance(tenant, Tenant) and not tenant.sleeping):
             readers[tenant.name] = lambda tenant=tenant: read_tenant(lab.kubectl(tenant), clock)
-        answers = read_side_by_side(readers, CLUSTER_BOUND + GRACE)
+        try:
+            answers = read_side_by_side(readers, CLUSTER_BOUND + GRACE)
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM: no reader's kubectl may outlive the view
+            lab.interrupt()
+            raise
     return document(tenants, answers, answers[MANAGEMENT], clock.wall())

@@ -16,7 +16,7 @@ from validation.checks.tenancy import SLEEPING, host_port, tcp_status
 from validation.kube import condition, explain
 from validation.pods import vgpu_allocations
 from validation.results import CheckFailed, CheckSkipped
-from validation.stack_outputs import Tenant
+from validation.stack_outputs import Tenant, UnreadableTenant
 
 # Project-HAMi/HAMi pkg/device/devices.go@v2.10.0 (DeviceInfo, MarshalNodeDevices): a JSON list of
 # devices, each with id, index, count (slots), devmem (MiB), devcore, type and health, all omitempty.
@@ -195,7 +195,7 @@ def reason(answer: Exception) -> str:
     return str(answer) if expected(answer) else f"internal error: {type(answer).__name__}: {answer}"
 
 
-def empty_row(tenant: Tenant) -> TenantRow:
+def empty_row(tenant: Tenant | UnreadableTenant) -> TenantRow:
     """A tenant's row before anything is known: every key, nothing healthy."""
     return {
         "name": tenant.name,
@@ -215,6 +215,13 @@ def empty_row(tenant: Tenant) -> TenantRow:
         "quotas": [],
         "asleep": False,
     }
+
+
+def unreadable_status(tenant: UnreadableTenant, tcps: ControlPlanes | Exception) -> TenantRow:
+    """A tenant whose entry in the stack outputs cannot be used: nothing of its cluster is read, the row says why."""
+    row = empty_row(tenant)
+    row.update(error=f"stack outputs: {tenant.reason}", problems=["unreadable in the stack outputs"])
+    return row
 
 
 def tenant_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: ControlPlanes | Exception) -> TenantRow:
@@ -440,11 +447,13 @@ def quota_usage(quota: dict[str, Any]) -> QuotaUsage:
 
 
 def guarded_status(
-    tenant: Tenant, answer: dict[str, Any] | Exception, tcps: ControlPlanes | Exception
+    tenant: Tenant | UnreadableTenant, answer: dict[str, Any] | Exception, tcps: ControlPlanes | Exception
 ) -> TenantRow | AsleepRow:
-    """tenant_status (asleep_status for a sleeping tenant), or a row naming the internal error that stopped it:
-    a bug shows in one row, not all."""
+    """tenant_status (asleep_status for a sleeping tenant, unreadable_status for one the outputs do not
+    describe), or a row naming the internal error that stopped it: a bug shows in one row, not all."""
     try:
+        if isinstance(tenant, UnreadableTenant):
+            return unreadable_status(tenant, tcps)
         return asleep_status(tenant, tcps) if tenant.sleeping else tenant_status(tenant, answer, tcps)
     except Exception as error:
         return internal_error(empty_row(tenant), error)
@@ -462,7 +471,10 @@ def internal_error(row: TenantRow, error: Exception) -> TenantRow:
 
 
 def document(
-    tenants: Sequence[Tenant], answers: dict[str, Any], tcps: ControlPlanes | Exception, refreshed: datetime.datetime
+    tenants: Sequence[Tenant | UnreadableTenant],
+    answers: dict[str, Any],
+    tcps: ControlPlanes | Exception,
+    refreshed: datetime.datetime,
 ) -> Document:
     """The fleet from the clusters' answers (by tenant name; a sleeping tenant has none) and the management's."""
     # A sleeping tenant was not asked, so it has no answer; asleep_status reads only Kamaji's.

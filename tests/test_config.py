@@ -328,9 +328,23 @@ def test_a_malformed_tenant_does_not_hide_another_tenants_broken_rules():
     assert lines[-1] == MORE_MAY_FOLLOW
 
 
-def test_only_broken_rules_leave_nothing_to_follow():
-    message = tenants_error({"name": "a", "podCidr": "10.0.0.0/24", "workers": 3}, {"name": "a"})
+def test_only_the_stacks_own_broken_rules_leave_nothing_to_follow():
+    message = config_error(dockerNetwork="lab")
+    assert "kamaji-hami-lab:dockerNetwork: only used with managementCluster existing" in message
     assert MORE_MAY_FOLLOW not in message
+
+
+@pytest.mark.parametrize("wrong", [
+    {"tenants": [{"name": "a", "podCidr": "10.0.0.0/24", "workers": 3}, {"name": "a"}]},  # rules across tenants
+    {"tenants": [{"name": "a", "gpus": [{"model": "no such GPU"}]}]},  # a GPU's own rule (issue 50's fuzz finding)
+    {"kamajiDataStore": 2147483648},  # a value of the wrong type
+])
+def test_a_problem_that_holds_back_the_stacks_rules_says_more_may_follow(wrong):
+    # dockerNetwork under kind is one of the stack's own rules: it waits for every other problem, and the note
+    # says so, rather than its problem vanishing without a word.
+    message = config_error(dockerNetwork="lab", **wrong)
+    assert "kamaji-hami-lab:dockerNetwork" not in message
+    assert message.splitlines()[-1] == MORE_MAY_FOLLOW
 
 
 def test_an_edge_release_as_kamaji_chart_version_points_at_the_image_tag():

@@ -200,7 +200,7 @@ def test_malformed_address_ranges(value):
 
 def test_pool_outside_a_known_kind_subnet():
     message = config_error(metallbAddressRange="10.0.0.10-10.0.0.60", kindSubnet="172.18.0.0/16")
-    assert "metallbAddressRange: 10.0.0.10-10.0.0.60 lies outside the kind network 172.18.0.0/16" in message
+    assert "metallbAddressRange: 10.0.0.10-10.0.0.60 lies outside the lab's docker network 172.18.0.0/16" in message
 
 
 def test_pool_inside_a_known_kind_subnet_is_accepted():
@@ -270,7 +270,7 @@ def test_service_cidr_must_hold_the_dns_address():
 def test_more_tenants_than_the_carved_pool_needs_an_explicit_range():
     many = [{"name": f"t{index}"} for index in range(51)]
     assert (
-        "  kamaji-hami-lab:tenants: 51 tenants need more than the 50 addresses carved from the kind network by "
+        "  kamaji-hami-lab:tenants: 51 tenants need more than the 50 addresses carved from the lab's docker network by "
         "default (of 51, the last is kept for Grafana); set kamaji-hami-lab:metallbAddressRange"
         in config_error(tenants=many).splitlines()
     )

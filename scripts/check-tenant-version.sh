@@ -31,7 +31,8 @@
 #         KUBERNETES_VERSION  the version the stack config asks for (vMAJOR.MINOR.PATCH)
 #         SLEEPING            optional; "true": the stack config puts (or keeps) the tenant asleep
 #         OBSERVABILITY       optional; "true" or "false", kamaji-hami-lab:observability as the config asks
-#         MONITORING_NAMESPACE, READER_SECRET  with OBSERVABILITY: where that token Secret is, and its name
+#         MONITORING_NAMESPACE  with OBSERVABILITY: the namespace of that token Secret
+#         READER_SECRET       with OBSERVABILITY: its name
 # stdout: one line, e.g. "tenant-a: v1.35.2 -> v1.36.4"
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -94,6 +94,11 @@ class StackFile:
     def tenant_names(self) -> dict[int, str]:
         """Tenants by place, for those whose name is unique and reads as a name in a key path."""
         tenants = self.values.get("tenants")
+        if isinstance(tenants, str):  # `pulumi config set tenants '[...]'` writes the list as JSON text
+            try:
+                tenants = json.loads(tenants)
+            except (ValueError, RecursionError):
+                tenants = None
         names = [item.get("name") if isinstance(item, dict) else None
                  for item in (tenants if isinstance(tenants, list) else [])]
         return {index: name for index, name in enumerate(names)

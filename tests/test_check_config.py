@@ -78,6 +78,13 @@ def test_tenants_that_share_a_name_are_told_apart_by_their_place(tmp_path):
     assert "  kamaji-hami-lab:tenants[1].workers: expected a positive integer, got 'x'" in run.stdout.splitlines()
 
 
+def test_tenants_set_as_json_text_are_named_by_name_too(tmp_path):
+    tenants = json.dumps([{"name": "tenant-a"}, {"name": "tenant-b", "workers": "x"}])
+    run = checked(tmp_path, f"config:\n  kamaji-hami-lab:tenants: '{tenants}'\n")
+    assert run.returncode == 1
+    assert "  kamaji-hami-lab:tenants[tenant-b].workers: expected a positive integer, got 'x'" in run.stdout
+
+
 def test_a_key_written_as_true_is_checked_as_the_text_the_cli_hands_over(tmp_path):
     # The CLI hands `dockerNetwork: true` to the program as the network name "true", not as a boolean.
     run = checked(tmp_path, "config:\n  kamaji-hami-lab:dockerNetwork: true\n"

@@ -4,6 +4,8 @@ import json
 
 import pulumi
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
 from tests.plan import NODE_IMAGE, dev_config, plan
@@ -437,3 +439,35 @@ def test_a_quota_in_a_tenant_of_real_gpus_is_not_warned_about(monkeypatch):
     real = {"name": "a", "machines": [machine], "gpuDevices": "real", "quotas": [{"namespace": "n", "gpumemMiB": 1}]}
     plan(dev_config(tenants=[real]), preview=True, secrets={"sshPrivateKeys": {"default": KEY}})
     assert warned == []
+
+
+# One wrong key each, of every kind: a value, a rule of the stack, a rule of a tenant or of a GPU.
+ONE_WRONG = {
+    "kamajiDataStore": {"kamajiDataStore": "2147483648"},
+    "dockerNetwork": {"dockerNetwork": "true"},
+    "kindSubnet": {"kindSubnet": "8.8.0.0/16"},
+    "workersPerTenant": {"workersPerTenant": "0"},
+    "metallbAddressRange": {"metallbAddressRange": "10.0.0.10-10.0.0.60"},
+    "gpu model": {"tenants": [{"name": "a", "gpus": [{"model": "no such GPU"}]}]},
+    "repeated tenants": {"tenants": [{"name": "a"}, {"name": "a"}]},
+    "pod CIDR": {"tenants": [{"name": "a", "workers": 3, "podCidr": "10.0.0.0/24"}]},
+}
+
+
+def problems_of(overrides: dict) -> list[str]:
+    try:
+        parse_settings(dev_config(**overrides))
+    except ConfigError as error:
+        return str(error).splitlines()[1:]
+    return []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(ONE_WRONG)), st.sampled_from(sorted(ONE_WRONG)))
+def test_no_problem_of_one_key_vanishes_beside_another_without_the_note(first, second):
+    assume(first == second or not ONE_WRONG[first].keys() & ONE_WRONG[second].keys())
+    together = problems_of({**ONE_WRONG[first], **ONE_WRONG[second]})
+    alone = [line for name in (first, second) for line in problems_of(ONE_WRONG[name]) if line != MORE_MAY_FOLLOW]
+    assert together, "two wrong keys are refused"
+    missing = [line for line in alone if line not in together]
+    assert not missing or together[-1] == MORE_MAY_FOLLOW, missing

@@ -39,6 +39,8 @@ _PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
 _NAMEABLE = re.compile(r"[a-z0-9][-a-z0-9]{0,62}")
 # What a secure value is validated as: never shown, and its problems are dropped (it cannot be read offline).
 _SECURE_STAND_IN = "<secure: not decrypted offline>"
+_SECURE_HELD_BACK = ("the rules that join the secure values to other keys (an sshKey against sshPrivateKeys) "
+                     "run only when `pulumi up` decrypts them")
 
 Path_ = tuple[str | int, ...]
 
@@ -80,6 +82,22 @@ class StackFile:
             return node.value
         return yaml.safe_load(yaml.serialize(node))
 
+    def all_secure(self, path: Path_) -> bool:
+        """Whether the value at `path` is secure, or lies in one, or holds only secure values (an sshPrivateKeys
+        set one key at a time with --secret): a problem there is about a stand-in, not what the user wrote."""
+        if any(path[: len(place)] == place for place in self.secure):
+            return True
+        value: Any = self.values
+        for part in path:
+            if not isinstance(value, dict | list) or (isinstance(value, list) and not isinstance(part, int)):
+                return False
+            try:
+                value = value[part]
+            except (KeyError, IndexError):
+                return False
+        leaves = list(_leaves(value))
+        return bool(leaves) and all(leaf == _SECURE_STAND_IN for leaf in leaves)
+
     @property
     def secret_keys(self) -> set[str]:
         return {str(path[0]) for path in self.secure}
@@ -103,6 +121,14 @@ class StackFile:
                  for item in (tenants if isinstance(tenants, list) else [])]
         return {index: name for index, name in enumerate(names)
                 if isinstance(name, str) and _NAMEABLE.fullmatch(name) and names.count(name) == 1}
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict | list):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _leaves(item)
+    else:
+        yield value
 
 
 def _child(mapping: yaml.MappingNode, key: str) -> yaml.Node | None:
@@ -130,9 +156,9 @@ def check(stack: StackFile, defaults: dict[str, Any]) -> tuple[list[str], list[s
     except ConfigError as refused:
         lines = [line for line in str(refused).splitlines()[1:] if _LINE.match(line)]
         held_back = str(refused).splitlines()[-1] == MORE_MAY_FOLLOW
-        problems = [problem for problem in _problems(lines) if not _under(problem[0], stack.secure)]
-        if not problems:  # only the stand-ins were refused: nothing else held back
-            return [], [], notes
+        problems = [problem for problem in _problems(lines) if not stack.all_secure(problem[0])]
+        if not problems:  # only the stand-ins were refused; the rules they held back run at `pulumi up`
+            return [], [], notes + ([_SECURE_HELD_BACK] if held_back else [])
         errors = [_named(path, message, stack) for path, message in _in_file_order(problems, stack)]
         return errors + ([MORE_MAY_FOLLOW] if held_back else []), [], notes
     config = StackConfig.model_validate(raw, context={"secret_keys": stack.secret_keys})
@@ -144,10 +170,6 @@ def _problems(lines: list[str]) -> Iterator[tuple[Path_, str]]:
     for line in lines:
         match = _LINE.match(line)
         yield parsed_path(match["path"]), match["message"]
-
-
-def _under(path: Path_, secure: list[Path_]) -> bool:
-    return any(path[: len(place)] == place for place in secure)
 
 
 def _in_file_order(problems: list[tuple[Path_, str]], stack: StackFile) -> list[tuple[Path_, str]]:

@@ -117,6 +117,22 @@ def test_a_secure_value_is_taken_as_present_and_said_to_be_unchecked(tmp_path):
     ]
 
 
+def test_private_keys_set_one_by_one_as_secrets_are_taken_as_present_and_their_rules_said_to_wait(tmp_path):
+    secure_keys = ("  kamaji-hami-lab:sshPrivateKeys:\n    default:\n      secure: v1:CCCC\n"
+                   "    spare:\n      secure: v1:DDDD\n")
+    run = checked(tmp_path, SECURE_KUBECONFIG + secure_keys)
+    assert run.returncode == 0, run.stdout
+    assert run.stdout.splitlines()[1:] == [
+        "NOTE    kamaji-hami-lab:sshPrivateKeys.default: secure, so taken as present and not checked offline "
+        "(`pulumi up` decrypts it)",
+        "NOTE    kamaji-hami-lab:sshPrivateKeys.spare: secure, so taken as present and not checked offline "
+        "(`pulumi up` decrypts it)",
+        "NOTE    the rules that join the secure values to other keys (an sshKey against sshPrivateKeys) run only "
+        "when `pulumi up` decrypts them",
+        "check-config: Pulumi.mine.yaml is valid (secure values not checked)",
+    ]
+
+
 def test_a_kubeconfig_written_in_plain_text_is_refused_as_the_program_refuses_it(tmp_path):
     run = checked(tmp_path, SECURE_KUBECONFIG.replace("\n    secure: v1:AAAA:BBBB", " 'apiVersion: v1'"))
     assert run.returncode == 1

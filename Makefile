@@ -24,9 +24,10 @@ INSTALLED := $(VENV)/.requirements-installed
 PREFLIGHT := $(PYTHON) scripts/preflight.py
 WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR) --stack $(STACK)
 VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT) --stack $(STACK)
+CHECK_CONFIG := $(PY) scripts/check_config.py --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
-.PHONY: help venv test lint mutants preflight up validate status kubeconfigs preview down clean stack existing-stack passphrase \
+.PHONY: help venv test lint mutants preflight check-config checks up validate status kubeconfigs preview down clean stack existing-stack passphrase \
 	snapshot restore snapshot-arguments rejoin sleep wake tenant-named audit
 
 help: ## list the targets
@@ -70,6 +71,17 @@ mutants: $(DEV_INSTALLED) ## mutation testing, slow, not in CI: mutmut over comp
 
 preflight: ## check the host (tools, Docker, sysctls, swap, cgroups) for what stack STACK uses; a fix for each problem
 	$(PREFLIGHT) --stack $(STACK)
+
+check-config: venv ## check Pulumi.<STACK>.yaml offline (no Pulumi CLI, no Docker), every problem in file order
+	$(CHECK_CONFIG)
+
+# `make up` in one pass, before any stack is created or selected: the config check, then the whole preflight on
+# the mode that file gives (no pulumi needed: it reads the check's copy of the config), and every problem of both.
+checks: venv
+	@mode=$$(mktemp); trap 'rm -f "$$mode"' EXIT; status=0; \
+	$(CHECK_CONFIG) --mode-json "$$mode" || status=1; \
+	$(PREFLIGHT) --stack $(STACK) --config-json "$$mode" || status=1; \
+	exit "$$status"
 
 passphrase:
 	@if [ -z "$${PULUMI_CONFIG_PASSPHRASE+set}" ] && [ -z "$${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then \
@@ -115,8 +127,7 @@ existing-stack: passphrase
 	pulumi stack select $(STACK)
 	$(refresh-stack-file)
 
-# The stack comes first: the preflight reads its config to check only what its mode uses.
-up: passphrase stack preflight venv ## create or update the lab, write its kubeconfigs, then validate it
+up: passphrase checks stack ## create or update the lab, write its kubeconfigs, then validate it
 	pulumi up --yes --stack $(STACK)
 	$(WRITE_KUBECONFIGS)
 	$(VALIDATE)

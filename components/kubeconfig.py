@@ -42,7 +42,9 @@ def _named(config: dict[str, Any], key: str, inner: str) -> dict[Any, dict[str, 
     found = {}
     for index, item in enumerate(items):
         body = item.get(inner) if isinstance(item, dict) else None
-        if not isinstance(item, dict) or not isinstance(body, dict | None):
+        # A name is text (or missing); a list or map as one could not even be looked up.
+        if not isinstance(item, dict) or not isinstance(body, dict | None) or \
+                not isinstance(item.get("name"), str | None):
             raise ValueError(f"has {key}[{index}] that is not an object with a name and a {inner} object "
                              "(the value is not shown: it is a secret)")
         found[item.get("name")] = body or {}

@@ -13,6 +13,7 @@ from components.flannel import Flannel, FlannelArgs
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
 from components.kube_proxy import KubeProxy, KubeProxyArgs
 from components.machine_worker import MachineWorker, MachineWorkerArgs
+from components.observability_values import MONITORING_NAMESPACE, tenant_secret_name
 from components.settings import GpuQuota, LabSettings, TenantSettings
 from components.tenant_control_plane import TenantControlPlane, TenantControlPlaneArgs
 from components.worker_node import WorkerNode, WorkerNodeArgs
@@ -62,6 +63,7 @@ class Tenant(pulumi.ComponentResource):
                 management_kubeconfig=args.management_kubeconfig,
                 platform=args.platform,
                 konnectivity_metrics=lab.observability,
+                reader_secret=(MONITORING_NAMESPACE, tenant_secret_name(tenant.name)),
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -55,6 +55,9 @@ class TenantControlPlaneArgs:
     """Kamaji's webhooks reject control planes until Kamaji and its DataStore are ready."""
     konnectivity_metrics: bool = False
     """Prometheus scrapes the konnectivity-server (observability on)."""
+    reader_secret: tuple[str, str] = ("", "")
+    """(namespace, name) of the Secret on the management cluster that holds observability's token for this
+    tenant, there while observability reads the tenant."""
 
 
 class TenantControlPlane(pulumi.ComponentResource):
@@ -84,6 +87,10 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "NAMESPACE": args.namespace,
                 "KUBERNETES_VERSION": args.kubernetes_version,
                 "SLEEPING": "true" if tenant.sleeping else "false",
+                # Observability turned on or off is refused while the tenant sleeps (issue 49), as an upgrade is.
+                "OBSERVABILITY": "true" if args.konnectivity_metrics else "false",
+                "MONITORING_NAMESPACE": args.reader_secret[0],
+                "READER_SECRET": args.reader_secret[1],
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.platform]),
         )

@@ -19,11 +19,20 @@
 # sleeps, is put to sleep, or wakes in the same run: wake it first, then upgrade. A new
 # tenant cannot start asleep either: its workers join through its API server.
 #
+# Observability, turned on or off, installs or removes its metrics reader in every tenant and upgrades HAMi
+# there, through the tenant's API server: with that at 0 replicas the up fails half done (issue 49). Whether the
+# tenant is observed now is the reader's token Secret on the management cluster, made once the reader is in the
+# tenant (components/observability.py, _tenant_reader; only its name is read), so a change of it is refused in
+# the same cases as a version change.
+#
 # env:    KUBECONFIG_DATA     management cluster kubeconfig
 #         TENANT              TenantControlPlane name
 #         NAMESPACE           TenantControlPlane namespace
 #         KUBERNETES_VERSION  the version the stack config asks for (vMAJOR.MINOR.PATCH)
 #         SLEEPING            optional; "true": the stack config puts (or keeps) the tenant asleep
+#         OBSERVABILITY       optional; "true" or "false", kamaji-hami-lab:observability as the config asks
+#         MONITORING_NAMESPACE  with OBSERVABILITY: the namespace of that token Secret
+#         READER_SECRET       with OBSERVABILITY: its name
 # stdout: one line, e.g. "tenant-a: v1.35.2 -> v1.36.4"
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -64,14 +73,41 @@ if [[ -z ${spec_version:-} ]]; then
 	exit 0
 fi
 
+sleep_key="kamaji-hami-lab:tenants[].sleeping of tenant $TENANT"
+# sleep_state: Kamaji's state of the tenant's control plane (Sleeping while it sleeps); dies when unreadable, so
+# call it as state=$(sleep_state), which set -e stops on.
+sleep_state() {
+	kube -n "$NAMESPACE" get tenantcontrolplanes.kamaji.clastix.io "$TENANT" \
+		-o 'jsonpath={.status.kubernetesResources.version.status}' ||
+		die "tenant $TENANT: cannot read the state of its TenantControlPlane from the management cluster"
+}
+
+if [[ -n ${OBSERVABILITY:-} ]]; then
+	require_env MONITORING_NAMESPACE READER_SECRET
+	observed=$(kube -n "$MONITORING_NAMESPACE" get secret "$READER_SECRET" --ignore-not-found -o name) ||
+		die "tenant $TENANT: cannot read from the management cluster whether observability reads it" \
+			"(secret $READER_SECRET in namespace $MONITORING_NAMESPACE)"
+	was=false
+	[[ -z $observed ]] || was=true
+	if [[ $OBSERVABILITY != "$was" ]]; then
+		turn=$([[ $OBSERVABILITY == true ]] && echo on || echo off)
+		why="turning observability $turn installs or removes its metrics reader in tenant $TENANT and upgrades HAMi"
+		why+=" there, which its stopped API server cannot answer"
+		[[ ${SLEEPING:-false} != true ]] ||
+			die "tenant $TENANT is to sleep while $why. Turn observability $turn with tenant $TENANT awake," \
+				"then put it to sleep; or set kamaji-hami-lab:observability back to $was"
+		state=$(sleep_state)
+		[[ $state != Sleeping ]] ||
+			die "tenant $TENANT is asleep, and $why. Wake tenant $TENANT first ($sleep_key: false) with" \
+				"kamaji-hami-lab:observability unchanged, then turn it $turn; or set it back to $was"
+	fi
+fi
+
 if [[ $KUBERNETES_VERSION != "$spec_version" ]]; then
-	sleep_key="kamaji-hami-lab:tenants[].sleeping of tenant $TENANT"
 	[[ ${SLEEPING:-false} != true ]] ||
 		die "tenant $TENANT runs $spec_version and is to sleep; Kamaji does not upgrade a sleeping control plane." \
 			"Keep its kubernetesVersion at $spec_version, or wake it first ($sleep_key: false), then upgrade"
-	state=$(kube -n "$NAMESPACE" get tenantcontrolplanes.kamaji.clastix.io "$TENANT" \
-		-o 'jsonpath={.status.kubernetesResources.version.status}') ||
-		die "tenant $TENANT: cannot read the state of its TenantControlPlane from the management cluster"
+	state=$(sleep_state)
 	[[ $state != Sleeping ]] ||
 		die "tenant $TENANT is asleep at $spec_version; Kamaji does not upgrade a sleeping control plane." \
 			"Wake it first with its kubernetesVersion unchanged ($sleep_key: false), then upgrade"

@@ -424,14 +424,21 @@ class Mode:
         return [tool for tool in tools if tool not in unused]
 
 
-def stack_mode(host: Host, stack: str) -> tuple[Mode, list[Finding]]:
+def stack_mode(host: Host, stack: str, config_json: str | None = None) -> tuple[Mode, list[Finding]]:
     """The mode of `stack` from `pulumi config --json`: fully qualified keys, Pulumi.yaml defaults
     applied, and no secret's value without --show-secrets, so no passphrase is needed for them
     (pulumi/pulumi pkg/cmd/pulumi/config/config.go: listConfig, configValueJSON; read on master,
-    not at the pinned CLI's tag)."""
-    if host.which("pulumi") is None:
+    not at the pinned CLI's tag). `config_json`: a file holding that answer instead (scripts/check_config.py
+    writes it from the stack file, so `make up` checks the host before it creates or selects the stack)."""
+    if config_json is not None:
+        try:
+            status, answer = 0, Path(config_json).read_text()
+        except OSError as error:
+            status, answer = 1, f"cannot read {config_json}: {error.strerror}"
+    elif host.which("pulumi") is None:
         return Mode(), []  # reported as a missing tool
-    status, answer = host.run(["pulumi", "config", "--json", "--stack", stack])
+    else:
+        status, answer = host.run(["pulumi", "config", "--json", "--stack", stack])
     try:
         config = json.loads(answer) if status == 0 else None
     except json.JSONDecodeError:
@@ -820,6 +827,9 @@ def main(argv: Sequence[str] | None = None, host: Host | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tools", nargs="+", choices=list(INSTALL_HINTS), help="only check these programs")
     parser.add_argument("--stack", help="check only what this stack's config uses (default: the kind lab)")
+    parser.add_argument("--config-json", metavar="FILE",
+                        help="read the stack's config from FILE (as `pulumi config --json` prints it) "
+                             "rather than from pulumi")
     parser.add_argument("--planned-subnet", type=_planned_subnet, metavar="SUBNET",
                         help="only compare SUBNET, on which kind-up.sh is about to create the lab's docker network, "
                              "with the host's networks, routes and nameservers; prints nothing when it is clear")
@@ -830,7 +840,7 @@ def main(argv: Sequence[str] | None = None, host: Host | None = None) -> int:
         said = f"the lab's subnet is {args.planned_subnet} (kamaji-hami-lab:kindSubnet, or its default when empty)"
         problems = planned_subnet_clashes(host, args.planned_subnet, said)
         return report(problems) if problems else 0
-    mode, notes = stack_mode(host, args.stack) if args.stack else (Mode(), [])
+    mode, notes = stack_mode(host, args.stack, args.config_json) if args.stack else (Mode(), [])
     if args.tools:
         tools = mode.tools(args.tools)
         problems = check_tools(host, tools) + check_versions(host, tools)

@@ -211,8 +211,8 @@ def test_an_api_address_with_the_clusters_own_load_balancer_is_refused():
 def test_a_pool_reaching_the_networks_broadcast_address_is_refused_and_one_below_it_accepted():
     message = refusal(metallbAddressRange="172.30.255.200-172.30.255.255")
     assert "kamaji-hami-lab:metallbAddressRange: 172.30.255.200-172.30.255.255 reaches the broadcast address of " \
-        "the kind network 172.30.0.0/16, which no Service can answer on (the pool's last address is Grafana's); " \
-        "end it below" in [line.strip() for line in message.splitlines()]
+        "the lab's docker network 172.30.0.0/16, which no Service can answer on (the pool's last address is " \
+        "Grafana's); end it below" in [line.strip() for line in message.splitlines()]
     assert str(parse_settings(dev_config(metallbAddressRange="172.30.255.200-172.30.255.254")).grafana_address) == \
         "172.30.255.254"
 

@@ -18,6 +18,13 @@ def test_pull_requests_render_every_pinned_chart_and_check_its_images():
     assert any(action.startswith("azure/setup-helm@") for action in uses)
 
 
+def test_pull_requests_check_the_dev_stacks_config_offline_before_the_pulumi_cli_is_installed():
+    runs = [step.get("run", "") for step in steps()]
+    uses = [step.get("uses", "") for step in steps()]
+    check = next(index for index, run in enumerate(runs) if "make venv check-config STACK=dev" in run.split("\n"))
+    assert check < next(index for index, action in enumerate(uses) if action.startswith("pulumi/actions@"))
+
+
 def test_the_pr_job_uses_no_repository_secret():
     assert "secrets." not in (ROOT / ".github" / "workflows" / "ci.yml").read_text()
     (preview,) = [step for step in steps() if "make preview" in step.get("run", "")]

@@ -4,6 +4,8 @@ import json
 
 import pulumi
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
 from tests.plan import NODE_IMAGE, dev_config, plan
@@ -200,7 +202,7 @@ def test_malformed_address_ranges(value):
 
 def test_pool_outside_a_known_kind_subnet():
     message = config_error(metallbAddressRange="10.0.0.10-10.0.0.60", kindSubnet="172.18.0.0/16")
-    assert "metallbAddressRange: 10.0.0.10-10.0.0.60 lies outside the kind network 172.18.0.0/16" in message
+    assert "metallbAddressRange: 10.0.0.10-10.0.0.60 lies outside the lab's docker network 172.18.0.0/16" in message
 
 
 def test_pool_inside_a_known_kind_subnet_is_accepted():
@@ -270,7 +272,7 @@ def test_service_cidr_must_hold_the_dns_address():
 def test_more_tenants_than_the_carved_pool_needs_an_explicit_range():
     many = [{"name": f"t{index}"} for index in range(51)]
     assert (
-        "  kamaji-hami-lab:tenants: 51 tenants need more than the 50 addresses carved from the kind network by "
+        "  kamaji-hami-lab:tenants: 51 tenants need more than the 50 addresses carved from the lab's docker network by "
         "default (of 51, the last is kept for Grafana); set kamaji-hami-lab:metallbAddressRange"
         in config_error(tenants=many).splitlines()
     )
@@ -328,9 +330,23 @@ def test_a_malformed_tenant_does_not_hide_another_tenants_broken_rules():
     assert lines[-1] == MORE_MAY_FOLLOW
 
 
-def test_only_broken_rules_leave_nothing_to_follow():
-    message = tenants_error({"name": "a", "podCidr": "10.0.0.0/24", "workers": 3}, {"name": "a"})
+def test_only_the_stacks_own_broken_rules_leave_nothing_to_follow():
+    message = config_error(dockerNetwork="lab")
+    assert "kamaji-hami-lab:dockerNetwork: only used with managementCluster existing" in message
     assert MORE_MAY_FOLLOW not in message
+
+
+@pytest.mark.parametrize("wrong", [
+    {"tenants": [{"name": "a", "podCidr": "10.0.0.0/24", "workers": 3}, {"name": "a"}]},  # rules across tenants
+    {"tenants": [{"name": "a", "gpus": [{"model": "no such GPU"}]}]},  # a GPU's own rule (issue 50's fuzz finding)
+    {"kamajiDataStore": 2147483648},  # a value of the wrong type
+])
+def test_a_problem_that_holds_back_the_stacks_rules_says_more_may_follow(wrong):
+    # dockerNetwork under kind is one of the stack's own rules: it waits for every other problem, and the note
+    # says so, rather than its problem vanishing without a word.
+    message = config_error(dockerNetwork="lab", **wrong)
+    assert "kamaji-hami-lab:dockerNetwork" not in message
+    assert message.splitlines()[-1] == MORE_MAY_FOLLOW
 
 
 def test_an_edge_release_as_kamaji_chart_version_points_at_the_image_tag():
@@ -423,3 +439,35 @@ def test_a_quota_in_a_tenant_of_real_gpus_is_not_warned_about(monkeypatch):
     real = {"name": "a", "machines": [machine], "gpuDevices": "real", "quotas": [{"namespace": "n", "gpumemMiB": 1}]}
     plan(dev_config(tenants=[real]), preview=True, secrets={"sshPrivateKeys": {"default": KEY}})
     assert warned == []
+
+
+# One wrong key each, of every kind: a value, a rule of the stack, a rule of a tenant or of a GPU.
+ONE_WRONG = {
+    "kamajiDataStore": {"kamajiDataStore": "2147483648"},
+    "dockerNetwork": {"dockerNetwork": "true"},
+    "kindSubnet": {"kindSubnet": "8.8.0.0/16"},
+    "workersPerTenant": {"workersPerTenant": "0"},
+    "metallbAddressRange": {"metallbAddressRange": "10.0.0.10-10.0.0.60"},
+    "gpu model": {"tenants": [{"name": "a", "gpus": [{"model": "no such GPU"}]}]},
+    "repeated tenants": {"tenants": [{"name": "a"}, {"name": "a"}]},
+    "pod CIDR": {"tenants": [{"name": "a", "workers": 3, "podCidr": "10.0.0.0/24"}]},
+}
+
+
+def problems_of(overrides: dict) -> list[str]:
+    try:
+        parse_settings(dev_config(**overrides))
+    except ConfigError as error:
+        return str(error).splitlines()[1:]
+    return []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(ONE_WRONG)), st.sampled_from(sorted(ONE_WRONG)))
+def test_no_problem_of_one_key_vanishes_beside_another_without_the_note(first, second):
+    assume(first == second or not ONE_WRONG[first].keys() & ONE_WRONG[second].keys())
+    together = problems_of({**ONE_WRONG[first], **ONE_WRONG[second]})
+    alone = [line for name in (first, second) for line in problems_of(ONE_WRONG[name]) if line != MORE_MAY_FOLLOW]
+    assert together, "two wrong keys are refused"
+    missing = [line for line in alone if line not in together]
+    assert not missing or together[-1] == MORE_MAY_FOLLOW, missing

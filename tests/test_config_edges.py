@@ -1,6 +1,8 @@
 """Config at its edges: booleans where integers belong, the 63-character label limit, system namespaces."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from components.config import parse_settings
 from tests.plan import dev_config
@@ -77,3 +79,23 @@ def test_an_ipv6_pod_network_is_refused_saying_why():
     message = tenants_error({"name": "a", "podCidr": "fd00::/64"})
     assert "  kamaji-hami-lab:tenants[0].podCidr: 'fd00::/64' is not an IPv4 CIDR (IPv6 is not supported)" in (
         message.splitlines())
+
+
+# kind's node is <name>-control-plane: its container name, host name and Kubernetes node name, a 63-character label.
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=1, max_value=10_000))
+def test_a_management_cluster_name_is_capped_where_its_kind_node_name_stops_being_a_label(length):
+    name = "a" * length
+    node = f"{name}-control-plane"
+    if len(node) <= 63:
+        assert parse_settings(dev_config(managementClusterName=name)).management_cluster_name == name
+        return
+    message = config_error(managementClusterName=name)
+    (line,) = [line for line in message.splitlines() if "managementClusterName" in line]
+    assert "at most 49 characters" in line
+    assert len(line) < 300, "a long name is shortened, not echoed"
+
+
+def test_the_longest_management_cluster_name_still_plans_its_workers():
+    lab = parse_settings(dev_config(managementClusterName="a" * 49, tenants=[{"name": "t"}]))
+    assert len(lab.worker_name(lab.tenants[0], 1)) <= 63

@@ -148,8 +148,8 @@ PROVIDED_NEEDS_EXISTING = (
         (
             existing(metallbAddressRange=""),
             "metallbAddressRange",
-            "required with managementCluster existing and loadBalancer metallb: there is no kind network to carve a "
-            "pool from; give free addresses the cluster's nodes can announce",
+            "required with managementCluster existing and loadBalancer metallb: there is no lab docker network to "
+            "carve a pool from; give free addresses the cluster's nodes can announce",
         ),
         (
             existing(dockerNetwork=""),

@@ -1,4 +1,4 @@
-"""The docs and the scripts' messages describe the lab's own docker network, not kind's (issue 50).
+"""The docs and the scripts' and config's messages describe the lab's own docker network, not kind's (issue 50).
 
 The lab runs on its own network `kamaji-hami-lab` (components/kind_management_cluster.py), on the subnet
 kindSubnet or, empty, components/addresses.py's default; kind's own `kind` network is where an older lab ran.
@@ -45,8 +45,10 @@ def shell_messages(path: Path) -> str:
 def texts() -> list[tuple[str, str]]:
     """(name, text) of every page a user reads and every message the scripts and the validation suite print."""
     pages = [(str(path.relative_to(ROOT)), path.read_text()) for path in PAGES]
+    # The config's refusals too: they name the network a pool or an address must lie in.
     scripts = [(str(path.relative_to(ROOT)), python_messages(path))
-               for path in sorted([*(ROOT / "scripts").glob("*.py"), *(ROOT / "validation").glob("*.py")])]
+               for path in sorted([*(ROOT / "scripts").glob("*.py"), *(ROOT / "validation").glob("*.py"),
+                                   *(ROOT / "components" / "config").glob("*.py")])]
     shells = [(str(path.relative_to(ROOT)), shell_messages(path)) for path in sorted((ROOT / "scripts").glob("*.sh"))]
     return pages + scripts + shells
 

@@ -40,9 +40,10 @@ def test_dry_run_of_up_shows_every_step_in_order(tmp_path):
     lines = dry.stdout.splitlines()
     steps = [
         "PULUMI_CONFIG_PASSPHRASE+set",
-        "pulumi stack select --create dev",  # first: the preflight reads the stack's mode
-        "scripts/preflight.py --stack dev",  # before the venv: it checks the Python that builds it
-        "-m venv",
+        "-m venv",  # the config check runs on the program's own models
+        "scripts/check_config.py --stack dev --mode-json",
+        "scripts/preflight.py --stack dev --config-json",  # the mode the check read: no pulumi needed
+        "pulumi stack select --create dev",  # only once every check is done
         "pulumi up --yes",
         "scripts/write_kubeconfigs.py",
         "-m validation",

@@ -194,3 +194,77 @@ def test_the_gpu_wait_of_a_sleeping_tenant_asks_nothing(fakes):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and fakes.calls("kubectl") == []
+
+
+# --- observability turned on or off while a tenant sleeps (issue 49) -----------------------------------------
+
+READER_READ = r"-n lab-monitoring get secret tenant-a-reader --ignore-not-found -o name$"
+
+
+def observability_check(fakes, turned: str, observed: bool | dict, sleeping: str = "false",
+                        state: str | dict = "Ready"):
+    """The check at the running version: only observability may change. `observed`: the reader's Secret is
+    there, or the reply to reading it."""
+    fakes.on("kubectl", STATE_READ, state)
+    fakes.on("kubectl", TCP_VERSIONS, "v1.35.2 v1.35.2")
+    fakes.on("kubectl", READER_READ, observed if isinstance(observed, dict) else
+             "secret/tenant-a-reader\n" if observed else "")
+    return fakes.run(
+        "check-tenant-version.sh",
+        KUBECONFIG_DATA=MANAGEMENT_KUBECONFIG,
+        TENANT="tenant-a",
+        NAMESPACE="tenants",
+        KUBERNETES_VERSION="v1.35.2",
+        SLEEPING=sleeping,
+        OBSERVABILITY=turned,
+        MONITORING_NAMESPACE="lab-monitoring",
+        READER_SECRET="tenant-a-reader",
+    )
+
+
+@pytest.mark.parametrize(("turned", "observed", "back"), [("true", False, "false"), ("false", True, "true")])
+def test_observability_turned_on_or_off_while_the_tenant_sleeps_is_refused_until_it_wakes(fakes, turned, observed,
+                                                                                          back):
+    result = observability_check(fakes, turned, observed, state="Sleeping")
+    assert result.returncode == 1
+    direction = "on" if turned == "true" else "off"
+    assert f"tenant tenant-a is asleep, and turning observability {direction} installs or removes its metrics " \
+           "reader in tenant tenant-a" in result.stderr
+    assert "Wake tenant tenant-a first (kamaji-hami-lab:tenants[].sleeping of tenant tenant-a: false)" in result.stderr
+    assert f"or set it back to {back}" in result.stderr
+
+
+def test_observability_turned_on_as_the_tenant_is_put_to_sleep_is_refused(fakes):
+    result = observability_check(fakes, "true", observed=False, sleeping="true")
+    assert result.returncode == 1
+    assert "tenant tenant-a is to sleep while turning observability on" in result.stderr
+    assert "or set kamaji-hami-lab:observability back to false" in result.stderr
+    assert fakes.calls("kubectl", STATE_READ) == [], "the config alone says it is to sleep"
+
+
+@pytest.mark.parametrize(("turned", "observed"), [("true", True), ("false", False)])
+@pytest.mark.parametrize("sleeping", ["true", "false"])
+def test_a_sleeping_tenant_with_observability_unchanged_goes_on_without_asking_its_state(fakes, turned, observed,
+                                                                                        sleeping):
+    result = observability_check(fakes, turned, observed, sleeping=sleeping, state="Sleeping")
+    assert result.returncode == 0, result.stderr
+    assert fakes.calls("kubectl", STATE_READ) == []
+
+
+@pytest.mark.parametrize(("turned", "observed"), [("true", False), ("false", True)])
+def test_observability_turned_on_or_off_for_an_awake_tenant_goes_on(fakes, turned, observed):
+    result = observability_check(fakes, turned, observed, state="Ready")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "tenant-a: v1.35.2 -> v1.35.2\n"
+
+
+def test_observability_whose_state_cannot_be_read_stops_the_change(fakes):
+    result = observability_check(fakes, "true", observed=reply(exit=1, stderr="Unable to connect\n"))
+    assert result.returncode == 1
+    assert "tenant tenant-a: cannot read from the management cluster whether observability reads it" in result.stderr
+
+
+def test_a_state_that_cannot_be_read_stops_observability_turning_on(fakes):
+    result = observability_check(fakes, "true", observed=False, state=reply(exit=1, stderr="Unable to connect\n"))
+    assert result.returncode == 1
+    assert "cannot read the state of its TenantControlPlane" in result.stderr

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from components.config import ConfigError, parse_settings
-from tests.plan import ROOT, SLEEPER_REPLICAS, Plan, changed, dev_config, plan, resolve
+from tests.plan import ROOT, SLEEPER_REPLICAS, Plan, changed, dev_config, plan, resolve, sleeping_containers_lab
 from tests.test_machines import EXISTING, MOCK_GPU_TENANT, REAL_GPU_TENANT, SECRETS
 from tests.test_tenant_versions import CONTAINER, TCP, of_tenant
 
@@ -288,3 +288,45 @@ def test_the_memory_a_sleeping_tenant_frees_is_the_preflights_figures_for_what_s
     # "the defaults" is what a tenant gets without controlPlaneReplicas or workersPerTenant.
     defaults = parse_settings(dev_config(tenants=[{"name": "a"}])).tenants[0]
     assert (defaults.control_plane_replicas, defaults.workers) == shapes[table[0][0]]
+
+
+# --- observability turned on or off while a tenant sleeps (issue 49) ----------------------------------------
+
+
+def observed_asleep(observability: bool) -> dict:
+    return {**sleeping_containers_lab(True), "observability": observability}
+
+
+@pytest.fixture
+def observability_toggled(shared):
+    """{turned on: (previous up, preview)} with tenant a asleep throughout."""
+
+    def build():
+        off, on = plan(observed_asleep(False), preview=False), plan(observed_asleep(True), preview=False)
+        return {True: (off, plan(observed_asleep(True), True, off)),
+                False: (on, plan(observed_asleep(False), True, on))}
+
+    return shared("sleeping-observability", build)
+
+
+@pytest.mark.parametrize("turned_on", [True, False], ids=["on", "off"])
+def test_observability_turned_while_a_tenant_sleeps_is_first_checked_against_what_reads_the_tenant(
+        observability_toggled, turned_on):
+    previous, preview = observability_toggled[turned_on]
+    (check,) = [r for r in of_tenant(preview, "a") if script_of(r) == "check-tenant-version.sh"]
+    assert check.urn in changed(preview, previous), "the check runs again, and refuses it (test_sleep_scripts.py)"
+    env = environment(check)
+    assert (env["OBSERVABILITY"], env["SLEEPING"]) == (str(turned_on).lower(), "true")
+    # It reads the very Secret observability keeps the tenant's reader token in, there only while it is on.
+    observed = observability_toggled[True][1] if turned_on else previous
+    (token,) = [r for r in observed.registrations if r.type == "kubernetes:core/v1:Secret"
+                and r.name == "observability-a-token"]
+    assert (env["MONITORING_NAMESPACE"], env["READER_SECRET"]) == (
+        token.inputs["metadata"]["namespace"], token.inputs["metadata"]["name"])
+    # Nothing of the sleeping tenant changes before the check has passed: HAMi's upgrade, the reader in it.
+    tenant_a_provider = next(r.urn for r in of_tenant(preview, "a") if r.type == "pulumi:providers:kubernetes"
+                             and r.name.startswith("a"))
+    in_tenant_a = [urn for urn in changed(preview, previous) if preview.by_urn[urn].provider_urn == tenant_a_provider]
+    assert in_tenant_a or not turned_on, "turning it on puts the reader into tenant a"
+    assert all(check.urn in preview.upstream(urn) for urn in in_tenant_a), \
+        [preview.by_urn[urn].name for urn in in_tenant_a if check.urn not in preview.upstream(urn)]

@@ -139,7 +139,7 @@ def test_two_workers_that_would_share_an_address_are_refused_before_anything_exi
     assert "kamaji-hami-lab:tenants[0].name" in message
     assert "would get the fixed address 10.1.0." in message and "kamaji-a-w" in message
     # The network is the one kindSubnet gives, named as such (not as the default).
-    assert "already has on the kind network 10.1.0.0/28; the address follows from the worker's name" in message
+    assert "already has on the lab's docker network 10.1.0.0/28; the address follows from the worker's name" in message
     assert "rename the tenant" in message and "kindSubnet" in message
 
 
@@ -172,7 +172,7 @@ UPPER_HALF = DEFAULT_KIND_SUBNET[DEFAULT_KIND_SUBNET.num_addresses // 2]
 def test_a_configured_pool_in_the_networks_lower_half_is_refused(pool):
     message = refusal(metallbAddressRange=pool)
     assert f"kamaji-hami-lab:metallbAddressRange: {pool.split('/')[0]}" in message
-    assert f"lower half of the kind network {DEFAULT_KIND_SUBNET}" in message
+    assert f"lower half of the lab's docker network {DEFAULT_KIND_SUBNET}" in message
     (line,) = [line.strip() for line in message.splitlines() if "kamaji-hami-lab:metallbAddressRange: " in line]
     assert line.endswith("; choose addresses of its upper half")
 
@@ -184,6 +184,6 @@ def test_a_configured_pool_from_the_first_address_of_the_upper_half_is_accepted(
 def test_without_kind_subnet_a_pool_outside_the_default_network_is_refused_before_anything_exists():
     message = refusal(metallbAddressRange="10.50.255.200-10.50.255.250")
     # One line, on the key that was given, naming the one to set.
-    assert (f"kamaji-hami-lab:metallbAddressRange: 10.50.255.200-10.50.255.250 lies outside the kind network "
+    assert (f"kamaji-hami-lab:metallbAddressRange: 10.50.255.200-10.50.255.250 lies outside the lab's docker network "
             f"{DEFAULT_KIND_SUBNET} (the default: kindSubnet is empty); set kamaji-hami-lab:kindSubnet to the subnet "
             "the range belongs to") in [line.strip() for line in message.splitlines()]

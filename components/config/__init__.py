@@ -20,8 +20,10 @@ from components.config.models import StackConfig
 from components.config.rules import stack_warnings
 from components.settings import LabSettings
 
-# Rules joining several keys (a pool within the kind subnet, a quota against its tenant's GPUs) need each key valid.
-MORE_MAY_FOLLOW = "More problems may follow: rules that join an invalid value to other keys run once it is valid."
+# Rules joining several keys (a pool within the lab's subnet, a quota against its tenant's GPUs) run only once
+# every key they join is valid and meets its own rules.
+MORE_MAY_FOLLOW = ("More problems may follow: rules that join a key to other keys run once the problems above "
+                   "are fixed.")
 
 
 class ConfigError(pulumi.RunError):

@@ -24,12 +24,12 @@ def problem_lines(invalid: ValidationError, root: type[BaseModel] = StackConfig)
 
 
 def rules_held_back(invalid: ValidationError) -> bool:
-    """Whether some value was itself invalid, so the rules joining it to other keys have not run yet."""
+    """Whether the stack's own rules, which join its keys, have not run yet.
 
-    def any_value_error(errors: list[ErrorDetails]) -> bool:
-        return any(error["type"] != RULES_ERROR or any_value_error(error["ctx"]["errors"]) for error in errors)
-
-    return any_value_error(invalid.errors(include_url=False))
+    A model's rules run only once all its keys are valid, so any problem but the stack's own broken rules
+    holds them back: a wrong value anywhere, or a tenant's or GPU's broken rule (an unknown GPU model).
+    """
+    return any(error["loc"] or error["type"] != RULES_ERROR for error in invalid.errors(include_url=False))
 
 
 def _lines(errors: list[ErrorDetails], root: type[BaseModel], above: Loc = ()) -> Iterator[str]:

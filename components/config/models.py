@@ -303,7 +303,8 @@ class StackConfig(ConfigModel):
 
     management_cluster_name: ClusterName = Field(
         "kamaji",
-        description="Name of the lab and of its kind management cluster; also prefixes worker container names.",
+        description="Name of the lab and of its kind management cluster (at most 49 characters); also prefixes "
+        "worker container names.",
     )
     management_cluster: ManagementClusterMode = Field(
         "kind",

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from components.config.models import Gpu, Quota, StackConfig, Tenant
 
 _NODE_POD_SUBNET_SIZE = 256
-# Each quarter of the kind network keeps at least 4 addresses (components/addresses.py lays it out).
+# Each quarter of the lab's docker network keeps at least 4 addresses (components/addresses.py lays it out).
 _SMALLEST_KIND_SUBNET = 28
 _SMALLEST_SERVICE_PREFIX = 28
 SET_KUBECONFIG = "set it with: pulumi config set --secret managementKubeconfig < FILE"
@@ -216,7 +216,7 @@ def stack_rules(config: StackConfig) -> Iterator[Problem]:
         yield ("kubernetesVersion",), problem
     pool, subnet = config.metallb_address_range, config.kind_subnet
     if pool is not None and subnet is not None and not pool.within(subnet):
-        yield ("metallbAddressRange",), f"{pool} lies outside the kind network {subnet}"
+        yield ("metallbAddressRange",), f"{pool} lies outside the lab's docker network {subnet}"
     if pool is None and subnet is not None:
         try:
             pool_for_subnet(subnet, config.management_cluster_name)
@@ -230,8 +230,8 @@ def stack_rules(config: StackConfig) -> Iterator[Problem]:
             "need one each, and the last is kept for Grafana"
     if pool is None and config.carves_a_pool and len(config.tenants) + 1 > CARVED_POOL_SIZE:
         yield ("tenants",), (f"{len(config.tenants)} tenants need more than the {CARVED_POOL_SIZE - 1} addresses "
-                             f"carved from the kind network by default (of {CARVED_POOL_SIZE}, the last is kept "
-                             "for Grafana); set kamaji-hami-lab:metallbAddressRange")
+                             f"carved from the lab's docker network by default (of {CARVED_POOL_SIZE}, the last is "
+                             "kept for Grafana); set kamaji-hami-lab:metallbAddressRange")
     yield from _api_address_problems(config)
 
 
@@ -300,7 +300,7 @@ def _existing_cluster_problems(config: StackConfig) -> Iterator[Problem]:
     if config.load_balancer == "metallb" and config.metallb_address_range is None:
         yield (
             ("metallbAddressRange",),
-            "required with managementCluster existing and loadBalancer metallb: there is no kind network to "
+            "required with managementCluster existing and loadBalancer metallb: there is no lab docker network to "
             "carve a pool from; give free addresses the cluster's nodes can announce",
         )
     if not config.docker_network and config.has_container_workers:
@@ -320,25 +320,25 @@ def _ssh_key_problems(config: StackConfig) -> Iterator[Problem]:
 
 
 def _kind_network_problems(config: StackConfig) -> Iterator[Problem]:
-    """The pool and the workers' fixed addresses on the kind network as kind-up.sh lays it out (its lower
+    """The pool and the workers' fixed addresses on the lab's docker network, laid out by kind-up.sh (its lower
     half is Docker's and the workers'), known before anything exists: kindSubnet, else the default."""
     subnet = config.kind_subnet or DEFAULT_KIND_SUBNET
     if subnet.prefixlen > _SMALLEST_KIND_SUBNET:
         yield ("kindSubnet",), (f"{subnet} is too small to split into Docker's quarter, the workers' quarter "
                                 f"and the MetalLB pools' half; give a /{_SMALLEST_KIND_SUBNET} or larger")
         return
-    named = f"the kind network {subnet}" + ("" if config.kind_subnet else " (the default: kindSubnet is empty)")
+    named = f"the lab's docker network {subnet}" + ("" if config.kind_subnet else " (the default: kindSubnet is empty)")
     pool = config.metallb_address_range
     if pool is not None and config.kind_subnet is None and not pool.within(subnet):
         yield ("metallbAddressRange",), f"{pool} lies outside {named}; set kamaji-hami-lab:kindSubnet to the " \
             "subnet the range belongs to"
     elif pool is not None and pool.within(subnet) and subnet.broadcast_address in pool:
         yield ("metallbAddressRange",), (
-            f"{pool} reaches the broadcast address of the kind network {subnet}, which no Service can answer on "
-            "(the pool's last address is Grafana's); end it below")
+            f"{pool} reaches the broadcast address of the lab's docker network {subnet}, which no Service can "
+            "answer on (the pool's last address is Grafana's); end it below")
     elif pool is not None and pool.within(subnet) and int(pool.first) < int(subnet[subnet.num_addresses // 2]):
         yield ("metallbAddressRange",), (
-            f"{pool} reaches into the lower half of the kind network {subnet}, which holds Docker's own "
+            f"{pool} reaches into the lower half of the lab's docker network {subnet}, which holds Docker's own "
             f"addresses ({dynamic_range(subnet)}) and the workers' fixed ones ({worker_part(subnet)}); choose "
             "addresses of its upper half")
     containers = [(index, tenant) for index, tenant in enumerate(config.tenants) if not tenant.machines]
@@ -358,7 +358,7 @@ def _api_address_problems(config: StackConfig) -> Iterator[Problem]:
     try:
         pool = config.address_pool
     except ValueError:
-        return  # the kind network is too small to carve a pool from, said above
+        return  # the lab's docker network is too small to carve a pool from, said above
     pins = [(index, tenant) for index, tenant in enumerate(config.tenants) if tenant.api_address]
     if pool is None:  # the cluster's own LoadBalancer, or a required metallbAddressRange missing (said above)
         if config.load_balancer == "provided":

@@ -203,7 +203,16 @@ TenantName = _matching(
     f"a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, at most {MAX_LABEL} characters)",
     strip=False,
 )
-ClusterName = _matching(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "a lower-case DNS label")
+# kind names its node container, hostname and Kubernetes node <name>-control-plane, which must stay a DNS label
+# (kind warns above 50 characters: kubernetes-sigs/kind pkg/cluster/internal/create/create.go, clusterNameMax,
+# on master; its validNameRE in pkg/internal/apis/config/validate.go sets no length). Docker's container names
+# and the kubeconfig context kind-<name> have no limit of their own (moby daemon/names/names.go).
+MAX_CLUSTER_NAME = MAX_LABEL - len("-control-plane")
+ClusterName = _matching(
+    rf"[a-z0-9]([-a-z0-9]{{0,{MAX_CLUSTER_NAME - 2}}}[a-z0-9])?",
+    f"a lower-case DNS label of at most {MAX_CLUSTER_NAME} characters (kind's node is <name>-control-plane, "
+    f"a host name of at most {MAX_LABEL})",
+)
 KubernetesVersion = _matching(KUBERNETES_VERSION, "v<major>.<minor>.<patch>, e.g. v1.36.4")
 # Kubernetes object names (DataStores) and Docker network names, as each accepts them.
 ObjectName = _matching(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a DNS subdomain name")

@@ -18,7 +18,7 @@ from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, Argu
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
 from validation.results import CheckFailed, CheckSkipped
-from validation.stack_outputs import DEFAULT_STACK, OutputsError, parse_outputs, read_outputs_document
+from validation.stack_outputs import DEFAULT_STACK, OneTenantUnusable, outputs_with_tenant
 
 SNAPSHOTS = Path("snapshots")
 # After every restore: where the tenant is, against where the snapshot recorded it (docs/operations.md).
@@ -122,13 +122,10 @@ def main(
     runner = runner or SubprocessRunner()
     clock = clock or Clock()
     try:
-        outputs = parse_outputs(read_outputs_document(args.outputs, runner, None, args.stack))
-    except OutputsError as error:
-        print(f"snapshot: {error}", file=sys.stderr)
-        return EXIT_NO_OUTPUTS
-    if args.tenant not in outputs.tenants:
-        print(f"snapshot: no tenant {args.tenant!r}; the stack has {', '.join(outputs.tenants)}", file=sys.stderr)
-        return EXIT_USAGE
+        outputs = outputs_with_tenant(args.outputs, runner, args.stack, args.tenant)
+    except OneTenantUnusable as problem:
+        print(f"snapshot: {problem}", file=sys.stderr)
+        return problem.code
 
     def report(keys: int, size: int) -> None:
         print(f"  {keys} keys, {size / 1e6:.1f} MB", file=out, flush=True)

@@ -25,7 +25,7 @@ from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, Argu
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
 from validation.results import CheckFailed, CheckSkipped
-from validation.stack_outputs import DEFAULT_STACK, OutputsError, Tenant, parse_outputs, read_outputs_document
+from validation.stack_outputs import DEFAULT_STACK, OneTenantUnusable, Tenant, outputs_with_tenant
 
 # What each group says about the credential (kubeadm's admin.conf is in system:masters up to v1.28 and in
 # kubeadm:cluster-admins from v1.29: kubernetes/kubernetes cmd/kubeadm/app/constants/constants.go@v1.36.0).
@@ -277,13 +277,10 @@ def main(
     out = stdout or sys.stdout
     runner = runner or SubprocessRunner()
     try:
-        outputs = parse_outputs(read_outputs_document(args.outputs, runner, None, args.stack))
-    except OutputsError as error:
-        print(f"audit: {error}", file=sys.stderr)
-        return EXIT_NO_OUTPUTS
-    if args.tenant not in outputs.tenants:
-        print(f"audit: no tenant {args.tenant!r}; the stack has {', '.join(outputs.tenants)}", file=sys.stderr)
-        return EXIT_USAGE
+        outputs = outputs_with_tenant(args.outputs, runner, args.stack, args.tenant)
+    except OneTenantUnusable as problem:
+        print(f"audit: {problem}", file=sys.stderr)
+        return problem.code
     with tempfile.TemporaryDirectory(prefix="audit-") as workdir:
         lab = Lab.open(outputs, runner, Path(workdir), clock)
         try:

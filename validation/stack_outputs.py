@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from validation.exit_codes import EXIT_NO_OUTPUTS, EXIT_USAGE
 from validation.host import Runner
 
 MANAGEMENT = "management"
@@ -371,3 +372,22 @@ def _field(doc: Any, key: str, kind: type, where: str) -> Any:
         # Name only the type: values may be secrets.
         raise OutputsError(f"{where}.{key}: expected {_JSON_TYPES[kind]}, got {type(value).__name__}")
     return value
+
+
+class OneTenantUnusable(Exception):
+    """A one-tenant command cannot go on with the stack outputs: the message, and the exit code to end with."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+def outputs_with_tenant(source: str | None, runner: Runner, stack: str, tenant: str) -> StackOutputs:
+    """The stack outputs (from source, or pulumi) of a stack that has `tenant`; OneTenantUnusable otherwise."""
+    try:
+        outputs = parse_outputs(read_outputs_document(source, runner, None, stack))
+    except OutputsError as error:
+        raise OneTenantUnusable(str(error), EXIT_NO_OUTPUTS) from None
+    if tenant not in outputs.tenants:
+        raise OneTenantUnusable(f"no tenant {tenant!r}; the stack has {', '.join(outputs.tenants)}", EXIT_USAGE)
+    return outputs

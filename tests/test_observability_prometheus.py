@@ -23,13 +23,11 @@ import re
 import shutil
 import ssl
 import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -40,6 +38,7 @@ from components.config import parse_settings
 from components.dashboard import dashboard
 from components.gpu_sharing import GPU_CORES_RESOURCE, GPU_MEMORY_RESOURCE
 from components.gpus import node_gpu_count, register_annotation
+from tests.metrics_server import Fake, serve
 from tests.plan import dev_config
 from tests.real_etcd import free_port
 
@@ -203,42 +202,6 @@ def kamaji_exposition() -> str:
         lines.append(f'kamaji_tenant_control_plane_status{{ready="true",status="Ready",tcp_name="{name}",'
                      f'tcp_namespace="{namespace}"}} 1')
     return "\n".join(lines) + "\n"
-
-
-@dataclass
-class Fake:
-    server: ThreadingHTTPServer
-    port: int
-    requests: list[tuple[str, str]]
-
-
-def serve(bodies: dict[str, str], token: str | None = None, context: ssl.SSLContext | None = None) -> Fake:
-    """A server answering GET on each path of `bodies` with its body (and only with `token`, when given)."""
-    seen: list[tuple[str, str]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            seen.append((self.path, self.headers.get("Authorization", "")))
-            if self.path not in bodies:
-                self.send_error(404)
-            elif token is not None and self.headers.get("Authorization") != f"Bearer {token}":
-                self.send_error(403)
-            else:
-                data = bodies[self.path].encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    if context:
-        server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return Fake(server, server.server_address[1], seen)
 
 
 def tenant_ca(directory: Path, tenant: str) -> ssl.SSLContext:

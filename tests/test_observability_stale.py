@@ -15,13 +15,11 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,6 +27,7 @@ import yaml
 
 from components import observability_values
 from components.dashboard import NO_AGENTS, dashboard
+from tests.metrics_server import Fake, serve
 from tests.real_etcd import free_port
 
 if not shutil.which("prometheus"):
@@ -82,41 +81,6 @@ def kamaji(statuses: dict[str, tuple[str, str]]) -> str:
 
 
 @dataclass
-class Fake:
-    bodies: dict[str, str]
-    server: ThreadingHTTPServer = field(init=False)
-
-    def __post_init__(self) -> None:
-        bodies = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's name)
-                if self.path not in bodies:
-                    self.send_error(404)
-                    return
-                data = bodies[self.path].encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@dataclass
 class Lab:
     url: str
     fakes: dict[str, Fake]
@@ -156,11 +120,11 @@ def configuration(fakes: dict[str, Fake]) -> dict:
 def lab(tmp_path_factory) -> Iterator[Lab]:
     root: Path = tmp_path_factory.mktemp("prometheus-stale")
     statuses = {tenant: ("Ready", "true") for tenant in TENANTS}
-    fakes = {f"hami-{tenant}": Fake({observability_values.HAMI_METRICS_PATH: hami(tenant),
+    fakes = {f"hami-{tenant}": serve({observability_values.HAMI_METRICS_PATH: hami(tenant),
                                      observability_values.HAMI_QUEUE_PATH: queue()}) for tenant in TENANTS}
-    fakes |= {f"konnectivity-{tenant}-{replica}": Fake({"/metrics": konnectivity(tenant)})
+    fakes |= {f"konnectivity-{tenant}-{replica}": serve({"/metrics": konnectivity(tenant)})
               for tenant in TENANTS for replica in range(REPLICAS[tenant])}
-    fakes["kamaji"] = Fake({"/metrics": kamaji(statuses)})
+    fakes["kamaji"] = serve({"/metrics": kamaji(statuses)})
     config = configuration(fakes)
     (root / "rules.yml").write_text(yaml.safe_dump(observability_values.alerting_rules()))
     config["rule_files"] = [str(root / "rules.yml")]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from snapshot import archive
@@ -121,12 +121,19 @@ def publish(made: Path, path: Path) -> None:
 
 
 def copied_into_place(made: Path, path: Path) -> None:
-    """made copied under a hidden name beside path, renamed when complete: only a process killed during this copy
-    leaves something (that hidden, compressed file) under snapshots/."""
+    """made copied to path by written_into_place: only a process killed during this copy leaves something (that
+    hidden, compressed file) under snapshots/."""
+    with made.open("rb") as source:
+        written_into_place(path, lambda out: shutil.copyfileobj(source, out))
+
+
+def written_into_place(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """What write puts into a new private file appears at path only when complete, never over a file already there:
+    written under a hidden name beside path, synced, then renamed."""
     partial = path.parent / f".{path.name}.partial"
     try:
-        with made.open("rb") as source, archive.private_file(partial) as out:
-            shutil.copyfileobj(source, out)
+        with archive.private_file(partial) as out:
+            write(out)
             out.flush()
             os.fsync(out.fileno())
         if path.exists():

@@ -8,9 +8,8 @@ encrypt_io/decrypt_io@v1.3.0). What it writes is age-encryption.org/v1, which th
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -69,18 +68,8 @@ def identities(path: Path) -> list[x25519.Identity]:
 
 def encrypt(plain: Path, sealed: Path, to: x25519.Recipient) -> None:
     """plain encrypted to sealed, a new 0600 file that appears under its name only when complete."""
-    partial = sealed.with_name(f".{sealed.name}.partial")
-    try:
-        with plain.open("rb") as source, archive.private_file(partial) as out:
-            pyrage.encrypt_io(source, out, [to])
-            out.flush()
-            os.fsync(out.fileno())
-        if sealed.exists():
-            raise FileExistsError(f"{sealed} already exists")
-        partial.rename(sealed)
-    finally:
-        with suppress(FileNotFoundError):
-            partial.unlink()
+    with plain.open("rb") as source:
+        core.written_into_place(sealed, lambda out: pyrage.encrypt_io(source, out, [to]))
 
 
 def decrypt(sealed: Path, identity_file: Path, out: IO[bytes]) -> None:

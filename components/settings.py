@@ -15,6 +15,10 @@ from components.gpus import GpuSpec
 # chart), and its controller image is this edge release, the commit the code's Kamaji citations name
 # (clastix/kamaji 26.8.2-edge = ddbabd8). docs/configuration.md, "Pinning Kamaji", says how to move it.
 KAMAJI_IMAGE_TAG = "26.8.2-edge"
+# The Pod Security levels a tenant may enforce in its namespaces (kubernetes/pod-security-admission
+# api/constants.go@v0.36.0); privileged enforces nothing.
+DEFAULT_POD_SECURITY = "baseline"
+POD_SECURITY_LEVELS = (DEFAULT_POD_SECURITY, "restricted", "privileged")
 
 @dataclass(frozen=True)
 class GpuQuota:
@@ -74,6 +78,8 @@ class TenantSettings:
     """Its control plane runs no replicas and its workers are stopped (kept, not removed)."""
     api_address: str | None = None
     """The address of the lab's MetalLB pool its API server asks for; None: the cluster's own LoadBalancer picks."""
+    pod_security: str = DEFAULT_POD_SECURITY
+    """The Pod Security level its API server enforces in every namespace but the lab's own."""
 
     @property
     def data_store_schema(self) -> str:

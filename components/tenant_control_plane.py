@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import audit
+from components import audit, pod_security
 from components.addresses import asking_metallb_for
 from components.commands import script_command
 from components.kubeconfig import current_cluster
@@ -32,6 +32,33 @@ DISK_EVICTION_OFF = {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "image
 # internal/builders/controlplane/konnectivity_server.go@ddbabd8: serverVersion, buildKonnectivityContainer).
 KONNECTIVITY_METRICS_ON_HEALTH_PORT = (1, 34)
 KONNECTIVITY_ADMIN_ON_ALL_INTERFACES = "--admin-bind-address=0.0.0.0"
+# Kamaji makes --enable-admission-plugins of spec.kubernetes.admissionControllers alone, over any extraArgs, and
+# the list replaces its CRD default rather than adding to it (clastix/kamaji api/v1alpha1/tenantcontrolplane_types.go
+# and internal/builders/controlplane/deployment.go@26.8.2-edge: KubernetesSpec, buildKubeAPIServerCommand), so the
+# lab names the default again. NodeRestriction limits each kubelet to its own node and its pods; it works with the
+# Node authorizer, which Kamaji enables (--authorization-mode=Node,RBAC, as long as no --authorization-config is
+# given). PodSecurity is on by default in kube-apiserver (kubernetes/kubernetes pkg/kubeapiserver/options/plugins.go
+# at master 008b365, DefaultOffAdmissionPlugins); named here because the admission configuration is its.
+KAMAJI_DEFAULT_ADMISSION_CONTROLLERS = (
+    "CertificateApproval",
+    "CertificateSigning",
+    "CertificateSubjectRestriction",
+    "DefaultIngressClass",
+    "DefaultStorageClass",
+    "DefaultTolerationSeconds",
+    "LimitRanger",
+    "MutatingAdmissionWebhook",
+    "NamespaceLifecycle",
+    "PersistentVolumeClaimResize",
+    "Priority",
+    "ResourceQuota",
+    "RuntimeClass",
+    "ServiceAccount",
+    "StorageObjectInUseProtection",
+    "TaintNodesByCondition",
+    "ValidatingAdmissionWebhook",
+)
+ADMISSION_CONTROLLERS = (*KAMAJI_DEFAULT_ADMISSION_CONTROLLERS, "NodeRestriction", pod_security.PLUGIN)
 
 
 def konnectivity_metrics_port(kubernetes_version: str) -> str:
@@ -102,6 +129,13 @@ class TenantControlPlane(pulumi.ComponentResource):
             data={audit.POLICY_FILE: audit.policy_document()},
             opts=pulumi.ResourceOptions(parent=self, provider=args.management_provider, depends_on=[args.platform]),
         )
+        # So is the admission configuration that sets its Pod Security.
+        admission_config = k8s.core.v1.ConfigMap(
+            f"{name}-admission-config",
+            metadata={"name": admission_config_name(tenant.name), "namespace": args.namespace},
+            data={pod_security.CONFIG_FILE: pod_security.admission_document(tenant.pod_security)},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.management_provider, depends_on=[args.platform]),
+        )
         audit_log = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-audit-log",
             metadata={
@@ -141,7 +175,7 @@ class TenantControlPlane(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.management_provider,
-                depends_on=[args.platform, self.version_checked, audit_policy, audit_log],
+                depends_on=[args.platform, self.version_checked, audit_policy, admission_config, audit_log],
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", update="15m", delete="10m"),
             ),
         )
@@ -224,8 +258,11 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
             # internal/resources/k8s_deployment_resource.go@26.8.2-edge; e2e/tcp_scale_test.go).
             "deployment": {
                 "replicas": 0 if tenant.sleeping else tenant.control_plane_replicas,
-                **audit.deployment_spec(
-                    audit_log_claim_name(tenant.name), audit_policy_name(tenant.name), tenant.control_plane_replicas
+                **combined(
+                    audit.deployment_spec(
+                        audit_log_claim_name(tenant.name), audit_policy_name(tenant.name), tenant.control_plane_replicas
+                    ),
+                    pod_security.deployment_spec(admission_config_name(tenant.name), tenant.pod_security),
                 ),
             },
             # MetalLB gives the address, reachable from the host and from workers on the kind network. Kamaji
@@ -236,6 +273,7 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
         "kubernetes": {
             # Used verbatim as an image tag, so it keeps its leading "v".
             "version": kubernetes_version,
+            "admissionControllers": list(ADMISSION_CONTROLLERS),
             "kubelet": {
                 "preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"],
                 # "add" also replaces, and works whether or not the key is present in
@@ -270,6 +308,27 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
             "konnectivity": {"server": konnectivity_server, "agent": {"mode": "DaemonSet"}},
         },
     }
+
+
+def combined(*parts: dict) -> dict:
+    """Several features' fields of one object in one: their lists joined in order, their objects merged key by key.
+    A value that is neither, given by two features, is a mistake: one would silently drop the other's."""
+    whole: dict = {}
+    for part in parts:
+        for key, value in part.items():
+            if key not in whole:
+                whole[key] = value
+            elif isinstance(whole[key], dict) and isinstance(value, dict):
+                whole[key] = combined(whole[key], value)
+            elif isinstance(whole[key], list) and isinstance(value, list):
+                whole[key] = [*whole[key], *value]
+            else:
+                raise ValueError(f"{key} is given twice: {whole[key]!r} and {value!r}")
+    return whole
+
+
+def admission_config_name(tenant: str) -> str:
+    return f"{tenant}-admission-config"
 
 
 def audit_policy_name(tenant: str) -> str:

@@ -137,14 +137,21 @@ def test_the_policy_document_is_an_audit_v1_policy_with_one_event_per_request():
 # --- the TenantControlPlane and its companions, under the mocks -----------------------------------------------
 
 
-def beside(plan_, type_: str, tcp):
-    """The one resource of this type the TenantControlPlane's component makes beside it."""
-    (found,) = [r for r in plan_.of_type(type_) if r.parent == tcp.parent]
+def beside(plan_, type_: str, tcp, named: str = ""):
+    """The one resource of this type (whose Pulumi name ends in `named`) the TenantControlPlane's component makes
+    beside it."""
+    (found,) = [r for r in plan_.of_type(type_) if r.parent == tcp.parent and r.name.endswith(named)]
     return found
 
 
 def flag_values(args: list[str]) -> dict[str, str]:
     return dict(arg.split("=", 1) for arg in args)
+
+
+def audit_flags(deployment: dict) -> dict[str, str]:
+    """The --audit-* flags among a TenantControlPlane deployment's API server extraArgs."""
+    flags = flag_values(deployment.get("extraArgs", {}).get("apiServer", []))
+    return {flag: value for flag, value in flags.items() if flag.startswith("--audit-")}
 
 
 def test_every_api_server_writes_its_log_on_the_tenants_own_claim_following_the_policy_config_map(up_plan):
@@ -156,7 +163,7 @@ def test_every_api_server_writes_its_log_on_the_tenants_own_claim_following_the_
 
         # The policy file is the ConfigMap's key, mounted where the flag says.
         policy_dir, policy_file = flags["--audit-policy-file"].rsplit("/", 1)
-        config_map = beside(up_plan, CONFIG_MAP, tcp)
+        config_map = beside(up_plan, CONFIG_MAP, tcp, "-audit-policy")
         assert volumes[mounts[policy_dir]]["configMap"]["name"] == config_map.inputs["metadata"]["name"]
         assert volumes[mounts[policy_dir]] is volumes["audit-policy"]
         assert yaml.safe_load(config_map.inputs["data"][policy_file]) == audit_component.policy()
@@ -193,7 +200,7 @@ def test_two_tenants_never_share_a_log_or_a_policy(up_plan):
 
 def test_the_control_plane_waits_for_its_policy_and_claim_and_the_claim_does_not_wait_to_bind(up_plan):
     for tcp in up_plan.of_type(TCP):
-        claim, config_map = beside(up_plan, CLAIM, tcp), beside(up_plan, CONFIG_MAP, tcp)
+        claim, config_map = beside(up_plan, CLAIM, tcp), beside(up_plan, CONFIG_MAP, tcp, "-audit-policy")
         assert {claim.urn, config_map.urn} <= set(tcp.dependencies)
         # kind's StorageClass binds on first use, by the API server pod the TenantControlPlane makes.
         assert claim.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
@@ -244,8 +251,8 @@ def test_adding_the_audit_log_updates_every_control_plane_in_place(before_audit)
     after = plan(dev_config(), preview=True, previous=before_audit)
     for tcp in before_audit.of_type(TCP):
         now = after.by_urn[tcp.urn]
-        assert "extraArgs" not in tcp.inputs["spec"]["controlPlane"]["deployment"]
-        assert "extraArgs" in now.inputs["spec"]["controlPlane"]["deployment"]
+        assert not audit_flags(tcp.inputs["spec"]["controlPlane"]["deployment"])
+        assert audit_flags(now.inputs["spec"]["controlPlane"]["deployment"])
         # Same identity: the engine updates it (and so keeps its uid, CA and datastore) rather than replacing it.
         assert now.outputs["metadata"]["uid"] == tcp.outputs["metadata"]["uid"]
         assert not now.replace_on_changes and not now.delete_before_replace
@@ -511,8 +518,8 @@ def test_the_recorded_versions_are_the_oldest_a_tenant_may_run_and_the_current()
 def test_every_audit_flag_is_one_that_kube_apiserver_of_this_version_takes(version, up_plan):
     known = KUBE_APISERVER[version]
     for tcp in up_plan.of_type(TCP):
-        flags = flag_values(tcp.inputs["spec"]["controlPlane"]["deployment"]["extraArgs"]["apiServer"])
-        assert flags and all(flag.startswith("--audit-") for flag in flags)
+        flags = audit_flags(tcp.inputs["spec"]["controlPlane"]["deployment"])
+        assert flags
         for flag, value in flags.items():
             kind = known["flags"][flag.removeprefix("--")]
             if kind == "int":

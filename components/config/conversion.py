@@ -82,6 +82,7 @@ def lab_settings(config: StackConfig) -> LabSettings:
                 real_gpus=tenant.gpu_devices == "real",
                 sleeping=tenant.sleeping,
                 api_address=str(addresses[tenant.name]) if tenant.name in addresses else None,
+                pod_security=tenant.pod_security,
             )
             for tenant in config.tenants
         ),

@@ -68,6 +68,7 @@ from components.config.values import (
     NetworkInterface,
     ObjectName,
     PieceMode,
+    PodSecurityLevel,
     Port,
     PositiveInt,
     ProxyJump,
@@ -82,7 +83,7 @@ from components.config.values import (
     show,
 )
 from components.gpus import GPU_CATALOGUE, GpuSpec
-from components.settings import KAMAJI_IMAGE_TAG
+from components.settings import DEFAULT_POD_SECURITY, KAMAJI_IMAGE_TAG
 
 _RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 # The management cluster's kubeconfig is written next to the tenants' as management.kubeconfig.
@@ -256,6 +257,10 @@ class Tenant(ConfigModel):
     api_address: IPv4Text | None = Field(
         None, description="address of the MetalLB pool its API server gets; default: one that follows from the "
         "tenant's name, the same after make down and make up; set it to keep one the program warns may change")
+    pod_security: PodSecurityLevel = Field(
+        DEFAULT_POD_SECURITY, description="Pod Security level its API server enforces in every namespace but the "
+        "lab's own, which the tenant cannot lift: baseline, restricted, or privileged, which enforces nothing and "
+        "lets any pod take root on the host (docs/configuration.md)")
 
     @field_validator("name")
     @classmethod

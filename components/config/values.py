@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from components.addresses import DEFAULT_KIND_SUBNET, parse_address_range
 from components.config.ssh_keys import UnusableKey, check_private_key
+from components.settings import POD_SECURITY_LEVELS
 
 MAX_LABEL = 63
 VALUE_ERROR = "lab_value"
@@ -193,6 +194,7 @@ ManagementClusterMode = _choice("kind", "existing")
 GpuDevices = _choice("mock", "real")
 PieceMode = _choice("install", "provided")
 LoadBalancerMode = _choice("metallb", "provided")
+PodSecurityLevel = _choice(*POD_SECURITY_LEVELS)
 # Patterns also held against what other programs read back (a snapshot's manifest: snapshot/archive.py).
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 TENANT_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"

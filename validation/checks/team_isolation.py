@@ -30,8 +30,9 @@ OPTED_OUT = "privileged"
 # StandardErrorMessage: "Error from server (<reason>)"; a 401 reads "You must be logged in to the server").
 FORBIDDEN = "(Forbidden)"
 UNAUTHORIZED = ("(Unauthorized)", "must be logged in")
-# Pod Security's refusal (kubernetes/pod-security-admission admission/admission.go@v0.36.2): its ValidatePod has
-# no dry-run exemption, and the API server runs validating admission on a dry run as on a create, storing nothing.
+# Pod Security's refusal (kubernetes/pod-security-admission admission/admission.go@v0.36.2). A dry run is judged as a
+# create: neither its ValidatePod nor the API server's plugin around it (kubernetes/kubernetes
+# plugin/pkg/admission/security/podsecurity/admission.go, Validate) looks at dry run; only storing is skipped.
 POD_SECURITY_REFUSAL = re.compile(r'violates PodSecurity "([^"]+)"')
 
 KUBELET_PORT = 10250

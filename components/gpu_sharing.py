@@ -62,6 +62,13 @@ HAMI_SCHEDULER_LEADER_LABELS = {
 # The DaemonSets that advertise GPUs (charts/hami/templates/device-plugin/daemonset{mock,nvidia}.yaml@v2.10.0).
 MOCK_DEVICE_PLUGIN = "hami-mock-device-plugin"
 REAL_DEVICE_PLUGIN = "hami-device-plugin"
+# HAMi's Services stay inside the tenant: the chart defaults both to NodePort, which would open the extender's
+# unauthenticated /filter, /bind and /webhook (31998), its metrics (31993) and the NVIDIA plugin's metrics
+# (31992) on every worker to anything on the lab's network; a nodePort is rendered only for type NodePort
+# (charts/hami/templates/scheduler/service.yaml, device-plugin/monitorservice.yaml@v2.10.0). Nothing needs them:
+# kube-scheduler calls the extender on 127.0.0.1 (templates/scheduler/configmap.yaml@v2.10.0), the API server
+# reaches the webhook and the metrics through the Service's endpoints.
+CLUSTER_IP_SERVICE = {"type": "ClusterIP"}
 # Namespaces that exist in every cluster and must not be created (or deleted) by us.
 EXISTING_NAMESPACES = ("default",)
 
@@ -188,6 +195,7 @@ def hami_values(
     key here must exist in the chart's values.yaml (a test checks this).
     """
     scheduler = {
+        "service": CLUSTER_IP_SERVICE,
         # The stock kube-scheduler must match the tenant API server exactly; the
         # chart's default registry is a mirror, and its version guess sees Helm's
         # view of the cluster rather than the tenant's.
@@ -205,7 +213,7 @@ def hami_values(
             # takes deviceSplitCount from here, for the scheduler and the plugin alike
             # (charts/hami/templates/scheduler/device-configmap.yaml@v2.10.0; the plugin
             # reads that file, pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go@v2.10.0).
-            "devicePlugin": {"enabled": True, "deviceSplitCount": gpu_slots},
+            "devicePlugin": {"enabled": True, "deviceSplitCount": gpu_slots, "service": CLUSTER_IP_SERVICE},
             "mockDevicePlugin": {"enabled": False},
             # The real plugin releases the node lock after each pod: the default expiry stands.
             "scheduler": {**scheduler, "extender": {"extraArgs": ["-v=4"]}},

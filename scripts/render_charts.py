@@ -7,7 +7,8 @@ unknown), so a wrong chart version or a value a chart rejects would only show in
 configuration as the CLI hands it to the program, writes the values the program
 installs each chart with, runs `helm show chart` and `helm template` for each, and
 checks that every image the rendered charts (and the node image) name exists
-(`docker manifest inspect`, no pull). Needs helm and docker on PATH.
+(`docker manifest inspect`, no pull) and that no tenant's chart opens a node port.
+Needs helm and docker on PATH.
 
 usage: render_charts.py [--stack dev] [--out DIR]
 """
@@ -203,6 +204,28 @@ def bundled_otherwise(chart: Chart, rendered: str) -> list[str]:
     return problems
 
 
+def node_ports(chart: Chart, rendered: str) -> list[str]:
+    """Each Service of a tenant's chart that opens a port on every node: on the lab's shared Docker network any
+    other tenant would reach it (docs/security.md). Only the rendered type and nodePort count, whatever the
+    values said: a chart ignores a key it does not know."""
+    if not chart.tenant:
+        return []
+    problems = []
+    for document in yaml.safe_load_all(rendered):
+        if not isinstance(document, dict) or document.get("kind") != "Service":
+            continue
+        spec = document.get("spec") or {}
+        opened = [str(port["nodePort"]) for port in spec.get("ports") or [] if port.get("nodePort")]
+        if spec.get("type") in ("NodePort", "LoadBalancer") or opened:
+            problems.append(
+                f"chart {chart.name} {chart.version} of tenant {chart.tenant} renders Service "
+                f"{document.get('metadata', {}).get('name', '?')} as {spec.get('type', 'ClusterIP')}"
+                + (f" on node ports {', '.join(opened)}" if opened else "")
+                + ": a tenant's Services must stay ClusterIP"
+            )
+    return problems
+
+
 def run(command: list[str]) -> subprocess.CompletedProcess[str]:
     print("+", " ".join(command), file=sys.stderr)
     return subprocess.run(command, capture_output=True, text=True, check=False)
@@ -235,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         (args.out / f"{chart.label}.yaml").write_text(rendered.stdout)
         failures += bundled_otherwise(chart, rendered.stdout)
+        failures += node_ports(chart, rendered.stdout)
         found |= images(rendered.stdout)
 
     for image in sorted(found):

@@ -2,7 +2,7 @@
 
 Fields and types of the kinds the suite creates, from the Kubernetes API reference for v1.36
 (kubernetes.io/docs/reference/kubernetes-api/: Namespace, ConfigMap, Secret, ResourceQuota, Pod with
-PodSpec, Container, SecurityContext, PodSecurityContext, VolumeMount and the projected Volume)
+PodSpec, Container, SecurityContext, PodSecurityContext, VolumeMount and the projected and hostPath Volumes)
 and cert-manager's API reference (cert-manager.io/v1 Issuer, spec.selfSigned), narrowed to
 what the suite uses. A field outside this table is refused as
 `kubectl create --validate=strict` refuses an unknown field, a value of another type as the
@@ -85,6 +85,7 @@ VOLUME = Fields(
     {
         "name": Label(),
         "projected": Fields({"defaultMode": int, "sources": ListOf(Fields({"secret": PROJECTED_SECRET}))}),
+        "hostPath": Fields({"path": str, "type": str}, required=("path",)),
     },
     required=("name",),
 )
@@ -93,6 +94,7 @@ POD_SPEC = Fields(
         "containers": ListOf(CONTAINER),
         "restartPolicy": OneOf(("Always", "OnFailure", "Never")),
         "terminationGracePeriodSeconds": int,
+        "hostNetwork": bool,
         "securityContext": Fields(
             {
                 "fsGroup": int,

@@ -315,6 +315,20 @@ MUTANTS = (
         "true",
         ("tests/test_machine_ssh.py::test_a_machine_whose_reset_could_not_be_decided_is_left_as_it_is",),
     ),
+    Mutant(
+        "HAMi's Services left as the chart's NodePorts",
+        "components/gpu_sharing.py",
+        'CLUSTER_IP_SERVICE = {"type": "ClusterIP"}',
+        "CLUSTER_IP_SERVICE = {}",
+        ("tests/test_hami_services.py",),
+    ),
+    Mutant(
+        "team-isolation takes a refused connection to another tenant's worker for silence",
+        "validation/checks/team_isolation.py",
+        "if how in (OPEN, REFUSED):",
+        "if how == OPEN:",
+        ("tests/test_validation_team_isolation.py",),
+    ),
 )
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -247,3 +249,32 @@ def test_make_audit_passes_each_filter_given_and_never_the_login_name_as_user(tm
     assert command("SINCE=30m", "USER=system:node:w1", "VERB=delete", "JSON=1") == (
         'tenant-a --stack dev --since "30m" --user "system:node:w1" --verb "delete" --json'
     )
+
+
+def team_isolation_step() -> tuple[list[str], int, str]:
+    (job,) = workflow("live.yml")["jobs"].values()
+    runs = [step.get("run", "") for step in job["steps"]]
+    (position_,) = [i for i, run in enumerate(runs) if "--only team-isolation" in run]
+    return runs, position_, runs[position_]
+
+
+def test_the_live_lab_proves_each_team_is_held_to_its_tenant_while_every_tenant_is_awake():
+    runs, step, _ = team_isolation_step()
+    assert position(runs, "make up") < step < position(runs, "make sleep TENANT=tenant-b")
+
+
+@pytest.mark.parametrize(
+    ("statuses", "passes"),
+    [(["pass", "pass"], True), (["pass", "skip"], False), (["unproven", "pass"], False), ([], False)],
+)
+def test_the_live_team_isolation_step_accepts_only_a_pass_for_every_tenant(tmp_path, statuses, passes):
+    _, _, run = team_isolation_step()
+    # The gate after the check: a skip (no team credential, an opted-out tenant) or an unproven result fails it.
+    (gate,) = re.findall(r"python -c '([^']+)'", run)
+    report = tmp_path / "team-isolation.json"
+    results = [{"check": "team-isolation", "target": f"tenant-{i}", "status": status, "evidence": "", "reason": "r"}
+               for i, status in enumerate(statuses)]
+    report.write_text(json.dumps({"results": results}))
+    done = subprocess.run([sys.executable, "-c", gate, str(report)], capture_output=True, text=True)
+    assert (done.returncode == 0) is passes
+    assert done.stdout.count("::error::team-isolation") == sum(status != "pass" for status in statuses)

@@ -11,6 +11,7 @@ import yaml
 from tests.plan import dev_config, fake_kubeconfig
 from tests.render_charts_module import render_charts
 from tests.ssh_keys import made_key
+from tests.test_hami_services import RENDERS
 
 
 def written(tmp_path, **config) -> dict[str, tuple[str, str, list]]:
@@ -172,3 +173,34 @@ def test_a_machine_tenant_s_flannel_is_rendered_with_its_pod_cidr(tmp_path):
     assert (flannel.repo, flannel.version) == ("https://flannel-io.github.io/flannel/", "v0.28.9")
     assert [yaml.safe_load(path.read_text()) for path in render_charts.write_values(flannel, tmp_path)][0][
         "podCidr"] == "10.250.0.0/16"
+
+
+def rendered_services(case: dict) -> str:
+    """A render's Services as helm prints them, from the recorded renders of HAMi chart 2.10.0."""
+    return "".join(
+        "---\n" + yaml.safe_dump({"apiVersion": "v1", "kind": "Service", "metadata": {"name": service["name"]},
+                                  "spec": {"type": service["type"], "ports": service["ports"]}})
+        for service in case["services"]
+    )
+
+
+def hami_chart():
+    return next(chart for chart in render_charts.charts(render_charts.parse_settings(dev_config()))
+                if chart.name == "hami")
+
+
+@pytest.mark.parametrize("case", RENDERS, ids=[case["case"] for case in RENDERS])
+def test_ci_fails_on_any_node_port_a_tenants_chart_renders(case):
+    chart = hami_chart()
+    problems = render_charts.node_ports(chart, rendered_services(case))
+    opened = {service["name"] for service in case["services"] if service["type"] == "NodePort"}
+    assert len(problems) == len(opened)
+    for name, problem in zip(sorted(opened), sorted(problems), strict=True):
+        assert problem.startswith(f"chart hami 2.10.0 of tenant {chart.tenant} renders Service {name} as NodePort on")
+
+
+def test_a_management_chart_may_render_node_ports():
+    # Only a tenant's Services sit on nodes the other tenants share a network with.
+    (kamaji,) = [chart for chart in render_charts.charts(render_charts.parse_settings(dev_config()))
+                 if chart.name == "kamaji"]
+    assert render_charts.node_ports(kamaji, rendered_services(RENDERS[0])) == []

@@ -118,8 +118,8 @@ def test_a_lab_that_accepts_connections_and_never_answers_ends_within_the_bound(
     assert all(r["reason"].startswith("cannot reach the ") for r in failed)
     skipped = [r for r in report["results"] if r["status"] == "skip"]
     assert len(failed) + len(skipped) == len(report["results"])
-    # The observability check skips before asking any cluster: these outputs have no grafanaUrl.
-    assert all("unreachable" in r["reason"] for r in skipped if r["check"] != "observability")
+    # Both skip before asking anything: outputs.json has neither grafanaUrl nor teamKubeconfigs.
+    assert all("unreachable" in r["reason"] for r in skipped if r["check"] not in ("observability", "team-isolation"))
     assert report["warnings"] == []  # no namespace was created, so none is left behind
 
 

@@ -15,6 +15,11 @@ from validation.results import CheckFailed, CheckSkipped, CheckUnproven
 from validation.stack_outputs import MANAGEMENT, StackOutputs, Tenant, write_kubeconfig_files
 
 
+def team_cluster(tenant: str) -> str:
+    """How a tenant's team credential is named: `make kubeconfigs` writes kubeconfigs/<tenant>-team.kubeconfig."""
+    return f"{tenant}-team"
+
+
 @dataclass
 class Lab:
     outputs: StackOutputs
@@ -22,12 +27,18 @@ class Lab:
     workdir: Path  # private directory, deleted when the run ends
     clock: Clock
     warnings: list[str] = field(default_factory=list)  # cleanups that did not finish
+    teams: dict[str, Kubectl] = field(default_factory=dict)  # team_cluster(tenant) -> kubectl with its team credential
 
     @classmethod
     def open(cls, outputs: StackOutputs, runner: Runner, workdir: Path, clock: Clock | None = None) -> Lab:
         paths = write_kubeconfig_files(workdir, outputs.kubeconfigs)
         clusters = {name: Kubectl(runner, path, name) for name, path in paths.items()}
-        return cls(outputs, clusters, workdir, clock or Clock())
+        # In a directory of their own: a tenant named <other>-team must not overwrite a team's file.
+        team_paths = write_kubeconfig_files(
+            workdir / "team", {team_cluster(name): text for name, text in (outputs.team_kubeconfigs or {}).items()}
+        )
+        teams = {name: Kubectl(runner, path, name) for name, path in team_paths.items()}
+        return cls(outputs, clusters, workdir, clock or Clock(), teams=teams)
 
     def interrupt(self) -> None:
         """Ctrl-C or SIGTERM: stop every kubectl call in flight and every wait, start no more.
@@ -36,7 +47,7 @@ class Lab:
         """
         if isinstance(self.clock, Clock):
             self.clock.interrupt()
-        for kubectl in self.clusters.values():
+        for kubectl in [*self.clusters.values(), *self.teams.values()]:
             if isinstance(kubectl.runner, SubprocessRunner):
                 kubectl.runner.stop()
 
@@ -50,6 +61,10 @@ class Lab:
 
     def kubectl(self, tenant: Tenant) -> Kubectl:
         return self.clusters[tenant.name]
+
+    def team_kubectl(self, tenant: Tenant) -> Kubectl | None:
+        """kubectl with the tenant's team credential; None when the outputs hold none for it."""
+        return self.teams.get(team_cluster(tenant.name))
 
     def kubeconfig(self, name: str) -> KubeconfigCluster:
         return kubeconfig_cluster(self.outputs.kubeconfigs[name])

@@ -144,3 +144,27 @@ def etcdctl_pod(
             ],
         },
     }
+
+
+# Each a way from a pod onto its node (and, through a privileged container worker, the Docker host) that Pod
+# Security's baseline level refuses (kubernetes/pod-security-admission policy/check_privileged.go,
+# check_hostPathVolumes.go, check_hostNamespaces.go@v0.36.2). Each pod asks for that one thing only, so a
+# refusal names the rule that holds.
+HOST_ACCESS = ("privileged", "host-path", "host-network")
+
+
+def host_access_pod(name: str, access: str) -> dict[str, Any]:
+    """A sleeper pod asking for one of HOST_ACCESS; never meant to run (the checks dry-run it)."""
+    pod = sleeper_pod(name)
+    spec, container = pod["spec"], pod["spec"]["containers"][0]
+    if access == "privileged":
+        # The API server refuses privileged with allowPrivilegeEscalation false as invalid (422), before admission.
+        container["securityContext"] = {"privileged": True}
+    elif access == "host-path":
+        spec["volumes"] = [{"name": "node-root", "hostPath": {"path": "/"}}]
+        container["volumeMounts"] = [{"name": "node-root", "mountPath": "/node"}]
+    elif access == "host-network":
+        spec["hostNetwork"] = True
+    else:
+        raise ValueError(f"unknown host access {access!r} (expected one of {', '.join(HOST_ACCESS)})")
+    return pod

@@ -35,6 +35,11 @@ QUOTA_KEYS = {
     "gpus": "requests.nvidia.com/gpu",
 }
 
+# The secret output holding each tenant's team kubeconfig, not in system:masters (docs/security.md).
+TEAM_KUBECONFIGS = "teamKubeconfigs"
+# The tenant key podSecurity's levels: Pod Security's own (kubernetes/pod-security-admission api/constants.go@v0.36.2).
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+
 # Tenant names become file names, so accept only what Kubernetes accepts as a name.
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -71,6 +76,8 @@ class Tenant:
     """Its GPUs are the machines' own, found by HAMi's NVIDIA plugin: `gpus_per_worker` is empty in the outputs."""
     sleeping: bool = False
     """Its stack config puts it to sleep: Kamaji runs none of its control plane, its workers are stopped."""
+    pod_security: str = "baseline"
+    """The Pod Security level its API server enforces; `privileged` is the tenant's declared opt-out."""
 
     @property
     def has_gpus(self) -> bool:
@@ -130,6 +137,8 @@ class StackOutputs:
     """Prometheus and Grafana run (the stack exports grafanaUrl)."""
     unreadable: dict[str, UnreadableTenant] = field(default_factory=dict)
     """Tenants left out of `tenants`: only parse_fleet leaves any, parse_outputs refuses the document."""
+    team_kubeconfigs: dict[str, str] | None = None
+    """Each tenant's team credential (the TEAM_KUBECONFIGS output); None for a stack made before it existed."""
 
 
 def pulumi_environment() -> dict[str, str]:
@@ -196,6 +205,21 @@ def kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str]:
     return kubeconfigs
 
 
+def team_kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str] | None:
+    """The team kubeconfig of each tenant, by tenant name; None when the stack does not export them (older stacks)."""
+    if document.get(TEAM_KUBECONFIGS) is None:
+        return None
+    refuse_redacted(document[TEAM_KUBECONFIGS], f"outputs.{TEAM_KUBECONFIGS}")
+    kubeconfigs = {}
+    for name, text in _field(document, TEAM_KUBECONFIGS, dict, "outputs").items():
+        check_tenant_name(name, TEAM_KUBECONFIGS)
+        refuse_redacted(text, f"outputs.{TEAM_KUBECONFIGS}.{name}")
+        if not isinstance(text, str) or not text.strip():
+            raise OutputsError(f"{TEAM_KUBECONFIGS}.{name}: expected kubeconfig YAML")
+        kubeconfigs[name] = text
+    return kubeconfigs
+
+
 def check_tenant_name(name: str, where: str) -> None:
     """Tenant names become <name>.kubeconfig next to management.kubeconfig."""
     if name == MANAGEMENT:
@@ -219,7 +243,7 @@ def parse_outputs(document: Mapping[str, Any]) -> StackOutputs:
     if missing:
         raise OutputsError(f"no kubeconfig in the outputs for: {', '.join(missing)}")
     return StackOutputs(tenants=tenants, kubeconfigs=kubeconfigs, platform=_parse_platform(document),
-                        observability="grafanaUrl" in document)
+                        observability="grafanaUrl" in document, team_kubeconfigs=team_kubeconfigs_in(document))
 
 
 def parse_fleet(document: Mapping[str, Any]) -> StackOutputs:
@@ -332,7 +356,16 @@ def _parse_tenant(name: str, spec: Any) -> Tenant:
         quotas=quotas,
         real_gpus=_gpu_devices(spec, where) == "real",
         sleeping=_sleeping(spec, where),
+        pod_security=_pod_security(spec, where),
     )
+
+
+def _pod_security(spec: dict, where: str) -> str:
+    # Outputs written before the podSecurity key have none: the lab's default level is the one expected.
+    level = spec.get("podSecurity", "baseline")
+    if level not in POD_SECURITY_LEVELS:
+        raise OutputsError(f"{where}.podSecurity: expected one of {', '.join(POD_SECURITY_LEVELS)}, got {level!r}")
+    return level
 
 
 def _sleeping(spec: dict, where: str) -> bool:

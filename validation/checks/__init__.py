@@ -8,6 +8,7 @@ from validation.checks.hami import gpu_capacity, webhook
 from validation.checks.konnectivity import konnectivity
 from validation.checks.observability import observability
 from validation.checks.platform import load_balancer, platform
+from validation.checks.team_isolation import team_isolation
 from validation.checks.tenancy import control_plane, isolation, nodes
 
 CHECKS: tuple[Check, ...] = (
@@ -19,6 +20,7 @@ CHECKS: tuple[Check, ...] = (
     datastore,
     nodes,
     konnectivity,
+    team_isolation,
     webhook,
     gpu_capacity,
     fractional,

@@ -123,6 +123,8 @@ class Tenant(pulumi.ComponentResource):
             "gpuDevices": "real" if tenant.real_gpus else "mock",
             "quotas": [quota_facts(quota) for quota in tenant.quotas],
             "sleeping": tenant.sleeping,
+            # The isolation check expects pods it may not run refused unless the tenant opted out.
+            "podSecurity": tenant.pod_security,
         }
 
         self.register_outputs({"kubeconfig": self.kubeconfig, "facts": self.facts})

@@ -505,3 +505,8 @@ def sleeping_containers_lab(asleep: bool) -> dict:
             {"name": "b"},
         ],
     )
+
+
+def exported_json(outputs) -> dict:
+    """What `pulumi stack output --show-secrets --json` prints of a plan's outputs after `pulumi up`."""
+    return json.loads(json.dumps(resolve(outputs)))

@@ -1,11 +1,10 @@
 """The stack outputs the program exports are what the validation suite and kubeconfig writer read."""
 
-import json
 import re
 
 import pytest
 
-from tests.plan import ROOT, dev_config, is_secret, plan, resolve
+from tests.plan import ROOT, dev_config, exported_json, is_secret, plan
 from validation.stack_outputs import Platform, parse_outputs, write_kubeconfig_files
 
 LAYOUT = [
@@ -17,11 +16,6 @@ LAYOUT = [
         "quotas": [{"namespace": "team-a", "gpumemMiB": 8192, "gpus": 4}],
     },
 ]
-
-
-def exported_json(outputs) -> dict:
-    """What `pulumi stack output --show-secrets --json` prints of a plan's outputs after `pulumi up`."""
-    return json.loads(json.dumps(resolve(outputs)))
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from components.config import ConfigError, parse_settings
 from components.tenant_control_plane import combined
-from tests.plan import changed, dev_config, plan
+from tests.plan import changed, dev_config, exported_json, plan
 from tests.test_check_config import checked
+from validation.stack_outputs import parse_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
@@ -347,3 +348,11 @@ def test_no_extra_flag_takes_the_admission_plugins_or_the_node_authorizer_from_k
     for plan_ in (up_plan, machine_plan("mock", False)):
         for tcp in plan_.of_type(TCP):
             assert not set(flag_values(deployment_of(tcp)["extraArgs"]["apiServer"])) & taken
+
+
+def test_the_validation_reads_back_each_tenants_own_level_from_the_stack_outputs(three_levels):
+    # The team-isolation check skips an opted-out tenant by this fact; without it every tenant reads as baseline.
+    tenants = parse_outputs(exported_json(three_levels.outputs)).tenants
+    assert {name: tenant.pod_security for name, tenant in tenants.items()} == {
+        "strict": "restricted", "open": "privileged", "plain": "baseline", "said": "baseline",
+    }

@@ -196,6 +196,45 @@ def kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str]:
     return kubeconfigs
 
 
+TEAM_SUFFIX = "-team"
+
+
+def team_file_name(tenant: str) -> str:
+    """The name a tenant's team kubeconfig is written under: kubeconfigs/<tenant>-team.kubeconfig."""
+    return f"{tenant}{TEAM_SUFFIX}"
+
+
+def team_kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str]:
+    """The teams' kubeconfigs by tenant name, from all stack outputs (none in outputs made before them)."""
+    if "teamKubeconfigs" not in document:
+        return {}
+    refuse_redacted(document["teamKubeconfigs"], "outputs.teamKubeconfigs")
+    teams: dict[str, str] = {}
+    for name, text in _field(document, "teamKubeconfigs", dict, "outputs").items():
+        check_tenant_name(name, "teamKubeconfigs")
+        refuse_redacted(text, f"outputs.teamKubeconfigs.{name}")
+        if not isinstance(text, str) or not text.strip():
+            raise OutputsError(f"teamKubeconfigs.{name}: expected kubeconfig YAML")
+        teams[name] = text
+    return teams
+
+
+def files_of(document: Mapping[str, Any]) -> dict[str, str]:
+    """Every kubeconfig to write, by file name (without .kubeconfig): the admin ones and the teams'.
+
+    OutputsError when a team's file would take the name of a tenant's (tenant x-team next to tenant x)."""
+    files = kubeconfigs_in(document)
+    for tenant, text in team_kubeconfigs_in(document).items():
+        name = team_file_name(tenant)
+        if name in files:
+            raise OutputsError(
+                f"tenant {tenant!r}'s team kubeconfig would be {name}.kubeconfig, the name of tenant {name!r}'s "
+                f"admin one; rename one of the tenants"
+            )
+        files[name] = text
+    return files
+
+
 def check_tenant_name(name: str, where: str) -> None:
     """Tenant names become <name>.kubeconfig next to management.kubeconfig."""
     if name == MANAGEMENT:

@@ -119,17 +119,18 @@ def _cel_strings(values) -> str:
 
 
 def guard_variables() -> list[dict]:
-    """Each written never to fail (null objects, missing metadata), so evaluated eagerly it means the same."""
+    """Each written never to fail: an object is read only for the operations that carry it (DELETE has no
+    `object`, CREATE and CONNECT no `oldObject`), so evaluated eagerly each means the same as lazily."""
 
-    def labels(name: str) -> str:
-        return (f"{name} != null && has({name}.metadata) && has({name}.metadata.labels) ? "
-                f"{name}.metadata.labels : {{}}")
+    def labels(name: str, operations: tuple[str, ...]) -> str:
+        return (f"request.operation in {_cel_strings(operations)} && has({name}.metadata) && "
+                f"has({name}.metadata.labels) ? {name}.metadata.labels : {{}}")
 
     return [
         {"name": "isNamespace", "expression": "request.resource.group == '' && "
                                               "request.resource.resource == 'namespaces'"},
-        {"name": "newLabels", "expression": labels("object")},
-        {"name": "oldLabels", "expression": labels("oldObject")},
+        {"name": "newLabels", "expression": labels("object", ("CREATE", "UPDATE"))},
+        {"name": "oldLabels", "expression": labels("oldObject", ("UPDATE", "DELETE"))},
     ]
 
 

@@ -1,15 +1,15 @@
 """A tenant's team credential: a ServiceAccount token that runs the tenant's workloads, cannot lift the lab's
 guards, and can be taken back (`make revoke-team`) without rotating the tenant's CA.
 
-The admin kubeconfig Kamaji issues is in group system:masters, which no RBAC rule or admission policy restrains
-(kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/rbac.go@v1.36.0 lets the group through before any rule;
-staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/generic/policy_dispatcher.go@v1.36.0 does not exempt it,
-but a master may delete the policy). The team's ServiceAccount is bounded three ways:
+The admin kubeconfig Kamaji issues is in group system:masters, which every request of is allowed before RBAC is
+asked (kubernetes/kubernetes pkg/kubeapiserver/authorizer/config.go, the privileged-groups authorizer), and which
+may delete any admission policy. The team's ServiceAccount is bounded three ways:
 
 - RBAC (team_rules): an explicit list of what a team runs, and nothing that lifts a guard or becomes someone else.
 - A ValidatingAdmissionPolicy (guard_policy_spec) that, for the team's requests only, refuses writes into the
   lab's namespaces and any change to a namespace's Pod Security labels. The team cannot change the policy: it has
-  no write to admissionregistration.k8s.io.
+  no write to admissionregistration.k8s.io, which admission does not guard (staging/src/k8s.io/apiserver/pkg/
+  admission/plugin/webhook/predicates/rules/rules.go, IsExemptAdmissionConfigurationResource).
 - Its token is a legacy token Secret: deleting the Secret ends it at once (--service-account-lookup, the API
   server's default, which Kamaji does not set: clastix/kamaji internal/builders/controlplane/deployment.go
   @26.8.2-edge), and the team cannot mint bound tokens for the account (its namespace is guarded).
@@ -58,16 +58,16 @@ def team_username() -> str:
 def team_rules() -> list[dict]:
     """What the team may do, listed (RBAC has no deny, so a wildcard would include every guard).
 
-    Left out, each for a reason (kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac and pkg/registry/rbac
-    @v1.36.0): admissionregistration.k8s.io writes (an admission policy does not apply to those objects, so only
-    RBAC keeps the guard), certificates.k8s.io approval and signing (a CSR approved for system:masters is a master
-    certificate), impersonate, the escalate and bind verbs (without them a role or binding holds only rights the
-    team has: pkg/registry/rbac/escalation_check.go), nodes/proxy (the kubelet's exec into the lab's pods),
-    apiregistration.k8s.io writes (an APIService takes over a whole API group), node writes (RBAC cannot allow
-    cordon alone: a node patch may also move its labels, taints and the lab's annotations), PersistentVolume,
+    Left out, each for a reason (kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac and pkg/registry/rbac):
+    admissionregistration.k8s.io writes (admission skips those objects, so only RBAC keeps the guard);
+    certificates.k8s.io approval and signing (a CSR approved for system:masters is a master certificate);
+    impersonate; the escalate and bind verbs (without them a role or binding holds only rights the team has:
+    pkg/registry/rbac/escalation_check.go); nodes/proxy (the kubelet's exec into the lab's pods);
+    apiregistration.k8s.io writes (an APIService takes over a whole API group); node writes (RBAC cannot allow
+    cordon alone: a node patch may also move its labels, taints and the lab's annotations); PersistentVolume,
     StorageClass, RuntimeClass and PriorityClass writes (a hostPath volume and a runtime handler are host access
-    that Pod Security does not see in a PVC; a priority class preempts the lab's pods) and ResourceQuota writes
-    (the GPU quotas are the operator's).
+    that Pod Security does not see in a PVC; a priority class preempts the lab's pods); ResourceQuota writes (the
+    GPU quotas are the operator's); token and access reviews of others; pod bindings (they bypass HAMi's scheduler).
     """
     return [
         {"apiGroups": [""], "resources": [

@@ -13,6 +13,9 @@ may delete any admission policy. The team's ServiceAccount is bounded three ways
 - Its token is a legacy token Secret: deleting the Secret ends it at once (--service-account-lookup, the API
   server's default, which Kamaji does not set: clastix/kamaji internal/builders/controlplane/deployment.go
   @26.8.2-edge), and the team cannot mint bound tokens for the account (its namespace is guarded).
+
+The kubernetes/kubernetes files named here were read in the search index's stored copies (the repository is too
+large to mirror here), not checked line by line at the v1.36.0 tag.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ PROTECTED_NAMESPACES: tuple[str, ...] = tuple(
 )
 # The in-cluster API address every pod (the lab's HAMi and kube-proxy too) trusts: its Service, Endpoints and
 # EndpointSlice are all named `kubernetes` in `default` (kubernetes/kubernetes pkg/controlplane/controller/
-# kubernetesservice/controller.go@v1.36.0). Rewritten, they would send lab pods' tokens to a team pod.
+# kubernetesservice/controller.go). Rewritten, they would send lab pods' tokens to a team pod.
 API_SERVICE = ("default", "kubernetes", ("services", "endpoints", "endpointslices"))
 
 WRITE = ["create", "update", "patch", "delete", "deletecollection"]
@@ -137,12 +140,12 @@ def guard_variables() -> list[dict]:
 def guard_policy_spec() -> dict:
     """The ValidatingAdmissionPolicy that keeps the team's hands off the lab's guards.
 
-    Matching (staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/matching/matching.go@v1.36.0): resourceRules
+    Matching (staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/matching/matching.go): resourceRules
     with `*/*` take every subresource (pods/exec is CONNECT, serviceaccounts/token is CREATE; the policy plugin
     handles CONNECT: .../policy/validating/plugin.go NewPlugin); an empty namespaceSelector matches every request,
     a Namespace object included; matchConditions narrow it to the team's user. For a request on a Namespace the
     API server gives its name as request.namespace too (staging/src/k8s.io/apiserver/pkg/endpoints/request/
-    requestinfo.go@v1.36.0), a create as request.name; both are checked. On UPDATE oldObject is the stored object,
+    requestinfo.go), a create as request.name; both are checked. On UPDATE oldObject is the stored object,
     on CREATE it is null.
     """
     protected = _cel_strings(PROTECTED_NAMESPACES)

@@ -1,7 +1,7 @@
 """`make revoke-team TENANT=`: scripts/revoke_team.py against scripted kubectl and pulumi, on every failure path,
 then `make up`.
 
-kubectl's answers are shaped as v1.36's: `auth whoami` prints the user with -o jsonpath, and any 401 reads
+kubectl's answers are shaped as kubectl prints them: `auth whoami` prints the user with -o jsonpath, and any 401 reads
 "error: You must be logged in to the server (Unauthorized)" (kubernetes/kubectl pkg/cmd/util/helpers.go,
 StandardErrorMessage). A ServiceAccount's legacy token is refused once its Secret is gone: the token
 authenticator looks the Secret up on each request (kubernetes/kubernetes pkg/serviceaccount/legacy.go, the

@@ -4,7 +4,7 @@ policy refuses.
 The guard's CEL runs for real (PyPI cel-python, a CEL evaluator independent of the API server's cel-go) against
 requests shaped as the API server hands them to a ValidatingAdmissionPolicy: `request` is the AdmissionRequest
 (admission.k8s.io/v1), `object` and `oldObject` the objects, null where the operation has none
-(kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/activation.go at v1.36). The
+(kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/activation.go). The
 variables are written never to fail, so this harness evaluates them eagerly where the API server does so lazily.
 """
 
@@ -312,7 +312,7 @@ def test_the_api_servers_own_roles_are_not_the_teams():
 
 def rule_allows(rule: dict, verb: str, group: str, resource: str, subresource: str, name: str) -> bool:
     """One PolicyRule against a resource request (kubernetes/kubernetes pkg/apis/rbac/v1/evaluation_helpers.go
-    at v1.36: VerbMatches, APIGroupMatches, ResourceMatches with `*` and `*/subresource`, ResourceNameMatches)."""
+    VerbMatches, APIGroupMatches, ResourceMatches with `*` and `*/subresource`, ResourceNameMatches)."""
     if not ({"*", verb} & set(rule.get("verbs", []))) or not ({"*", group} & set(rule.get("apiGroups", []))):
         return False
     combined = f"{resource}/{subresource}" if subresource else resource

@@ -6,7 +6,7 @@ asked (kubernetes/kubernetes pkg/kubeapiserver/authorizer/config.go, the privile
 may delete any admission policy. The team's ServiceAccount is bounded three ways:
 
 - RBAC (team_rules): an explicit list of what a team runs, and nothing that lifts a guard or becomes someone else.
-- A ValidatingAdmissionPolicy (guard_policy_spec) that, for the team's requests only, refuses writes into the
+- A ValidatingAdmissionPolicy (guard_policy_spec) that, for every identity but the lab's, refuses writes into the
   lab's namespaces and any change to a namespace's Pod Security labels. The team cannot change the policy: it has
   no write to admissionregistration.k8s.io, which admission does not guard (staging/src/k8s.io/apiserver/pkg/
   admission/plugin/webhook/predicates/rules/rules.go, IsExemptAdmissionConfigurationResource).
@@ -51,6 +51,19 @@ API_SERVICE = ("default", "kubernetes", ("services", "endpoints", "endpointslice
 WRITE = ["create", "update", "patch", "delete", "deletecollection"]
 READ = ["get", "list", "watch"]
 ALL = [*READ, *WRITE]
+
+
+# Who the guards do not hold: the lab's own identities. Everyone else is held, not only the team's ServiceAccount:
+# the team may bind the rights it has to identities of its own (a ServiceAccount of its namespace), which must not
+# be a way around the guards, nor outlive a revocation with more than the team's rights.
+# system:masters: the admin kubeconfigs (the operator, Pulumi, Kamaji); system:nodes: the kubelets; the
+# ServiceAccounts of the lab's namespaces (HAMi, kube-proxy, CoreDNS, flannel, the controller-manager's
+# controllers: kubernetes/kubernetes pkg/serviceaccount/util.go MakeGroupNames); and the control plane's own users
+# (staging/src/k8s.io/apiserver/pkg/authentication/user/user.go).
+LAB_GROUPS: tuple[str, ...] = (
+    "system:masters", "system:nodes", *(f"system:serviceaccounts:{namespace}" for namespace in EXEMPT_NAMESPACES),
+)
+LAB_USERS: tuple[str, ...] = ("system:apiserver", "system:kube-controller-manager", "system:kube-scheduler")
 
 
 def team_username() -> str:
@@ -143,7 +156,7 @@ def guard_policy_spec() -> dict:
     Matching (staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/matching/matching.go): resourceRules
     with `*/*` take every subresource (pods/exec is CONNECT, serviceaccounts/token is CREATE; the policy plugin
     handles CONNECT: .../policy/validating/plugin.go NewPlugin); an empty namespaceSelector matches every request,
-    a Namespace object included; matchConditions narrow it to the team's user. For a request on a Namespace the
+    a Namespace object included; matchConditions leave out the lab's own identities. For a request on a Namespace the
     API server gives its name as request.namespace too (staging/src/k8s.io/apiserver/pkg/endpoints/request/
     requestinfo.go), a create as request.name; both are checked. On UPDATE oldObject is the stored object,
     on CREATE it is null.
@@ -160,7 +173,9 @@ def guard_policy_spec() -> dict:
             }],
         },
         "matchConditions": [
-            {"name": "team-only", "expression": f"request.userInfo.username == '{team_username()}'"},
+            {"name": "not-the-lab", "expression": f"!(request.userInfo.username in {_cel_strings(LAB_USERS)}) && "
+                                                  "!(has(request.userInfo.groups) && request.userInfo.groups.exists("
+                                                  f"g, g in {_cel_strings(LAB_GROUPS)}))"},
         ],
         "variables": guard_variables(),
         "validations": [

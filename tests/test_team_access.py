@@ -22,8 +22,28 @@ from components.pod_security import EXEMPT_NAMESPACES
 from tests.plan import changed, is_secret, resolve, reveal
 
 TEAM = team_access.team_username()
-ADMIN = "kubernetes-admin"  # Kamaji's admin.conf user (group system:masters)
-LAB_ACCOUNT = "system:serviceaccount:kube-system:hami-scheduler"
+
+
+def account(namespace: str, name: str) -> tuple[str, list[str]]:
+    """A ServiceAccount's user and groups as its token authenticates (kubernetes/kubernetes pkg/serviceaccount/
+    util.go: MakeUsername, MakeGroupNames)."""
+    return (f"system:serviceaccount:{namespace}:{name}",
+            ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"])
+
+
+TEAM_SA = account(team_access.TEAM_NAMESPACE, team_access.TEAM_ACCOUNT)
+# Identities the team makes and binds its own rights to: held by the guards as the team is.
+TEAM_MADE = [account("team-a", "bot"), account("default", "default"),
+             ("system:anonymous", ["system:unauthenticated"]), ("system:kube-scheduler-x", ["system:authenticated"]),
+             ("alice", ["system:nodesx", "system:authenticated"]), ("no-groups", None)]
+# The lab's own: Kamaji's admin.conf (internal/resources/kubeadm_phases.go@26.8.2-edge: group system:masters), a
+# kubelet, the lab's ServiceAccounts, the controller-manager and the API server's loopback user.
+LAB = [("kubernetes-admin", ["system:masters", "system:authenticated"]),
+       ("system:node:kamaji-tenant-a-w1", ["system:nodes", "system:authenticated"]),
+       account("kube-system", "hami-scheduler"), account("kube-flannel", "flannel"),
+       account("kube-system", "namespace-controller"),
+       ("system:kube-controller-manager", ["system:authenticated"]),
+       ("system:apiserver", ["system:masters", "system:authenticated"])]
 TEAM_ACCESS = "kamaji-hami-lab:index:TeamAccess"
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 
@@ -150,7 +170,7 @@ def admitted(request: dict, new: dict | None = None, old: dict | None = None) ->
 
 
 def request(operation: str, resource: str, namespace: str = "", name: str = "", *, group: str = "",
-            subresource: str = "", user: str = TEAM) -> dict:
+            subresource: str = "", user: tuple[str, list[str] | None] = TEAM_SA) -> dict:
     """An AdmissionRequest as the API server fills it (admission.k8s.io/v1)."""
     return {
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
@@ -160,7 +180,7 @@ def request(operation: str, resource: str, namespace: str = "", name: str = "", 
         "name": name,
         "namespace": namespace,
         "operation": operation,
-        "userInfo": {"username": user, "uid": "u-1", "groups": ["system:authenticated"]},
+        "userInfo": {"username": user[0], "uid": "u-1", **({"groups": user[1]} if user[1] is not None else {})},
         "dryRun": False,
     }
 
@@ -176,7 +196,7 @@ ENFORCE = "pod-security.kubernetes.io/enforce"
 BASE = {"kubernetes.io/metadata.name": "apps", ENFORCE: "baseline"}
 
 
-def relabel(old: dict, new: dict, user: str = TEAM) -> bool:
+def relabel(old: dict, new: dict, user: tuple[str, list[str] | None] = TEAM_SA) -> bool:
     # An update of a Namespace is sent to /api/v1/namespaces/<name>: its name is also request.namespace.
     return admitted(request("UPDATE", "namespaces", "apps", "apps", user=user), namespace_object("apps", new),
                     namespace_object("apps", old))
@@ -210,10 +230,19 @@ def test_other_labels_and_an_unchanged_pod_security_label_are_the_teams():
     assert relabel({**BASE, "team": "ml"}, BASE)
 
 
-@pytest.mark.parametrize("user", [ADMIN, LAB_ACCOUNT, f"{TEAM}x", "system:serviceaccount:team-a:team"])
-def test_only_the_team_credential_is_held_back(user):
+@pytest.mark.parametrize("user", LAB, ids=[user for user, _ in LAB])
+def test_the_labs_own_identities_are_not_held(user):
     assert relabel(BASE, {**BASE, ENFORCE: "privileged"}, user=user)
     assert admitted(request("CONNECT", "pods", "kube-system", "hami-scheduler-0", subresource="exec", user=user))
+    assert admitted(request("UPDATE", "leases", "kube-node-lease", "w1", group="coordination.k8s.io", user=user),
+                    {"metadata": {"name": "w1"}}, {"metadata": {"name": "w1"}})
+
+
+@pytest.mark.parametrize("user", TEAM_MADE, ids=[user for user, _ in TEAM_MADE])
+def test_identities_the_team_binds_its_rights_to_are_held_as_the_team_is(user):
+    assert not relabel(BASE, {**BASE, ENFORCE: "privileged"}, user=user)
+    assert not admitted(request("CONNECT", "pods", "kube-system", "hami-scheduler-0", subresource="exec", user=user))
+    assert admitted(request("CREATE", "pods", "team-a", "x", user=user), {"metadata": {"name": "x"}})
 
 
 PROTECTED = sorted({*EXEMPT_NAMESPACES, team_access.TEAM_NAMESPACE, "kube-public", "kube-node-lease"})

@@ -11,9 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.script_module import script_module
 from validation.host import CommandResult
+from validation.stack_outputs import OutputsError, files_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "write_kubeconfigs.py"
@@ -240,3 +243,29 @@ def test_bad_team_kubeconfigs_are_refused_without_writing(tmp_path, capsys, team
 
     assert complaint in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12) | st.sampled_from(["[secret]", "ml", "ml-team"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8) | st.sampled_from(["ml", "a-team"]),
+                                                               inner, max_size=3),
+    max_leaves=8,
+)
+
+
+# Mostly valid, so that documents with every entry valid (where names may clash) come up often.
+NAMES = st.sampled_from(["ml", "ml-team", "ml", "ml-team", "a", "a-team", "Bad", "management"])
+TEXTS = st.sampled_from(["apiVersion: v1\n"] * 6 + ["", "[secret]"])
+
+
+@given(st.dictionaries(NAMES, TEXTS, max_size=4), st.dictionaries(NAMES, TEXTS, max_size=4) | JSON)
+def test_any_outputs_give_files_named_once_or_an_outputs_error(admins, teams):
+    # Stack outputs are outside input: whatever teamKubeconfigs holds, the writer gets distinct file names
+    # for non-empty texts, or one OutputsError to print, never a traceback.
+    try:
+        files = files_of({"kubeconfigs": admins, "teamKubeconfigs": teams})
+    except OutputsError:
+        return
+    assert set(files) >= set(admins) and all(isinstance(text, str) and text.strip() for text in files.values())
+    assert len(files) == len(admins) + len(teams), "no team file took another's name"
+    assert all(files[f"{tenant}-team"] == text for tenant, text in teams.items())

@@ -291,7 +291,13 @@ class TeamAccess(pulumi.ComponentResource):
                 "annotations": {"kubernetes.io/service-account.name": TEAM_ACCOUNT},
             },
             type="kubernetes.io/service-account-token",
-            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=[account])),
+            # Replaced by a taint, with no input changed: the provider's diff asks to delete first for a fixed
+            # name only when it sees a change that replaces (pulumi/pulumi-kubernetes provider/pkg/provider/
+            # provider.go, Diff: deleteBeforeReplace). Created first, the new Secret would then be deleted under
+            # the old one's name.
+            opts=pulumi.ResourceOptions.merge(
+                in_namespace, pulumi.ResourceOptions(depends_on=[account], delete_before_replace=True)
+            ),
         )
         # The token controller fills the Secret after it is created: read on the host, kept secret. Handed out
         # only once the guards hold.

@@ -106,6 +106,9 @@ def test_the_token_is_read_with_the_tenants_admin_kubeconfig_only_once_the_guard
 def test_the_token_secret_belongs_to_the_team_account_in_the_guarded_namespace(up_plan):
     (secret,) = [r for r in team_resources(up_plan, "tenant-a") if r.type == "kubernetes:core/v1:Secret"]
     assert secret.inputs["type"] == "kubernetes.io/service-account-token"
+    # Replaced after make revoke-team under the same name: the old one must go first, or its delete would take
+    # the new one.
+    assert secret.delete_before_replace
     assert secret.inputs["metadata"]["namespace"] == team_access.TEAM_NAMESPACE
     assert secret.inputs["metadata"]["annotations"] == {"kubernetes.io/service-account.name": team_access.TEAM_ACCOUNT}
     assert team_access.TEAM_NAMESPACE in team_access.PROTECTED_NAMESPACES

@@ -221,3 +221,18 @@ def test_make_revoke_team_without_a_tenant_does_nothing_but_say_so(tmp_path):
                            f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, check=False)
     assert done.returncode != 0
     assert "name the tenant: make revoke-team TENANT=<name>" in done.stderr
+
+
+def test_the_live_lab_hits_the_guards_with_the_team_credential_then_revokes_it():
+    from tests.test_make_and_workflows import position, workflow
+
+    (job,) = workflow("live.yml")["jobs"].values()
+    names = [step.get("run", step.get("uses", "")) for step in job["steps"]]
+    up, revoke, down = position(names, "make up"), position(names, "make revoke-team TENANT="), position(names,
+                                                                                                        "make down")
+    assert up < revoke < down
+    script = names[revoke].splitlines()
+    order = ["cp kubeconfigs/tenant-a-team.kubeconfig", "team create namespace", "pod-security.kubernetes.io/enforce",
+             "team -n kube-system create", "make revoke-team TENANT=tenant-a", "old-team.kubeconfig\" auth whoami",
+             "team auth whoami"]
+    assert [position(script, fragment) for fragment in order] == sorted(position(script, f) for f in order)

@@ -66,11 +66,6 @@ LAB_GROUPS: tuple[str, ...] = (
 LAB_USERS: tuple[str, ...] = ("system:apiserver", "system:kube-controller-manager", "system:kube-scheduler")
 
 
-def team_username() -> str:
-    """The user name the API server gives the team's ServiceAccount token."""
-    return f"system:serviceaccount:{TEAM_NAMESPACE}:{TEAM_ACCOUNT}"
-
-
 def team_rules() -> list[dict]:
     """What the team may do, listed (RBAC has no deny, so a wildcard would include every guard).
 

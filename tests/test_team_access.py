@@ -21,8 +21,6 @@ from components import team_access
 from components.pod_security import EXEMPT_NAMESPACES
 from tests.plan import changed, is_secret, resolve, reveal
 
-TEAM = team_access.team_username()
-
 
 def account(namespace: str, name: str) -> tuple[str, list[str]]:
     """A ServiceAccount's user and groups as its token authenticates (kubernetes/kubernetes pkg/serviceaccount/
@@ -115,7 +113,6 @@ def test_the_token_secret_belongs_to_the_team_account_in_the_guarded_namespace(u
     (binding,) = [r for r in team_resources(up_plan, "tenant-a") if r.type.endswith(":ClusterRoleBinding")]
     assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": team_access.TEAM_ACCOUNT,
                                            "namespace": team_access.TEAM_NAMESPACE}]
-    assert f"system:serviceaccount:{team_access.TEAM_NAMESPACE}:{team_access.TEAM_ACCOUNT}" == TEAM
 
 
 def test_a_first_preview_knows_no_team_kubeconfig_and_invokes_nothing(preview_plan):

@@ -28,10 +28,10 @@ CHECK_CONFIG := $(PY) scripts/check_config.py --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
 .PHONY: help venv test lint mutants preflight check-config checks up validate status kubeconfigs preview down clean stack existing-stack passphrase \
-	snapshot restore snapshot-arguments rejoin sleep wake tenant-named audit
+	snapshot restore snapshot-arguments rejoin sleep wake tenant-named audit revoke-team
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 venv: $(INSTALLED) ## create .venv (or VENV=dir) from requirements.txt; reinstalls only when it changes
 
@@ -194,6 +194,13 @@ wake: tenant-named venv existing-stack ## wake tenant TENANT (removes sleeping),
 	$(PY) scripts/tenant_sleep.py wake --tenant $(TENANT) --stack $(STACK)
 	$(MAKE) --no-print-directory up
 	$(PY) scripts/tenant_sleep.py recover --tenant $(TENANT) --stack $(STACK) --kubeconfig-dir $(KUBECONFIG_DIR)
+
+# A team's credential taken back (docs/operations.md, "Team credentials"): its token is refused at once, then the
+# `make up` issues a new one (the token Secret is tainted in the state, so a failed up leaves that to the next one).
+revoke-team: tenant-named venv existing-stack ## stop tenant TENANT's team credential now (no CA rotation), then make up issues a new one in kubeconfigs/<tenant>-team.kubeconfig
+	@$(PREFLIGHT) --tools kubectl
+	$(PY) scripts/revoke_team.py $(TENANT) --stack $(STACK)
+	$(MAKE) --no-print-directory up
 
 kubeconfigs: venv existing-stack ## write every kubeconfig to ./kubeconfigs/<name>.kubeconfig, mode 0600
 	$(WRITE_KUBECONFIGS)

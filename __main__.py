@@ -87,4 +87,8 @@ pulumi.export("managementKubeconfig", management.kubeconfig)
 pulumi.export("metallbAddressRange", platform.address_range)
 pulumi.export("platform", platform.facts)
 pulumi.export("kubeconfigs", pulumi.Output.secret({name: tenant.kubeconfig for name, tenant in tenants.items()}))
+# The teams' own (not system:masters; make revoke-team takes one back): docs/operations.md, "Team credentials".
+pulumi.export(
+    "teamKubeconfigs", pulumi.Output.secret({name: tenant.team_kubeconfig for name, tenant in tenants.items()})
+)
 pulumi.export("tenants", {name: tenant.facts for name, tenant in tenants.items()})

@@ -15,6 +15,7 @@ from components.kube_proxy import KubeProxy, KubeProxyArgs
 from components.machine_worker import MachineWorker, MachineWorkerArgs
 from components.observability_values import MONITORING_NAMESPACE, tenant_secret_name
 from components.settings import GpuQuota, LabSettings, TenantSettings
+from components.team_access import TeamAccess, TeamAccessArgs
 from components.tenant_control_plane import TenantControlPlane, TenantControlPlaneArgs
 from components.worker_node import WorkerNode, WorkerNodeArgs
 
@@ -39,13 +40,15 @@ class TenantArgs:
 class Tenant(pulumi.ComponentResource):
     """A tenant cluster with a Kamaji control plane, workers (kindest/node containers or machines) and HAMi.
 
-    Outputs: `kubeconfig` (secret) and `facts`, the non-secret description users
+    Outputs: `kubeconfig` (secret, the operator's), `team_kubeconfig` (secret, the team's: components/
+    team_access.py) and `facts`, the non-secret description users
     and the validation suite read from the stack outputs. GPU workloads added to
     this program can depend on the tenant itself: a component is done once all its
     children are, which includes HAMi being up and every worker advertising its GPUs.
     """
 
     kubeconfig: pulumi.Output[str]
+    team_kubeconfig: pulumi.Output[str]
     facts: dict[str, pulumi.Input]
 
     def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None):
@@ -70,6 +73,12 @@ class Tenant(pulumi.ComponentResource):
         self.kubeconfig = control_plane.kubeconfig
         # Its own provider, for the layers above that put objects into this tenant (observability).
         self.provider = control_plane.provider
+
+        self.team_kubeconfig = TeamAccess(
+            f"{name}",
+            TeamAccessArgs(tenant=tenant.name, provider=control_plane.provider, kubeconfig=control_plane.kubeconfig),
+            opts=pulumi.ResourceOptions(parent=self),
+        ).kubeconfig
 
         kube_proxy = KubeProxy(
             f"{name}",
@@ -127,7 +136,9 @@ class Tenant(pulumi.ComponentResource):
             "podSecurity": tenant.pod_security,
         }
 
-        self.register_outputs({"kubeconfig": self.kubeconfig, "facts": self.facts})
+        self.register_outputs(
+            {"kubeconfig": self.kubeconfig, "teamKubeconfig": self.team_kubeconfig, "facts": self.facts}
+        )
 
     def _containers(
         self, name: str, args: TenantArgs, control_plane: TenantControlPlane

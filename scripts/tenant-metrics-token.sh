@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Reads the token and CA of a tenant's metrics reader once the token controller has
-# filled its ServiceAccount token Secret, for Prometheus in the management cluster.
+# Reads the token and CA of a tenant ServiceAccount once the token controller has filled
+# its token Secret: the metrics reader's, for Prometheus in the management cluster, and the
+# team's, for its kubeconfig (components/team_access.py).
 #
 # env:    KUBECONFIG_DATA  tenant admin kubeconfig
 #         NAMESPACE        namespace of the Secret in the tenant
@@ -28,6 +29,6 @@ read_token() {
 }
 retry "$wait_timeout" "$RETRY_INTERVAL" read_token ||
 	die "timed out after ${wait_timeout}s waiting for a token and ca.crt in Secret $NAMESPACE/$SECRET"
-log "read the metrics reader's token from Secret $NAMESPACE/$SECRET"
+log "read the token of Secret $NAMESPACE/$SECRET"
 # Both are base64 (the Secret's data), so they need no JSON escaping.
 printf '{"token": "%s", "ca.crt": "%s"}\n' "$token" "$ca"

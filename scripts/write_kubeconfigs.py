@@ -5,8 +5,9 @@ SOURCE is a JSON file of the stack outputs (all of them, or only the
 `kubeconfigs` output), or - for standard input. Without SOURCE the script runs
 `pulumi stack output --show-secrets --json --stack STACK` on the backend make
 uses (PULUMI_BACKEND_URL, else local state under ~/.pulumi). Tenants get
-<tenant>.kubeconfig; the management cluster (kind's, or the existing one) gets
-management.kubeconfig whenever SOURCE holds all outputs, as `make kubeconfigs` reads them.
+<tenant>.kubeconfig (the operator's) and <tenant>-team.kubeconfig (the team's); the
+management cluster (kind's, or the existing one) gets management.kubeconfig; those two
+whenever SOURCE holds all outputs, as `make kubeconfigs` reads them.
 Needs only the Python standard library.
 """
 
@@ -25,7 +26,7 @@ from validation.host import Runner, SubprocessRunner  # noqa: E402
 from validation.stack_outputs import (  # noqa: E402
     DEFAULT_STACK,
     OutputsError,
-    kubeconfigs_in,
+    files_of,
     read_outputs_document,
     write_kubeconfig_files,
 )
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner | None = None) -> int
     args = parser.parse_args(argv)
     try:
         document = read_outputs_document(args.source, runner or SubprocessRunner(), stack=args.stack)
-        kubeconfigs = kubeconfigs_in(document)
+        kubeconfigs = files_of(document)
     except OutputsError as error:
         print(f"write_kubeconfigs: {error}", file=sys.stderr)
         return EXIT_NO_OUTPUTS

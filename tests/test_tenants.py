@@ -150,9 +150,11 @@ def test_the_tenants_management_commands_get_the_management_clusters_kubeconfig(
 
 def test_each_tenant_component_records_its_kubeconfig_and_facts(up_plan):
     kubeconfigs, facts = resolve(up_plan.outputs["kubeconfigs"]), resolve(up_plan.outputs["tenants"])
+    teams = resolve(up_plan.outputs["teamKubeconfigs"])
     for tenant in up_plan.of_type(TENANT_COMPONENT):
         recorded = up_plan.component_outputs[tenant.urn]
-        assert recorded == {"kubeconfig": kubeconfigs[tenant.name], "facts": facts[tenant.name]}
+        assert recorded == {"kubeconfig": kubeconfigs[tenant.name], "teamKubeconfig": teams[tenant.name],
+                            "facts": facts[tenant.name]}
 
 
 def test_kindnet_is_installed_once_the_node_image_it_is_read_from_is_pulled(dev_plan):

@@ -11,9 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.script_module import script_module
 from validation.host import CommandResult
+from validation.stack_outputs import OutputsError, files_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "write_kubeconfigs.py"
@@ -186,3 +189,84 @@ def test_a_shared_sticky_directory_is_left_as_it_is(tmp_path):
 
     assert write_kubeconfigs.main([str(OUTPUTS), "--dir", str(target)]) == 0
     assert stat.S_IMODE(target.stat().st_mode) == 0o1777
+
+
+def with_teams(document: dict, teams: dict[str, str]) -> dict:
+    return {**document, "teamKubeconfigs": teams}
+
+
+def team_kubeconfig(tenant: str) -> str:
+    return f"apiVersion: v1\nkind: Config\nusers:\n- name: {tenant}-team\n  user:\n    token: token-of-{tenant}\n"
+
+
+def test_each_teams_kubeconfig_is_written_beside_the_admin_one_privately(tmp_path):
+    document = with_teams(outputs(), {name: team_kubeconfig(name) for name in outputs()["kubeconfigs"]})
+    source = tmp_path / "outputs.json"
+    source.write_text(json.dumps(document))
+
+    assert write_kubeconfigs.main([str(source), "--dir", str(tmp_path / "out")]) == 0
+
+    written = {path.name: path for path in (tmp_path / "out").iterdir()}
+    for tenant, admin in document["kubeconfigs"].items():
+        assert written[f"{tenant}.kubeconfig"].read_text() == admin
+        assert written[f"{tenant}-team.kubeconfig"].read_text() == team_kubeconfig(tenant)
+    assert set(written) == {"management.kubeconfig", *(f"{t}.kubeconfig" for t in document["kubeconfigs"]),
+                            *(f"{t}-team.kubeconfig" for t in document["kubeconfigs"])}
+    assert {mode(path) for path in written.values()} == {0o600}
+
+
+def test_a_team_file_that_would_take_another_tenants_name_is_refused_and_nothing_written(tmp_path, capsys):
+    document = outputs()
+    document["kubeconfigs"] = {"ml": "apiVersion: v1\n", "ml-team": "apiVersion: v1\n"}
+    source = tmp_path / "outputs.json"
+    source.write_text(json.dumps(with_teams(document, {"ml": team_kubeconfig("ml")})))
+
+    assert write_kubeconfigs.main([str(source), "--dir", str(tmp_path / "out")]) == 2
+
+    assert ("tenant 'ml''s team kubeconfig would be ml-team.kubeconfig, the name of tenant 'ml-team''s admin one"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("teams", "complaint"), [
+    ("[secret]", "outputs.teamKubeconfigs holds '[secret]'"),
+    ({"tenant-a": "[secret]"}, "outputs.teamKubeconfigs.tenant-a holds '[secret]'"),
+    ({"tenant-a": ""}, "teamKubeconfigs.tenant-a: expected kubeconfig YAML"),
+    ({"Tenant A": "apiVersion: v1\n"}, "'Tenant A' is not usable as a tenant name"),
+    (["apiVersion: v1"], "outputs.teamKubeconfigs: expected an object"),
+])
+def test_bad_team_kubeconfigs_are_refused_without_writing(tmp_path, capsys, teams, complaint):
+    source = tmp_path / "outputs.json"
+    source.write_text(json.dumps(with_teams(outputs(), teams)))
+
+    assert write_kubeconfigs.main([str(source), "--dir", str(tmp_path / "out")]) == 2
+
+    assert complaint in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12) | st.sampled_from(["[secret]", "ml", "ml-team"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8) | st.sampled_from(["ml", "a-team"]),
+                                                               inner, max_size=3),
+    max_leaves=8,
+)
+
+
+# Mostly valid, so that documents with every entry valid (where names may clash) come up often.
+NAMES = st.sampled_from(["ml", "ml-team", "ml", "ml-team", "a", "a-team", "Bad", "management"])
+TEXTS = st.sampled_from(["apiVersion: v1\n"] * 6 + ["", "[secret]"])
+
+
+@given(st.dictionaries(NAMES, TEXTS, max_size=4), st.dictionaries(NAMES, TEXTS, max_size=4) | JSON)
+def test_any_outputs_give_files_named_once_or_an_outputs_error(admins, teams):
+    # Stack outputs are outside input: whatever teamKubeconfigs holds, the writer gets distinct file names
+    # for non-empty texts, or one OutputsError to print, never a traceback.
+    try:
+        files = files_of({"kubeconfigs": admins, "teamKubeconfigs": teams})
+    except OutputsError:
+        return
+    teams = {} if teams is None else teams  # a null output reads as none, as in a stack made before them
+    assert set(files) >= set(admins) and all(isinstance(text, str) and text.strip() for text in files.values())
+    assert len(files) == len(admins) + len(teams), "no team file took another's name"
+    assert all(files[f"{tenant}-team"] == text for tenant, text in teams.items())

@@ -220,6 +220,30 @@ def team_kubeconfigs_in(document: Mapping[str, Any]) -> dict[str, str] | None:
     return kubeconfigs
 
 
+TEAM_SUFFIX = "-team"
+
+
+def team_file_name(tenant: str) -> str:
+    """The name a tenant's team kubeconfig is written under: kubeconfigs/<tenant>-team.kubeconfig."""
+    return f"{tenant}{TEAM_SUFFIX}"
+
+
+def files_of(document: Mapping[str, Any]) -> dict[str, str]:
+    """Every kubeconfig to write, by file name (without .kubeconfig): the admin ones and the teams'.
+
+    OutputsError when a team's file would take the name of a tenant's (tenant x-team next to tenant x)."""
+    files = kubeconfigs_in(document)
+    for tenant, text in (team_kubeconfigs_in(document) or {}).items():
+        name = team_file_name(tenant)
+        if name in files:
+            raise OutputsError(
+                f"tenant {tenant!r}'s team kubeconfig would be {name}.kubeconfig, the name of tenant {name!r}'s "
+                f"admin one; rename one of the tenants"
+            )
+        files[name] = text
+    return files
+
+
 def check_tenant_name(name: str, where: str) -> None:
     """Tenant names become <name>.kubeconfig next to management.kubeconfig."""
     if name == MANAGEMENT:

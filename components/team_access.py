@@ -1,0 +1,317 @@
+"""A tenant's team credential: a ServiceAccount token that runs the tenant's workloads, cannot lift the lab's
+guards, and can be taken back (`make revoke-team`) without rotating the tenant's CA.
+
+The admin kubeconfig Kamaji issues is in group system:masters, which every request of is allowed before RBAC is
+asked (kubernetes/kubernetes pkg/kubeapiserver/authorizer/config.go, the privileged-groups authorizer), and which
+may delete any admission policy. The team's ServiceAccount is bounded three ways:
+
+- RBAC (team_rules): an explicit list of what a team runs, and nothing that lifts a guard or becomes someone else.
+- A ValidatingAdmissionPolicy (guard_policy_spec) that, for every identity but the lab's, refuses writes into the
+  lab's namespaces and any change to a namespace's Pod Security labels. The team cannot change the policy: it has
+  no write to admissionregistration.k8s.io, which admission does not guard (staging/src/k8s.io/apiserver/pkg/
+  admission/plugin/webhook/predicates/rules/rules.go, IsExemptAdmissionConfigurationResource).
+- Its token is a legacy token Secret: deleting the Secret ends it at once (--service-account-lookup, the API
+  server's default, which Kamaji does not set: clastix/kamaji internal/builders/controlplane/deployment.go
+  @26.8.2-edge), and the team cannot mint bound tokens for the account (its namespace is guarded).
+
+The kubernetes/kubernetes files named here were read in the search index's stored copies (the repository is too
+large to mirror here), not checked line by line at the v1.36.0 tag.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.commands import script_command
+from components.kubeconfig import current_cluster
+from components.observability_values import token_secret_data
+from components.pod_security import EXEMPT_NAMESPACES
+
+TEAM_NAMESPACE = "lab-team-access"
+"""Holds the team's ServiceAccount and its token Secret: the lab's, so the team cannot write there."""
+TEAM_ACCOUNT = "team"
+TEAM_ROLE = "lab-team"
+TEAM_POLICY = "lab-team-guards"
+POD_SECURITY_LABEL_PREFIX = "pod-security.kubernetes.io/"
+# kube-public holds cluster-info, which steers every worker's `kubeadm join`; kube-node-lease holds the kubelets'
+# heartbeats, which a forged lease would keep a dead node Ready with.
+PROTECTED_NAMESPACES: tuple[str, ...] = tuple(
+    sorted({*EXEMPT_NAMESPACES, TEAM_NAMESPACE, "kube-public", "kube-node-lease"})
+)
+# The in-cluster API address every pod (the lab's HAMi and kube-proxy too) trusts: its Service, Endpoints and
+# EndpointSlice are all named `kubernetes` in `default` (kubernetes/kubernetes pkg/controlplane/controller/
+# kubernetesservice/controller.go). Rewritten, they would send lab pods' tokens to a team pod.
+API_SERVICE = ("default", "kubernetes", ("services", "endpoints", "endpointslices"))
+
+WRITE = ["create", "update", "patch", "delete", "deletecollection"]
+READ = ["get", "list", "watch"]
+ALL = [*READ, *WRITE]
+
+
+# Who the guards do not hold: the lab's own identities. Everyone else is held, not only the team's ServiceAccount:
+# the team may bind the rights it has to identities of its own (a ServiceAccount of its namespace), which must not
+# be a way around the guards, nor outlive a revocation with more than the team's rights.
+# system:masters: the admin kubeconfigs (the operator, Pulumi, Kamaji); system:nodes: the kubelets; the
+# ServiceAccounts of the lab's namespaces (HAMi, kube-proxy, CoreDNS, flannel, the controller-manager's
+# controllers: kubernetes/kubernetes pkg/serviceaccount/util.go MakeGroupNames); and the control plane's own users
+# (staging/src/k8s.io/apiserver/pkg/authentication/user/user.go).
+LAB_GROUPS: tuple[str, ...] = (
+    "system:masters", "system:nodes", *(f"system:serviceaccounts:{namespace}" for namespace in EXEMPT_NAMESPACES),
+)
+LAB_USERS: tuple[str, ...] = ("system:apiserver", "system:kube-controller-manager", "system:kube-scheduler")
+
+
+def team_rules() -> list[dict]:
+    """What the team may do, listed (RBAC has no deny, so a wildcard would include every guard).
+
+    Left out, each for a reason (kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac and pkg/registry/rbac):
+    admissionregistration.k8s.io writes (admission skips those objects, so only RBAC keeps the guard);
+    certificates.k8s.io approval and signing (a CSR approved for system:masters is a master certificate);
+    impersonate; the escalate and bind verbs (without them a role or binding holds only rights the team has:
+    pkg/registry/rbac/escalation_check.go); nodes/proxy (the kubelet's exec into the lab's pods);
+    apiregistration.k8s.io writes (an APIService takes over a whole API group); node writes (RBAC cannot allow
+    cordon alone: a node patch may also move its labels, taints and the lab's annotations); PersistentVolume,
+    StorageClass, RuntimeClass and PriorityClass writes (a hostPath volume and a runtime handler are host access
+    that Pod Security does not see in a PVC; a priority class preempts the lab's pods); ResourceQuota writes (the
+    GPU quotas are the operator's); token and access reviews of others; pod bindings (they bypass HAMi's scheduler).
+    """
+    return [
+        {"apiGroups": [""], "resources": [
+            "namespaces", "pods", "services", "endpoints", "configmaps", "secrets", "persistentvolumeclaims",
+            "serviceaccounts", "replicationcontrollers", "replicationcontrollers/scale", "limitranges",
+            "podtemplates", "events",
+        ], "verbs": ALL},
+        {"apiGroups": [""], "resources": [
+            "pods/exec", "pods/attach", "pods/portforward", "pods/proxy", "services/proxy",
+        ], "verbs": ["get", "create", "update", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods/log", "pods/status", "services/status", "resourcequotas",
+                                          "resourcequotas/status", "nodes", "nodes/status", "persistentvolumes",
+                                          "namespaces/status"],
+         "verbs": READ},
+        {"apiGroups": [""], "resources": ["pods/eviction", "serviceaccounts/token"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": ["get", "update", "patch"]},
+        {"apiGroups": ["apps"], "resources": [
+            "deployments", "deployments/scale", "statefulsets", "statefulsets/scale", "replicasets",
+            "replicasets/scale", "daemonsets", "controllerrevisions",
+        ], "verbs": ALL},
+        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ALL},
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ALL},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ALL},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses", "networkpolicies"], "verbs": ALL},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingressclasses"], "verbs": READ},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ALL},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ALL},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ALL},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ALL},
+        {"apiGroups": ["rbac.authorization.k8s.io"],
+         "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": ALL},
+        {"apiGroups": ["storage.k8s.io"],
+         "resources": ["storageclasses", "csidrivers", "csinodes", "volumeattachments"], "verbs": READ},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": READ},
+        {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": READ},
+        {"apiGroups": ["metrics.k8s.io"], "resources": ["pods", "nodes"], "verbs": READ},
+        # Seeing the guards helps a team understand a refusal; changing them is what it may not do.
+        {"apiGroups": ["admissionregistration.k8s.io"], "resources": [
+            "validatingadmissionpolicies", "validatingadmissionpolicybindings",
+        ], "verbs": READ},
+        {"apiGroups": ["authorization.k8s.io"],
+         "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+    ]
+
+
+def _cel_strings(values) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+def guard_variables() -> list[dict]:
+    """Each written never to fail: an object is read only for the operations that carry it (DELETE has no
+    `object`, CREATE and CONNECT no `oldObject`), so evaluated eagerly each means the same as lazily."""
+
+    def labels(name: str, operations: tuple[str, ...]) -> str:
+        return (f"request.operation in {_cel_strings(operations)} && has({name}.metadata) && "
+                f"has({name}.metadata.labels) ? {name}.metadata.labels : {{}}")
+
+    return [
+        {"name": "isNamespace", "expression": "request.resource.group == '' && "
+                                              "request.resource.resource == 'namespaces'"},
+        {"name": "newLabels", "expression": labels("object", ("CREATE", "UPDATE"))},
+        {"name": "oldLabels", "expression": labels("oldObject", ("UPDATE", "DELETE"))},
+    ]
+
+
+def guard_policy_spec() -> dict:
+    """The ValidatingAdmissionPolicy that keeps the team's hands off the lab's guards.
+
+    Matching (staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/matching/matching.go): resourceRules
+    with `*/*` take every subresource (pods/exec is CONNECT, serviceaccounts/token is CREATE; the policy plugin
+    handles CONNECT: .../policy/validating/plugin.go NewPlugin); an empty namespaceSelector matches every request,
+    a Namespace object included; matchConditions leave out the lab's own identities. For a request on a Namespace the
+    API server gives its name as request.namespace too (staging/src/k8s.io/apiserver/pkg/endpoints/request/
+    requestinfo.go), a create as request.name; both are checked. On UPDATE oldObject is the stored object,
+    on CREATE it is null.
+    """
+    protected = _cel_strings(PROTECTED_NAMESPACES)
+    namespace, name, resources = API_SERVICE
+    prefix = POD_SECURITY_LABEL_PREFIX
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [{
+                "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*", "*/*"],
+                "operations": ["CREATE", "UPDATE", "DELETE", "CONNECT"],
+            }],
+        },
+        "matchConditions": [
+            {"name": "not-the-lab", "expression": f"!(request.userInfo.username in {_cel_strings(LAB_USERS)}) && "
+                                                  "!(has(request.userInfo.groups) && request.userInfo.groups.exists("
+                                                  f"g, g in {_cel_strings(LAB_GROUPS)}))"},
+        ],
+        "variables": guard_variables(),
+        "validations": [
+            {
+                "expression": f"!(request.namespace in {protected}) && "
+                              f"!(variables.isNamespace && request.name in {protected})",
+                "message": "the team credential may not change the lab's namespaces "
+                           f"({', '.join(PROTECTED_NAMESPACES)})",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": f"!(request.namespace == '{namespace}' && request.name == '{name}' && "
+                              f"request.resource.resource in {_cel_strings(resources)})",
+                "message": f"the team credential may not change the API server's own Service {namespace}/{name}",
+                "reason": "Forbidden",
+            },
+            {
+                # The API server's own roles and bindings (the lab's nodes and controllers run on them), and any
+                # grant to the built-in users and groups (system:unauthenticated would outlive a revocation).
+                "expression": "!(request.resource.group == 'rbac.authorization.k8s.io' && "
+                              "request.name.startsWith('system:')) && "
+                              "!(request.resource.group == 'rbac.authorization.k8s.io' && "
+                              "request.resource.resource in ['rolebindings', 'clusterrolebindings'] && "
+                              "request.operation in ['CREATE', 'UPDATE'] && has(object.subjects) && "
+                              "object.subjects.exists(s, s.kind in ['User', 'Group'] && s.name.startsWith('system:')))",
+                "message": "the team credential may not change system: roles and bindings, nor bind system: users "
+                           "and groups",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "!variables.isNamespace || !(request.operation in ['CREATE', 'UPDATE']) || ("
+                              f"variables.newLabels.all(k, !k.startsWith('{prefix}') || "
+                              "(k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) && "
+                              f"variables.oldLabels.all(k, !k.startsWith('{prefix}') || k in variables.newLabels))",
+                "message": f"the team credential may not add, change or remove {prefix}* labels: the lab sets "
+                           "the tenant's Pod Security level",
+                "reason": "Forbidden",
+            },
+        ],
+    }
+
+
+def guard_binding_spec() -> dict:
+    return {"policyName": TEAM_POLICY, "validationActions": ["Deny"]}
+
+
+def team_kubeconfig(tenant: str, admin_kubeconfig: str, token_answer: str) -> str:
+    """The team's kubeconfig: the tenant's API server and CA from the admin kubeconfig, the account's token."""
+    cluster = current_cluster(admin_kubeconfig)
+    token = base64.b64decode(token_secret_data(token_answer)["token"]).decode()
+    user = f"{tenant}-team"
+    return yaml.safe_dump({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": tenant, "cluster": {"server": cluster.server,
+                                                  "certificate-authority-data": cluster.ca_data}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": tenant, "user": user}}],
+        "current-context": user,
+    }, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class TeamAccessArgs:
+    tenant: str
+    provider: k8s.Provider
+    """The tenant's own provider."""
+    kubeconfig: pulumi.Input[str]
+    """The tenant's admin kubeconfig (secret): read on the host only, to fetch the token and build the team's."""
+
+
+class TeamAccess(pulumi.ComponentResource):
+    """The team's ServiceAccount, token, role and guard policy in one tenant.
+
+    Output: `kubeconfig` (secret), the team's. Nothing here depends on the tenant's sleep: asleep, its objects stay
+    in the state unchanged and the provider leaves them alone (docs/architecture.md, "Sleep and wake").
+    """
+
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(self, name: str, args: TeamAccessArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:TeamAccess", name, None, opts)
+        in_tenant = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        prefix = f"{name}-team"
+        namespace = k8s.core.v1.Namespace(f"{prefix}-namespace", metadata={"name": TEAM_NAMESPACE}, opts=in_tenant)
+        in_namespace = pulumi.ResourceOptions.merge(in_tenant, pulumi.ResourceOptions(depends_on=[namespace]))
+        account = k8s.core.v1.ServiceAccount(
+            f"{prefix}-account", metadata={"name": TEAM_ACCOUNT, "namespace": TEAM_NAMESPACE}, opts=in_namespace
+        )
+        role = k8s.rbac.v1.ClusterRole(f"{prefix}-role", metadata={"name": TEAM_ROLE}, rules=team_rules(),
+                                       opts=in_tenant)
+        binding = k8s.rbac.v1.ClusterRoleBinding(
+            f"{prefix}-binding",
+            metadata={"name": TEAM_ROLE},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TEAM_ROLE},
+            subjects=[{"kind": "ServiceAccount", "name": TEAM_ACCOUNT, "namespace": TEAM_NAMESPACE}],
+            opts=in_tenant,
+        )
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{prefix}-policy", metadata={"name": TEAM_POLICY}, spec=guard_policy_spec(), opts=in_tenant
+        )
+        policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{prefix}-policy-binding", metadata={"name": TEAM_POLICY}, spec=guard_binding_spec(),
+            opts=pulumi.ResourceOptions.merge(in_tenant, pulumi.ResourceOptions(depends_on=[policy])),
+        )
+        # `make revoke-team` deletes this Secret (the token dies with it) and taints it here, so the next up
+        # replaces it with a new token; scripts/revoke_team.py finds it by this name.
+        token_secret = k8s.core.v1.Secret(
+            token_resource_name(name),
+            metadata={
+                "name": TEAM_ACCOUNT,
+                "namespace": TEAM_NAMESPACE,
+                "annotations": {"kubernetes.io/service-account.name": TEAM_ACCOUNT},
+            },
+            type="kubernetes.io/service-account-token",
+            # Replaced by a taint, with no input changed: the provider's diff asks to delete first for a fixed
+            # name only when it sees a change that replaces (pulumi/pulumi-kubernetes provider/pkg/provider/
+            # provider.go, Diff: deleteBeforeReplace). Created first, the new Secret would then be deleted under
+            # the old one's name.
+            opts=pulumi.ResourceOptions.merge(
+                in_namespace, pulumi.ResourceOptions(depends_on=[account], delete_before_replace=True)
+            ),
+        )
+        # The token controller fills the Secret after it is created: read on the host, kept secret. Handed out
+        # only once the guards hold.
+        token = script_command(
+            f"{prefix}-token-read",
+            "tenant-metrics-token.sh",
+            {"KUBECONFIG_DATA": args.kubeconfig, "NAMESPACE": TEAM_NAMESPACE, "SECRET": TEAM_ACCOUNT},
+            secret_output=True,
+            triggers=[token_secret.metadata.apply(lambda metadata: metadata.get("uid"))],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[token_secret, role, binding, policy_binding]),
+        )
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(args.kubeconfig, token.stdout).apply(
+                lambda values: team_kubeconfig(args.tenant, values[0], values[1])
+            )
+        )
+        self.register_outputs({"kubeconfig": self.kubeconfig})
+
+
+def token_resource_name(tenant: str) -> str:
+    """The stack's name for a tenant's team token Secret (unique in the stack: tenants' names are)."""
+    return f"{tenant}-team-token"

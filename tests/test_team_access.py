@@ -1,0 +1,465 @@
+"""A tenant's team credential (issue 47, point 3): what the plan makes, what its role allows, what its guard
+policy refuses.
+
+The guard's CEL runs for real (PyPI cel-python, a CEL evaluator independent of the API server's cel-go) against
+requests shaped as the API server hands them to a ValidatingAdmissionPolicy: `request` is the AdmissionRequest
+(admission.k8s.io/v1), `object` and `oldObject` the objects, null where the operation has none
+(kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/activation.go). The
+variables are written never to fail, so this harness evaluates them eagerly where the API server does so lazily.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import celpy
+import pytest
+import yaml
+
+from components import team_access
+from components.pod_security import EXEMPT_NAMESPACES
+from tests.plan import changed, is_secret, resolve, reveal
+
+
+def account(namespace: str, name: str) -> tuple[str, list[str]]:
+    """A ServiceAccount's user and groups as its token authenticates (kubernetes/kubernetes pkg/serviceaccount/
+    util.go: MakeUsername, MakeGroupNames)."""
+    return (f"system:serviceaccount:{namespace}:{name}",
+            ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"])
+
+
+TEAM_SA = account(team_access.TEAM_NAMESPACE, team_access.TEAM_ACCOUNT)
+# Identities the team makes and binds its own rights to: held by the guards as the team is.
+TEAM_MADE = [account("team-a", "bot"), account("default", "default"),
+             ("system:anonymous", ["system:unauthenticated"]), ("system:kube-scheduler-x", ["system:authenticated"]),
+             ("alice", ["system:nodesx", "system:authenticated"]), ("no-groups", None)]
+# The lab's own: Kamaji's admin.conf (internal/resources/kubeadm_phases.go@26.8.2-edge: group system:masters), a
+# kubelet, the lab's ServiceAccounts, the controller-manager and the API server's loopback user.
+LAB = [("kubernetes-admin", ["system:masters", "system:authenticated"]),
+       ("system:node:kamaji-tenant-a-w1", ["system:nodes", "system:authenticated"]),
+       account("kube-system", "hami-scheduler"), account("kube-flannel", "flannel"),
+       account("kube-system", "namespace-controller"),
+       ("system:kube-controller-manager", ["system:authenticated"]),
+       ("system:apiserver", ["system:masters", "system:authenticated"])]
+TEAM_ACCESS = "kamaji-hami-lab:index:TeamAccess"
+POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+
+
+# --- the plan -----------------------------------------------------------------------------------------------
+
+
+def team_resources(lab, tenant: str):
+    (component,) = [r for r in lab.of_type(TEAM_ACCESS) if r.name == tenant]
+    return [r for r in lab.registrations if component.urn in lab.ancestors(r.urn)]
+
+
+def test_each_tenant_gets_its_team_access_inside_it_on_its_own_provider(dev_plan):
+    for tenant in ("tenant-a", "tenant-b"):
+        (provider,) = [r for r in dev_plan.of_type("pulumi:providers:kubernetes") if r.name == f"{tenant}-kubernetes"]
+        (component,) = [r for r in dev_plan.of_type(TEAM_ACCESS) if r.name == tenant]
+        assert dev_plan.by_urn[component.parent].type == "kamaji-hami-lab:index:Tenant"
+        assert dev_plan.by_urn[component.parent].name == tenant
+        objects = [r for r in team_resources(dev_plan, tenant) if r.type.startswith("kubernetes:")]
+        assert {r.type.split(":")[-1] for r in objects} == {
+            "Namespace", "ServiceAccount", "Secret", "ClusterRole", "ClusterRoleBinding",
+            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+        }
+        assert {r.provider_urn for r in objects} == {provider.urn}, "explicit: the tenant's provider, no default"
+
+
+def test_the_team_kubeconfigs_are_a_secret_output_of_each_tenant_with_its_server_ca_and_token(up_plan):
+    output = up_plan.outputs["teamKubeconfigs"]
+    assert is_secret(output)
+    teams = resolve(output)
+    admins = resolve(up_plan.outputs["kubeconfigs"])
+    assert set(teams) == set(admins) == {"tenant-a", "tenant-b"}
+    for tenant, text in teams.items():
+        team, admin = yaml.safe_load(text), yaml.safe_load(admins[tenant])
+        (cluster,), (user,), (context,) = team["clusters"], team["users"], team["contexts"]
+        assert cluster["cluster"] == admin["clusters"][0]["cluster"], "the tenant's own server and CA"
+        assert cluster["cluster"]["server"] == resolve(up_plan.outputs["tenants"])[tenant]["endpoint"]
+        # The token read with this tenant's admin kubeconfig (tests/plan.py answers per kubeconfig), decoded.
+        assert user["user"] == {"token": f"token-read-with-{tenant}-admin"}
+        assert team["current-context"] == context["name"] and context["context"]["user"] == user["name"]
+    assert teams["tenant-a"] != teams["tenant-b"]
+
+
+def test_the_token_is_read_with_the_tenants_admin_kubeconfig_only_once_the_guards_are_in_place(up_plan):
+    for tenant in ("tenant-a", "tenant-b"):
+        (read,) = [r for r in up_plan.commands("tenant-metrics-token.sh") if r.name == f"{tenant}-team-token-read"]
+        environment = reveal(read.inputs["environment"])
+        assert yaml.safe_load(environment["KUBECONFIG_DATA"])["users"][0]["name"] == f"{tenant}-admin"
+        assert (environment["NAMESPACE"], environment["SECRET"]) == (team_access.TEAM_NAMESPACE,
+                                                                    team_access.TEAM_ACCOUNT)
+        assert {"stdout", "stderr"} <= set(read.secret_outputs)
+        waits = {up_plan.by_urn[urn].type.split(":")[-1] for urn in up_plan.upstream(read.urn)
+                 if urn in up_plan.by_urn and tenant in up_plan.by_urn[urn].name}
+        assert {"ValidatingAdmissionPolicyBinding", "ClusterRoleBinding", "Secret"} <= waits
+        # A new Secret (make revoke-team's replacement) is read again.
+        (secret,) = [r for r in team_resources(up_plan, tenant) if r.name == team_access.token_resource_name(tenant)]
+        assert read.inputs["triggers"] == [secret.outputs["metadata"]["uid"]]
+
+
+def test_the_token_secret_belongs_to_the_team_account_in_the_guarded_namespace(up_plan):
+    (secret,) = [r for r in team_resources(up_plan, "tenant-a") if r.type == "kubernetes:core/v1:Secret"]
+    assert secret.inputs["type"] == "kubernetes.io/service-account-token"
+    # Replaced after make revoke-team under the same name: the old one must go first, or its delete would take
+    # the new one.
+    assert secret.delete_before_replace
+    assert secret.inputs["metadata"]["namespace"] == team_access.TEAM_NAMESPACE
+    assert secret.inputs["metadata"]["annotations"] == {"kubernetes.io/service-account.name": team_access.TEAM_ACCOUNT}
+    assert team_access.TEAM_NAMESPACE in team_access.PROTECTED_NAMESPACES
+    (binding,) = [r for r in team_resources(up_plan, "tenant-a") if r.type.endswith(":ClusterRoleBinding")]
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": team_access.TEAM_ACCOUNT,
+                                           "namespace": team_access.TEAM_NAMESPACE}]
+
+
+def test_a_first_preview_knows_no_team_kubeconfig_and_invokes_nothing(preview_plan):
+    # tests/plan.py fails any invoke; in a first preview the command has not run.
+    assert is_secret(preview_plan.outputs["teamKubeconfigs"])
+    assert resolve(preview_plan.outputs["teamKubeconfigs"]) is None, "unknown until the token is read"
+
+
+@pytest.mark.parametrize("direction", ["sleep", "wake"])
+def test_a_sleeping_tenant_keeps_its_team_access_untouched(containers, direction):
+    awake, sleep, asleep, wake = containers
+    preview, previous = (sleep, awake) if direction == "sleep" else (wake, asleep)
+    team = {r.urn for tenant in ("a", "b") for r in team_resources(preview, tenant)}
+    assert team and not changed(preview, previous) & team
+    assert set(resolve(asleep.outputs["teamKubeconfigs"])) == {"a", "b"}, "asleep, its credential stays"
+
+
+# --- the guard policy, evaluated ------------------------------------------------------------------------------
+
+_CEL = celpy.Environment()
+
+
+def _evaluate(expression: str, activation: dict):
+    return _CEL.program(_CEL.compile(expression)).evaluate(activation)
+
+
+def admitted(request: dict, new: dict | None = None, old: dict | None = None) -> bool:
+    """Whether the policy lets the request through: it does unless it matches and a validation is false.
+
+    Matching as staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/matching/matching.go: the resource rules
+    (with `*` and `*/*`), then every matchCondition true. A validation that errors would deny too
+    (failurePolicy Fail); the harness lets the error through, so a test shows it.
+    """
+    spec = team_access.guard_policy_spec()
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    full = request["resource"]["resource"] + (f"/{request['subResource']}" if request.get("subResource") else "")
+    wanted = set(rule["resources"])
+    if request["operation"] not in rule["operations"] or not ("*/*" in wanted if "/" in full else "*" in wanted):
+        return True
+    activation = {"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(new),
+                  "oldObject": celpy.json_to_cel(old)}
+    if not all(_evaluate(condition["expression"], activation) for condition in spec["matchConditions"]):
+        return True
+    values: dict = {}
+    for variable in spec["variables"]:  # in order: each may use the ones before it
+        activation["variables"] = celpy.celtypes.MapType(values)
+        values[celpy.celtypes.StringType(variable["name"])] = _evaluate(variable["expression"], activation)
+    activation["variables"] = celpy.celtypes.MapType(values)
+    results = [_evaluate(validation["expression"], activation) for validation in spec["validations"]]
+    for result in [*values.values(), *results]:
+        if isinstance(result, celpy.CELEvalError):
+            raise AssertionError(f"an expression failed to evaluate: {result}")
+    return all(bool(result) for result in results)
+
+
+def request(operation: str, resource: str, namespace: str = "", name: str = "", *, group: str = "",
+            subresource: str = "", user: tuple[str, list[str] | None] = TEAM_SA) -> dict:
+    """An AdmissionRequest as the API server fills it (admission.k8s.io/v1)."""
+    return {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+        "kind": {"group": group, "version": "v1", "kind": resource.rstrip("s").capitalize()},
+        "resource": {"group": group, "version": "v1", "resource": resource},
+        "subResource": subresource,
+        "name": name,
+        "namespace": namespace,
+        "operation": operation,
+        "userInfo": {"username": user[0], "uid": "u-1", **({"groups": user[1]} if user[1] is not None else {})},
+        "dryRun": False,
+    }
+
+
+def namespace_object(name: str, labels: dict | None = None) -> dict:
+    metadata = {"name": name, "uid": "ns-uid", "resourceVersion": "7"}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {**metadata, **({"labels": labels} if labels
+                                                                                  is not None else {})},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+
+
+ENFORCE = "pod-security.kubernetes.io/enforce"
+BASE = {"kubernetes.io/metadata.name": "apps", ENFORCE: "baseline"}
+
+
+def relabel(old: dict, new: dict, user: tuple[str, list[str] | None] = TEAM_SA) -> bool:
+    # An update of a Namespace is sent to /api/v1/namespaces/<name>: its name is also request.namespace.
+    return admitted(request("UPDATE", "namespaces", "apps", "apps", user=user), namespace_object("apps", new),
+                    namespace_object("apps", old))
+
+
+@pytest.mark.parametrize("new", [
+    {**BASE, ENFORCE: "privileged"},
+    {key: value for key, value in BASE.items() if key != ENFORCE},
+    {**BASE, "pod-security.kubernetes.io/warn": "restricted"},
+    {**BASE, "pod-security.kubernetes.io/enforce-version": "v1.30"},
+], ids=["changed", "removed", "added", "added-version"])
+def test_the_team_cannot_relabel_a_namespaces_pod_security(new):
+    assert not relabel(BASE, new)
+
+
+def test_a_namespace_without_labels_loses_nothing_and_gains_no_pod_security_label():
+    assert relabel({}, {}) and not relabel({}, {ENFORCE: "privileged"})
+    assert admitted(request("UPDATE", "namespaces", "apps", "apps"), namespace_object("apps"),
+                    namespace_object("apps"))
+
+
+def test_the_team_cannot_create_a_namespace_with_a_pod_security_label():
+    create = request("CREATE", "namespaces", name="apps")
+    assert not admitted(create, namespace_object("apps", {ENFORCE: "privileged"}))
+    assert admitted(create, namespace_object("apps", {"team": "ml"}))
+    assert admitted(create, namespace_object("apps"))
+
+
+def test_other_labels_and_an_unchanged_pod_security_label_are_the_teams():
+    assert relabel(BASE, {**BASE, "team": "ml", "cost-centre": "42"})
+    assert relabel({**BASE, "team": "ml"}, BASE)
+
+
+@pytest.mark.parametrize("user", LAB, ids=[user for user, _ in LAB])
+def test_the_labs_own_identities_are_not_held(user):
+    assert relabel(BASE, {**BASE, ENFORCE: "privileged"}, user=user)
+    assert admitted(request("CONNECT", "pods", "kube-system", "hami-scheduler-0", subresource="exec", user=user))
+    assert admitted(request("UPDATE", "leases", "kube-node-lease", "w1", group="coordination.k8s.io", user=user),
+                    {"metadata": {"name": "w1"}}, {"metadata": {"name": "w1"}})
+
+
+@pytest.mark.parametrize("user", TEAM_MADE, ids=[user for user, _ in TEAM_MADE])
+def test_identities_the_team_binds_its_rights_to_are_held_as_the_team_is(user):
+    assert not relabel(BASE, {**BASE, ENFORCE: "privileged"}, user=user)
+    assert not admitted(request("CONNECT", "pods", "kube-system", "hami-scheduler-0", subresource="exec", user=user))
+    assert admitted(request("CREATE", "pods", "team-a", "x", user=user), {"metadata": {"name": "x"}})
+
+
+PROTECTED = sorted({*EXEMPT_NAMESPACES, team_access.TEAM_NAMESPACE, "kube-public", "kube-node-lease"})
+
+
+def test_the_protected_namespaces_are_the_lab_ones():
+    assert tuple(PROTECTED) == team_access.PROTECTED_NAMESPACES
+    assert {"kube-system", "kube-flannel", "kube-public", "lab-team-access"} <= set(PROTECTED)
+
+
+@pytest.mark.parametrize("namespace", PROTECTED)
+@pytest.mark.parametrize("operation, resource, subresource, group", [
+    ("CREATE", "pods", "", ""),
+    ("UPDATE", "configmaps", "", ""),
+    ("DELETE", "secrets", "", ""),
+    ("CREATE", "rolebindings", "", "rbac.authorization.k8s.io"),
+    ("CONNECT", "pods", "exec", ""),
+    ("CONNECT", "pods", "portforward", ""),
+    ("CONNECT", "services", "proxy", ""),
+    ("CREATE", "serviceaccounts", "token", ""),
+    ("CREATE", "pods", "eviction", ""),
+    ("UPDATE", "pods", "ephemeralcontainers", ""),
+    ("UPDATE", "deployments", "scale", "apps"),
+])
+def test_every_write_in_a_lab_namespace_is_refused(namespace, operation, resource, subresource, group):
+    assert not admitted(request(operation, resource, namespace, "x", group=group, subresource=subresource),
+                        {"metadata": {"name": "x", "namespace": namespace}} if operation != "DELETE" else None)
+
+
+@pytest.mark.parametrize("namespace", PROTECTED)
+def test_a_lab_namespace_itself_cannot_be_deleted_or_relabelled(namespace):
+    # The API server names the namespace both ways for /api/v1/namespaces/<name>; the name alone is enough.
+    for request_namespace in (namespace, ""):
+        delete = request("DELETE", "namespaces", request_namespace, namespace)
+        assert not admitted(delete, None, namespace_object(namespace))
+        update = request("UPDATE", "namespaces", request_namespace, namespace)
+        assert not admitted(update, namespace_object(namespace, {"team": "x"}), namespace_object(namespace))
+
+
+@pytest.mark.parametrize("namespace", ["default", "team-a", "kube-systems", "kube", "lab-team"])
+def test_the_teams_own_namespaces_are_its_to_write(namespace):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": namespace}}
+    exec_options = {"kind": "PodExecOptions", "apiVersion": "v1", "command": ["sh"], "stdin": True, "tty": True}
+    assert admitted(request("CREATE", "pods", namespace, "x"), pod)
+    assert admitted(request("CONNECT", "pods", namespace, "x", subresource="exec"), exec_options)
+    assert admitted(request("CREATE", "serviceaccounts", namespace, "builder", subresource="token"),
+                    {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1", "spec": {"audiences": []}})
+    assert admitted(request("DELETE", "pods", namespace, "x"), None, pod)
+    assert admitted(request("DELETE", "namespaces", namespace, namespace), None, namespace_object(namespace))
+
+
+def test_the_in_cluster_api_service_is_not_the_teams():
+    for resource, group in (("services", ""), ("endpoints", ""), ("endpointslices", "discovery.k8s.io")):
+        assert not admitted(request("UPDATE", resource, "default", "kubernetes", group=group),
+                            {"metadata": {"name": "kubernetes"}}, {"metadata": {"name": "kubernetes"}})
+        assert admitted(request("UPDATE", resource, "default", "web", group=group),
+                        {"metadata": {"name": "web"}}, {"metadata": {"name": "web"}})
+    assert admitted(request("CREATE", "services", "team-a", "kubernetes"), {"metadata": {"name": "kubernetes"}})
+
+
+RBAC = "rbac.authorization.k8s.io"
+
+
+def binding(*subjects: dict) -> dict:
+    return {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "b"},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "view"}, "subjects": list(subjects)}
+
+
+@pytest.mark.parametrize("subject", [
+    {"kind": "Group", "name": "system:unauthenticated", "apiGroup": RBAC},
+    {"kind": "Group", "name": "system:authenticated", "apiGroup": RBAC},
+    {"kind": "User", "name": "system:anonymous", "apiGroup": RBAC},
+    {"kind": "Group", "name": "system:serviceaccounts", "apiGroup": RBAC},
+])
+def test_no_grant_to_the_built_in_users_and_groups_which_would_outlive_a_revocation(subject):
+    for resource in ("clusterrolebindings", "rolebindings"):
+        namespace = "team-a" if resource == "rolebindings" else ""
+        ok = {"kind": "ServiceAccount", "name": "builder", "namespace": "team-a"}
+        assert not admitted(request("CREATE", resource, namespace, "b", group=RBAC), binding(ok, subject))
+        assert not admitted(request("UPDATE", resource, namespace, "b", group=RBAC), binding(subject),
+                            binding(ok))
+        assert admitted(request("CREATE", resource, namespace, "b", group=RBAC),
+                        binding(ok, {"kind": "User", "name": "alice", "apiGroup": RBAC}))
+
+
+def test_the_api_servers_own_roles_are_not_the_teams():
+    role = {"metadata": {"name": "system:node"}, "rules": []}
+    assert not admitted(request("UPDATE", "clusterroles", "", "system:node", group=RBAC), role, role)
+    assert not admitted(request("DELETE", "clusterrolebindings", "", "system:kube-scheduler", group=RBAC), None,
+                        binding())
+    assert admitted(request("DELETE", "clusterroles", "", "ml-reader", group=RBAC), None, role)
+
+
+# --- the role, matched as RBAC matches ---------------------------------------------------------------------------
+
+
+def rule_allows(rule: dict, verb: str, group: str, resource: str, subresource: str, name: str) -> bool:
+    """One PolicyRule against a resource request (kubernetes/kubernetes pkg/apis/rbac/v1/evaluation_helpers.go
+    VerbMatches, APIGroupMatches, ResourceMatches with `*` and `*/subresource`, ResourceNameMatches)."""
+    if not ({"*", verb} & set(rule.get("verbs", []))) or not ({"*", group} & set(rule.get("apiGroups", []))):
+        return False
+    combined = f"{resource}/{subresource}" if subresource else resource
+    resources = rule.get("resources", [])
+    if not any(found in ("*", combined) or (subresource and found == f"*/{subresource}") for found in resources):
+        return False
+    names = rule.get("resourceNames") or []
+    return not names or name in names
+
+
+def role_allows(verb: str, group: str, resource: str, subresource: str = "", name: str = "") -> bool:
+    return any(rule_allows(rule, verb, group, resource, subresource, name) for rule in team_access.team_rules())
+
+
+ALLOWED = [
+    ("create", "", "namespaces", ""), ("delete", "", "namespaces", ""), ("create", "", "pods", ""),
+    ("create", "", "pods", "exec"), ("get", "", "pods", "exec"), ("get", "", "pods", "log"),
+    ("create", "", "pods", "portforward"), ("create", "", "pods", "attach"), ("create", "", "pods", "eviction"),
+    ("patch", "", "pods", "ephemeralcontainers"), ("create", "", "services", ""), ("get", "", "services", "proxy"),
+    ("create", "", "configmaps", ""), ("get", "", "secrets", ""), ("create", "", "secrets", ""),
+    ("create", "", "persistentvolumeclaims", ""), ("create", "", "serviceaccounts", ""),
+    ("create", "", "serviceaccounts", "token"), ("create", "", "events", ""), ("create", "", "limitranges", ""),
+    ("create", "apps", "deployments", ""), ("patch", "apps", "deployments", "scale"),
+    ("create", "apps", "statefulsets", ""), ("create", "apps", "daemonsets", ""), ("create", "batch", "jobs", ""),
+    ("create", "batch", "cronjobs", ""), ("create", "autoscaling", "horizontalpodautoscalers", ""),
+    ("create", "policy", "poddisruptionbudgets", ""), ("create", "networking.k8s.io", "ingresses", ""),
+    ("create", "networking.k8s.io", "networkpolicies", ""), ("create", "discovery.k8s.io", "endpointslices", ""),
+    ("update", "coordination.k8s.io", "leases", ""),
+    ("create", "apiextensions.k8s.io", "customresourcedefinitions", ""),
+    ("create", RBAC, "roles", ""), ("create", RBAC, "rolebindings", ""), ("create", RBAC, "clusterroles", ""),
+    ("create", RBAC, "clusterrolebindings", ""), ("get", "", "nodes", ""), ("list", "", "nodes", ""),
+    ("watch", "", "nodes", ""), ("list", "", "persistentvolumes", ""), ("list", "", "resourcequotas", ""),
+    ("list", "storage.k8s.io", "storageclasses", ""),
+    ("list", "admissionregistration.k8s.io", "validatingadmissionpolicies", ""),
+    ("create", "authorization.k8s.io", "selfsubjectaccessreviews", ""),
+    ("create", "authentication.k8s.io", "selfsubjectreviews", ""),
+]
+
+REFUSED = [
+    # Admission: an admission policy does not guard these objects; only RBAC keeps them the lab's.
+    ("create", "admissionregistration.k8s.io", "validatingadmissionpolicies", ""),
+    ("update", "admissionregistration.k8s.io", "validatingadmissionpolicies", ""),
+    ("delete", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", ""),
+    ("patch", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", ""),
+    ("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
+    ("delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+    ("create", "admissionregistration.k8s.io", "mutatingadmissionpolicies", ""),
+    # Certificates: approval and signing (a CSR for system:masters would make a master certificate).
+    ("update", "certificates.k8s.io", "certificatesigningrequests", "approval"),
+    ("update", "certificates.k8s.io", "certificatesigningrequests", "status"),
+    ("approve", "certificates.k8s.io", "signers", ""),
+    ("sign", "certificates.k8s.io", "signers", ""),
+    # Becoming someone else.
+    ("impersonate", "", "users", ""), ("impersonate", "", "groups", ""), ("impersonate", "", "serviceaccounts", ""),
+    ("impersonate", "authentication.k8s.io", "uids", ""), ("impersonate", "authentication.k8s.io", "userextras", ""),
+    ("escalate", RBAC, "clusterroles", ""), ("escalate", RBAC, "roles", ""),
+    ("bind", RBAC, "clusterroles", ""), ("bind", RBAC, "roles", ""),
+    # The kubelet's API (exec into the lab's pods), and nodes beyond reading.
+    ("get", "", "nodes", "proxy"), ("create", "", "nodes", "proxy"), ("patch", "", "nodes", ""),
+    ("update", "", "nodes", ""), ("delete", "", "nodes", ""), ("patch", "", "nodes", "status"),
+    ("create", "", "nodes", ""),
+    # A whole API group taken over.
+    ("create", "apiregistration.k8s.io", "apiservices", ""), ("update", "apiregistration.k8s.io", "apiservices", ""),
+    # Host paths, runtime handlers, preemption, the operator's quotas.
+    ("create", "", "persistentvolumes", ""), ("create", "storage.k8s.io", "storageclasses", ""),
+    ("create", "node.k8s.io", "runtimeclasses", ""), ("create", "scheduling.k8s.io", "priorityclasses", ""),
+    ("update", "", "resourcequotas", ""), ("delete", "", "resourcequotas", ""),
+    # Tokens of anyone, reviewed.
+    ("create", "authentication.k8s.io", "tokenreviews", ""),
+    ("create", "authorization.k8s.io", "subjectaccessreviews", ""),
+    # Pods bound by hand bypass the scheduler (HAMi's).
+    ("create", "", "pods", "binding"), ("create", "", "bindings", ""),
+]
+
+
+@pytest.mark.parametrize("verb, group, resource, subresource", ALLOWED)
+def test_the_team_runs_its_workloads(verb, group, resource, subresource):
+    assert role_allows(verb, group, resource, subresource)
+
+
+@pytest.mark.parametrize("verb, group, resource, subresource", REFUSED)
+def test_the_team_cannot_lift_a_guard_or_become_someone_else(verb, group, resource, subresource):
+    assert not role_allows(verb, group, resource, subresource)
+
+
+def test_the_role_lists_everything_it_grants():
+    # RBAC has no deny: one wildcard would grant every guard above, now or in a later API.
+    for rule in team_access.team_rules():
+        for key in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[key] and not any(item.startswith("*/") for item in rule[key]), rule
+        assert not {"escalate", "bind", "impersonate", "approve", "sign"} & set(rule["verbs"]), rule
+
+
+def test_the_matcher_treats_wildcards_as_rbac_does():
+    # So the table above cannot pass because of the matcher: the same requests against rules with wildcards.
+    everything = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}
+    assert rule_allows(everything, "get", "", "nodes", "proxy", "")
+    assert rule_allows({"apiGroups": [""], "resources": ["*/proxy"], "verbs": ["get"]}, "get", "", "nodes", "proxy",
+                       "")
+    assert not rule_allows({"apiGroups": [""], "resources": ["*/proxy"], "verbs": ["get"]}, "get", "", "nodes", "", "")
+    assert not rule_allows({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}, "get", "", "nodes", "proxy",
+                           "")
+    assert not rule_allows({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": ["a"]},
+                           "get", "", "pods", "", "b")
+
+
+def test_the_kubeconfig_carries_the_decoded_token_and_never_the_admins_key():
+    admin = yaml.safe_dump({
+        "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.9:6443",
+                                               "certificate-authority-data": "Q0E="}}],
+        "users": [{"name": "admin", "user": {"client-certificate-data": "Y2VydA==", "client-key-data": "a2V5"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "admin"}}], "current-context": "x",
+    })
+    answer = json.dumps({"token": base64.b64encode(b"eyJhbGciOi.team").decode(), "ca.crt": "Q0E="})
+    text = team_access.team_kubeconfig("tenant-a", admin, answer)
+    assert "a2V5" not in text and "Y2VydA==" not in text
+    config = yaml.safe_load(text)
+    assert config["users"] == [{"name": "tenant-a-team", "user": {"token": "eyJhbGciOi.team"}}]
+    assert config["clusters"][0]["cluster"] == {"server": "https://10.0.0.9:6443", "certificate-authority-data": "Q0E="}
+    with pytest.raises(ValueError, match="no token"):
+        team_access.team_kubeconfig("tenant-a", admin, '{"token": "", "ca.crt": "Q0E="}')

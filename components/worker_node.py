@@ -22,7 +22,7 @@ LABEL_PREFIX = "kamaji-hami-lab.io"
 # containerd, through a drop-in for kind's own unit (kubernetes-sigs/kind images/base/files/etc/systemd/
 # system/containerd.service@v0.33.0-alpha); join-worker.sh proves it through the CRI.
 NO_HOST_DEVICES_SCRIPT = "/usr/local/bin/kamaji-hami-lab-no-host-devices"
-NO_HOST_DEVICES_SOURCE = Path(__file__).resolve().parent.parent / "scripts" / "node" / "no-host-devices.sh"
+NO_HOST_DEVICES_SOURCE = Path(__file__).resolve().parent.parent / "scripts/node/no-host-devices.sh"
 CONTAINERD_DROP_IN = "/etc/systemd/system/containerd.service.d/10-kamaji-hami-lab-no-host-devices.conf"
 # Without the leading "-", a failed script keeps containerd from starting: no worker runs without the guard.
 CONTAINERD_DROP_IN_TEXT = f"[Service]\nExecStartPre={NO_HOST_DEVICES_SCRIPT}\n"

@@ -8,7 +8,9 @@ proves the running containerd has it before it joins the node. Machines' contain
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +152,16 @@ def test_a_config_the_script_cannot_write_fails_it(tmp_path):
     result = run_node_script(tmp_path / "missing.toml")
 
     assert result.returncode != 0
+
+
+def test_the_node_script_is_posix_sh_shellcheck_finds_clean():
+    # Outside scripts/*.sh, which `make lint` and tests/test_scripts.py check: it runs in the node, not on the host.
+    shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    if not shellcheck:
+        pytest.skip("shellcheck is not installed")
+    assert NODE_SCRIPT.read_text().startswith("#!/bin/sh\n")
+    result = subprocess.run([shellcheck, "--shell=sh", str(NODE_SCRIPT)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # --- the plan: container workers carry it, machines do not -----------------------------------------------

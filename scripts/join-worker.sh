@@ -79,11 +79,11 @@ ca_hash=$(tenant_ca_hash)
 if ! $machine; then
 	# shellcheck disable=SC2016 # Go template variables
 	runtimes_template='{{range $name, $runtime := .config.containerd.runtimes}}{{$name}}={{$runtime.privileged_without_host_devices}} {{end}}'
-	runtimes=
-	read_runtimes() { runtimes=$(node_exec crictl --runtime-endpoint "$cri_socket" info -o go-template --template "$runtimes_template"); }
+	listed=
+	read_runtimes() { listed=$(node_exec crictl --runtime-endpoint "$cri_socket" info -o go-template --template "$runtimes_template"); }
 	retry "${CRI_TIMEOUT:-20}" "$RETRY_INTERVAL" read_runtimes ||
 		die "$NODE: its containerd did not answer crictl info within ${CRI_TIMEOUT:-20}s, so nothing proves that privileged pods there get no host devices (see: journalctl -u containerd on $NODE)"
-	read -r -a runtimes <<<"$runtimes"
+	read -r -a runtimes <<<"$listed"
 	with_host_devices=()
 	for runtime in "${runtimes[@]}"; do
 		[[ ${runtime#*=} == true ]] || with_host_devices+=("${runtime%%=*}")

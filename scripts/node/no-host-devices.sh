@@ -3,9 +3,10 @@
 # components/worker_node.py installs): every runtime the CRI plugin's config declares gets
 # privileged_without_host_devices = true, so a privileged pod no longer receives the node's devices,
 # which in a privileged container are the host's (containerd internal/cri/server/container_create.go
-# @v2.3.4: without it, oci.WithHostDevices). kind's config.toml imports no drop-in and containerd 1.7,
-# which older kindest/node images ship, replaces a whole plugin section from an import
-# (services/server/config/config.go@v1.7.29, mergeConfig), so the key goes into the file itself.
+# @v2.3.4: without it, oci.WithHostDevices). kind's config.toml imports no drop-in, and containerd 1.7
+# (in kindest/node images built before kind v0.27.0, images/base/Dockerfile@v0.26.0, which a tenant on an
+# older Kubernetes may run) replaces a whole plugin section from an import (services/server/config/config.go
+# @v1.7.29, mergeConfig), so the key goes into the file itself.
 # The file is edited in place; kind's entrypoint edits it before systemd starts (images/base/files/
 # usr/local/bin/entrypoint@v0.33.0-alpha, configure_containerd), and this runs after it.
 # Idempotent: any earlier value of the key is dropped and written again under each runtime table,

@@ -27,6 +27,7 @@ from tests.test_scripts import (
     GUARDED_RUNTIMES,
     ROOT,
     RUNTIMES_TEMPLATE,
+    cri_answer,
     cri_runtimes,
     joinable_worker,
     node_booted,
@@ -276,12 +277,10 @@ def test_a_node_already_joined_is_not_left_as_it_is_when_its_containerd_hands_ou
 ])
 def test_a_cri_that_cannot_say_stops_the_join_within_its_timeout(fakes, tenant_ca, answers):
     if answers == "missing-key":
-        from tests.fakebin.fake_crictl import TemplateError, parse, render
-        from tests.test_scripts import cri_status
+        from tests.fakebin.fake_crictl import TemplateError
 
-        status = cri_status({"runc": True, "test-handler": None})
         with pytest.raises(TemplateError):
-            render(parse(RUNTIMES_TEMPLATE), status, status)
+            cri_answer({"runc": True, "test-handler": None})
         answers = reply(exit=1, stderr='level=fatal msg="getting status of runtime: execute template"\n')
     fakes.on("docker", CRI_INFO, answers)
     joinable_worker(fakes, tenant_ca)
@@ -306,8 +305,8 @@ def test_a_cri_that_lists_no_runtime_proves_nothing(fakes, tenant_ca):
 
 
 def test_a_slow_cri_is_waited_for(fakes, tenant_ca):
-    cri_runtimes(fakes, GUARDED_RUNTIMES)
-    fakes.rules[-1]["replies"].insert(0, reply(exit=1, stderr="level=fatal msg=\"connection refused\"\n"))
+    fakes.on("docker", CRI_INFO, reply(exit=1, stderr='level=fatal msg="connection refused"\n'),
+             cri_answer(GUARDED_RUNTIMES))
     joinable_worker(fakes, tenant_ca)
 
     result = run_join(fakes)

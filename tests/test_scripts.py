@@ -162,13 +162,17 @@ def cri_status(runtimes: dict[str, bool | None]) -> dict:
             "config": {"containerd": {"defaultRuntimeName": "runc", "runtimes": declared}}}
 
 
-def cri_runtimes(fakes: Fakes, runtimes: dict[str, bool | None], *more: str | dict) -> Fakes:
-    """The container's crictl answers join-worker.sh's probe as crictl v1.36.0 renders it over cri_status(runtimes)
-    (tests/fakebin/fake_crictl.py); `more` replies follow that first one."""
+def cri_answer(runtimes: dict[str, bool | None]) -> str:
+    """What crictl v1.36.0 prints for join-worker.sh's probe over cri_status(runtimes) (fakebin/fake_crictl.py)."""
     from tests.fakebin.fake_crictl import parse, render
 
     status = cri_status(runtimes)
-    return fakes.on("docker", CRI_INFO, render(parse(RUNTIMES_TEMPLATE), status, status), *more)
+    return render(parse(RUNTIMES_TEMPLATE), status, status)
+
+
+def cri_runtimes(fakes: Fakes, runtimes: dict[str, bool | None]) -> Fakes:
+    """The container's crictl answers join-worker.sh's probe over cri_status(runtimes)."""
+    return fakes.on("docker", CRI_INFO, cri_answer(runtimes))
 
 
 def node_booted(fakes: Fakes, logs: str = BOOTED_LOGS) -> Fakes:

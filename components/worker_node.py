@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pulumi
 import pulumi_docker as docker
@@ -14,6 +15,27 @@ from components.node_join import join_node
 from components.worker_power import worker_power
 
 LABEL_PREFIX = "kamaji-hami-lab.io"
+
+# A privileged pod gets every device of its node from containerd's CRI unless its runtime sets
+# privileged_without_host_devices (containerd internal/cri/server/container_create.go@v2.3.4), and a
+# container worker's devices are the host's. The script sets it in kind's config before every start of
+# containerd, through a drop-in for kind's own unit (kubernetes-sigs/kind images/base/files/etc/systemd/
+# system/containerd.service@v0.33.0-alpha); join-worker.sh proves it through the CRI.
+NO_HOST_DEVICES_SCRIPT = "/usr/local/bin/kamaji-hami-lab-no-host-devices"
+NO_HOST_DEVICES_SOURCE = Path(__file__).resolve().parent.parent / "scripts/node/no-host-devices.sh"
+CONTAINERD_DROP_IN = "/etc/systemd/system/containerd.service.d/10-kamaji-hami-lab-no-host-devices.conf"
+# Without the leading "-", a failed script keeps containerd from starting: no worker runs without the guard.
+CONTAINERD_DROP_IN_TEXT = f"[Service]\nExecStartPre={NO_HOST_DEVICES_SCRIPT}\n"
+
+
+def no_host_devices_uploads() -> list[docker.ContainerUploadArgs]:
+    """The files that make a container worker's containerd give privileged pods no host devices."""
+    return [
+        docker.ContainerUploadArgs(
+            file=NO_HOST_DEVICES_SCRIPT, content=NO_HOST_DEVICES_SOURCE.read_text(), permissions="0755"
+        ),
+        docker.ContainerUploadArgs(file=CONTAINERD_DROP_IN, content=CONTAINERD_DROP_IN_TEXT, permissions="0644"),
+    ]
 
 
 @dataclass(frozen=True)
@@ -81,6 +103,8 @@ class WorkerNode(pulumi.ComponentResource):
             init=False,
             tty=True,
             tmpfs={"/tmp": "", "/run": ""},
+            # In place before systemd first starts containerd (uploads happen before the container starts).
+            uploads=no_host_devices_uploads(),
             volumes=[
                 # Anonymous volume: containerd's overlayfs cannot sit on the container's own overlay.
                 docker.ContainerVolumeArgs(container_path="/var"),

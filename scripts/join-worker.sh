@@ -36,10 +36,11 @@
 #         FLANNEL_INTERFACE optional, with ssh: the interface (name or IPv4 address) this machine's flanneld carries
 #                          pod traffic on, with FLANNEL_NAMESPACE (flannel's); default: its default route's
 #         BOOT_TIMEOUT     optional, seconds to wait for systemd in a container, or for a machine to answer (default 90)
+#         CRI_TIMEOUT      optional, in a container, seconds containerd's CRI has to answer (default 20)
 #         JOIN_ATTEMPTS    optional, kubeadm join attempts (default 3)
 #         NODE_TIMEOUT     optional, seconds a joined node's restarted kubelet has to register its missing Node (default 120)
 #         CLUSTER_INFO_TIMEOUT optional, seconds Kamaji has to write a stale cluster-info again (default 60)
-# bound:  1580 s (BOOT_TIMEOUT 90 + a 70 s reset + JOIN_ATTEMPTS 3 x (a 250 s attempt + a 70 s reset) + ssh calls;
+# bound:  1600 s (BOOT_TIMEOUT 90 + in a container CRI_TIMEOUT 20 + a 70 s reset + JOIN_ATTEMPTS 3 x (a 250 s attempt + a 70 s reset) + ssh calls;
 #         with FLANNEL_INTERFACE, NODE_TIMEOUT 120 for its Node and three 20 s API calls; CLUSTER_INFO_TIMEOUT 60
 #         for a stale cluster-info and two 20 s API calls)
 # stdout: one summary line, e.g. "tenant-a-w1 joined 172.18.255.200:6443"
@@ -68,6 +69,30 @@ wait_for_node "${BOOT_TIMEOUT:-90}"
 kubeconfig_file KUBECONFIG_DATA
 endpoint=$(kubeconfig_endpoint)
 ca_hash=$(tenant_ca_hash)
+
+# A container worker's containerd must give privileged pods none of its devices, which are the host's:
+# every runtime of its CRI runs with privileged_without_host_devices (set by the script the container
+# starts with, components/worker_node.py). Proven on the running containerd, through the CRI, before
+# the node is joined or left as it is: crictl info renders the CRI config under .config, each runtime
+# with the key (containerd internal/cri/config/config.go@v2.3.4 and pkg/cri/config/config.go@v1.7.29,
+# Runtime; internal/cri/server/status.go@v2.3.4). A machine's containerd is its owner's (docs/beyond-one-host.md).
+if ! $machine; then
+	# shellcheck disable=SC2016 # Go template variables
+	runtimes_template='{{range $name, $runtime := .config.containerd.runtimes}}{{$name}}={{$runtime.privileged_without_host_devices}} {{end}}'
+	listed=
+	read_runtimes() { listed=$(node_exec crictl --runtime-endpoint "$cri_socket" info -o go-template --template "$runtimes_template"); }
+	retry "${CRI_TIMEOUT:-20}" "$RETRY_INTERVAL" read_runtimes ||
+		die "$NODE: its containerd did not answer crictl info within ${CRI_TIMEOUT:-20}s, so nothing proves that privileged pods there get no host devices (see: journalctl -u containerd on $NODE)"
+	read -r -a runtimes <<<"$listed"
+	with_host_devices=()
+	for runtime in "${runtimes[@]}"; do
+		[[ ${runtime#*=} == true ]] || with_host_devices+=("${runtime%%=*}")
+	done
+	((${#runtimes[@]} > 0)) ||
+		die "$NODE: containerd's CRI lists no runtime, so nothing proves that privileged pods there get no host devices; the join stops here"
+	((${#with_host_devices[@]} == 0)) ||
+		die "$NODE: containerd gives privileged pods the host's devices through runtime(s) ${with_host_devices[*]} (privileged_without_host_devices is not true); the join stops here (see: journalctl -u containerd and /etc/containerd/config.toml on $NODE)"
+fi
 
 # The address by which this machine's flanneld finds FLANNEL_INTERFACE: the address itself, or the
 # first global IPv4 address of the interface so named. Read before anything on the machine changes,

@@ -329,6 +329,34 @@ MUTANTS = (
         "if how == OPEN:",
         ("tests/test_validation_team_isolation.py",),
     ),
+    Mutant(
+        "no host devices: containerd starts even when the script failed",
+        "components/worker_node.py",
+        'ExecStartPre={NO_HOST_DEVICES_SCRIPT}',
+        'ExecStartPre=-{NO_HOST_DEVICES_SCRIPT}',
+        ("tests/test_no_host_devices.py",),
+    ),
+    Mutant(
+        "no host devices: only kind's runc runtime gets the key",
+        "scripts/node/no-host-devices.sh",
+        r"\\.containerd\\.runtimes\\.[A-Za-z0-9_-]+\\]",
+        r"\\.containerd\\.runtimes\\.runc\\]",
+        ("tests/test_no_host_devices.py",),
+    ),
+    Mutant(
+        "no host devices: the join goes on past a runtime that hands out host devices",
+        "scripts/join-worker.sh",
+        "((${#with_host_devices[@]} == 0)) ||",
+        "((${#with_host_devices[@]} >= 0)) ||",
+        ("tests/test_no_host_devices.py",),
+    ),
+    Mutant(
+        "NodeRestriction: the kubelet registers a label in node-role.kubernetes.io",
+        "components/gpu_sharing.py",
+        'REAL_GPU_NODE_LABELS = {"gpu": "on"}',
+        'REAL_GPU_NODE_LABELS = {"node-role.kubernetes.io/gpu": "on"}',
+        ("tests/test_node_restriction.py",),
+    ),
 )
 
 

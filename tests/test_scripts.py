@@ -142,8 +142,44 @@ def spki_sha256(cert_pem: str) -> str:
     return hashlib.sha256(der[spki_start:spki_end]).hexdigest()
 
 
+# The runtimes kind's containerd config declares (kubernetes-sigs/kind images/base/files/etc/containerd/
+# config.toml@v0.33.0-alpha: runc and test-handler), each as the lab's script leaves it
+# (scripts/node/no-host-devices.sh).
+GUARDED_RUNTIMES = {"runc": True, "test-handler": True}
+# join-worker.sh's probe of them, as the script sends it to crictl.
+RUNTIMES_TEMPLATE = re.search(r"runtimes_template='([^']*)'", (SCRIPTS / "join-worker.sh").read_text()).group(1)
+CRI_INFO = r"^exec \S+ crictl --runtime-endpoint unix:///run/containerd/containerd.sock info -o go-template --template "
+
+
+def cri_status(runtimes: dict[str, bool | None]) -> dict:
+    """crictl info's view of containerd 2.x: the CRI config under "config", each runtime with its
+    privileged_without_host_devices (containerd internal/cri/server/status.go and the json tags of
+    internal/cri/config/config.go@v2.3.4), as crictl v1.36.0 re-decodes it. None: a runtime without the key."""
+    declared = {name: {"runtimeType": "io.containerd.runc.v2", "runtimePath": "", "options": {"SystemdCgroup": True},
+                       "sandboxer": "podsandbox"} | ({} if on is None else {"privileged_without_host_devices": on})
+                for name, on in runtimes.items()}
+    return {"status": {"conditions": [{"type": "RuntimeReady", "status": True}]},
+            "config": {"containerd": {"defaultRuntimeName": "runc", "runtimes": declared}}}
+
+
+def cri_answer(runtimes: dict[str, bool | None]) -> str:
+    """What crictl v1.36.0 prints for join-worker.sh's probe over cri_status(runtimes) (fakebin/fake_crictl.py)."""
+    from tests.fakebin.fake_crictl import parse, render
+
+    status = cri_status(runtimes)
+    return render(parse(RUNTIMES_TEMPLATE), status, status)
+
+
+def cri_runtimes(fakes: Fakes, runtimes: dict[str, bool | None]) -> Fakes:
+    """The container's crictl answers join-worker.sh's probe over cri_status(runtimes)."""
+    return fakes.on("docker", CRI_INFO, cri_answer(runtimes))
+
+
 def node_booted(fakes: Fakes, logs: str = BOOTED_LOGS) -> Fakes:
-    return fakes.on("docker", r"^inspect ", "2026-01-01T10:00:00.123456789Z\n").on("docker", r"^logs ", logs)
+    """A container that booted, whose containerd gives privileged pods no host devices (an earlier rule
+    may say otherwise)."""
+    fakes.on("docker", r"^inspect ", "2026-01-01T10:00:00.123456789Z\n").on("docker", r"^logs ", logs)
+    return cri_runtimes(fakes, GUARDED_RUNTIMES)
 
 
 def node_joined(fakes: Fakes, joined: bool) -> Fakes:

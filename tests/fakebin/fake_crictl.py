@@ -3,9 +3,10 @@
 crictl decodes the runtime's verbose status into generic JSON values and executes the
 Go template with missingkey=error (kubernetes-sigs/cri-tools cmd/crictl/templates.go
 tmplExecuteRawJSON and util.go outputStatusData @v1.36.0). This fake evaluates the part
-of Go's text/template a probe may use (text, `{{with}}`/`{{end}}`, `.a.b` field chains,
-`$`, string literals and `index`) with Go's rules for generic values, and fails loudly
-on anything else. The status is the JSON file named by the first argument; a failure is
+of Go's text/template a probe may use (text, `{{with}}`/`{{end}}`, `{{range $k, $v := ...}}`
+over a map in sorted key order or a list in order, `.a.b` and `$v.a.b` field chains, `$`, string
+literals and `index`) with Go's rules for generic values, and fails loudly on anything else.
+The status is the JSON file named by the first argument; a failure is
 reported as crictl's logrus fatal line, exit 1 (cmd/crictl/info.go @v1.36.0).
 
 usage: fake_crictl.py STATUS_JSON [crictl arguments...]
@@ -27,7 +28,8 @@ class TemplateError(Exception):
 
 
 def parse(template: str) -> list:
-    """The template as a tree: strings, ("print", words) and ("with", words, body)."""
+    """The template as a tree: strings, ("print", words), ("with", words, body) and
+    ("range", (key variable, value variable), words, body)."""
     root: list = []
     stack = [root]
     parts = re.split(r"\{\{(.*?)\}\}", template, flags=re.S)
@@ -42,6 +44,11 @@ def parse(template: str) -> list:
             node = ("with", words[1:], [])
             stack[-1].append(node)
             stack.append(node[2])
+        elif (words[0] == "range" and len(words) == 5 and words[3] == ":="
+              and re.fullmatch(r"\$\w+,", words[1]) and re.fullmatch(r"\$\w+", words[2])):
+            node = ("range", (words[1][:-1], words[2]), words[4:], [])
+            stack[-1].append(node)
+            stack.append(node[3])
         elif words == ["end"]:
             if len(stack) == 1:
                 raise TemplateError("unexpected {{end}}")
@@ -63,26 +70,33 @@ def field(value, name: str):
     raise TemplateError(f"can't evaluate field {name} in type {type(value).__name__}")
 
 
-def term(word: str, dot, root):
+def term(word: str, dot, root, variables: dict | None = None):
     if word.startswith('"'):
         return json.loads(word)
-    value, chain = (root, word[1:]) if word.startswith("$") else (dot, word)
+    name = re.match(r"\$\w*", word)
+    if name and name.group(0) != "$":
+        if name.group(0) not in (variables or {}):
+            raise TemplateError(f'undefined variable "{name.group(0)}"')
+        value, chain = variables[name.group(0)], word[name.end():]
+    else:
+        value, chain = (root, word[1:]) if word.startswith("$") else (dot, word)
     for name in [part for part in chain.split(".") if part]:
         value = field(value, name)
     return value
 
 
-def evaluate(words: list[str], dot, root):
+def evaluate(words: list[str], dot, root, variables: dict | None = None):
     if words[0] == "index":
-        item = term(words[1], dot, root)
+        item = term(words[1], dot, root, variables)
         for key in words[2:]:
             if item is None:
                 raise TemplateError("error calling index: index of untyped nil")
-            item = item.get(term(key, dot, root)) if isinstance(item, dict) else item[int(term(key, dot, root))]
+            item = item.get(term(key, dot, root, variables)) if isinstance(item, dict) \
+                else item[int(term(key, dot, root, variables))]
         return item
     if len(words) != 1:
         raise NotImplementedError(f"fake crictl cannot call {words[0]}")
-    return term(words[0], dot, root)
+    return term(words[0], dot, root, variables)
 
 
 def truth(value) -> bool:
@@ -99,17 +113,30 @@ def shown(value) -> str:
     raise NotImplementedError(f"fake crictl cannot print {value!r}")
 
 
-def render(nodes: list, dot, root) -> str:
+def render(nodes: list, dot, root, variables: dict | None = None) -> str:
     out = []
     for node in nodes:
         if isinstance(node, str):
             out.append(node)
         elif node[0] == "print":
-            out.append(shown(evaluate(node[1], dot, root)))
+            out.append(shown(evaluate(node[1], dot, root, variables)))
+        elif node[0] == "range":
+            value = evaluate(node[2], dot, root, variables)
+            if value is None:
+                continue
+            if isinstance(value, dict):
+                items = sorted(value.items())
+            elif isinstance(value, list):
+                items = list(enumerate(value))
+            else:
+                raise TemplateError(f"range can't iterate over {shown(value)}")
+            (key_name, value_name) = node[1]
+            for key, item in items:
+                out.append(render(node[3], item, root, {**(variables or {}), key_name: key, value_name: item}))
         else:
-            value = evaluate(node[1], dot, root)
+            value = evaluate(node[1], dot, root, variables)
             if truth(value):
-                out.append(render(node[2], value, root))
+                out.append(render(node[2], value, root, variables))
     return "".join(out)
 
 

@@ -43,7 +43,7 @@ users_of_datastore() {
 if [[ ${REFUSE_IF_USED:-} == true ]]; then
 	users=$(users_of_datastore) || die "cannot list the users of DataStore $name; deleting nothing (its etcd holds a tenant's data)"
 	[[ -z ${users// /} ]] ||
-		die "DataStore $name still holds the data of: $users; deleting nothing. Finish or undo that tenant's move first (docs/operations.md, moving a tenant's datastore), then run pulumi up again"
+		die "DataStore $name still holds the data of: ${users% }; deleting nothing. Finish or undo that tenant's move first (docs/operations.md, moving a tenant's datastore), then run pulumi up again"
 fi
 
 if ! kube delete "$datastore" --ignore-not-found --wait=false >&2; then

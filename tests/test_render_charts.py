@@ -172,3 +172,13 @@ def test_a_machine_tenant_s_flannel_is_rendered_with_its_pod_cidr(tmp_path):
     assert (flannel.repo, flannel.version) == ("https://flannel-io.github.io/flannel/", "v0.28.9")
     assert [yaml.safe_load(path.read_text()) for path in render_charts.write_values(flannel, tmp_path)][0][
         "podCidr"] == "10.250.0.0/16"
+
+
+def test_a_dedicated_tenant_s_etcd_is_rendered_from_the_chart_kamaji_bundles(tmp_path):
+    charts = written(tmp_path, tenants=[{"name": "web"}, {"name": "bank", "dataStore": "dedicated"}])
+    assert "kamaji-etcd-web" not in charts
+    repo, version, (values,) = charts["kamaji-etcd-bank"]
+    assert (repo, f"kamaji-etcd-{version}") == (charts["kamaji"][0], render_charts.platform.KAMAJI_ETCD_CHART)
+    lab = render_charts.parse_settings(dev_config(tenants=[{"name": "bank", "dataStore": "dedicated"}]))
+    ((chart,),) = [[c for c in render_charts.charts(lab) if c.tenant == "bank" and c.name == "kamaji-etcd"]]
+    assert chart.namespace == values["datastore"]["name"] == lab.tenants[0].data_store

@@ -148,6 +148,7 @@ def test_its_control_plane_comes_after_its_store_and_nobody_elses_does(plans):
     assert ready.urn in up.upstream(control_plane(up, "tenant-b").urn)
     assert ready.urn not in up.upstream(control_plane(up, "tenant-a").urn)
     assert ready.urn in {r.urn for r in of_tenant(up, "tenant-b")}, "part of the tenant: removed with it"
+    assert up.misnamed() == [] and up.outside_components() == []
 
 
 def test_removing_it_deletes_its_datastore_before_its_release_and_never_one_still_in_use(plans):

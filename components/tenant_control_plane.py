@@ -174,7 +174,9 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "DATA_STORE_KEY": "dedicated" if tenant.dedicated_data_store else "shared",
             },
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[control_plane], custom_timeouts=pulumi.CustomTimeouts(create="22m")
+                parent=self,
+                depends_on=[control_plane],
+                custom_timeouts=pulumi.CustomTimeouts(create="22m", update="22m"),
             ),
         )
 

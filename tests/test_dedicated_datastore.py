@@ -356,3 +356,13 @@ def test_an_unused_dedicated_store_is_deleted_by_its_own_name(fakes):
     assert "DataStore etcd-tenant-b deleted" in result.stderr
     (users,) = fakes.calls("kubectl", USERS)
     assert '@.status.storage.dataStoreName=="etcd-tenant-b"' in " ".join(users["argv"])
+
+
+def test_make_check_config_names_the_tenant_whose_data_store_is_wrong(tmp_path):
+    from tests.test_check_config import checked
+
+    stack = ("config:\n  kamaji-hami-lab:tenants:\n    - name: tenant-a\n"
+             "    - name: tenant-b\n      dataStore: Dedicated\n")
+    run = checked(tmp_path, stack)
+    assert run.returncode == 1
+    assert "kamaji-hami-lab:tenants[tenant-b].dataStore: 'Dedicated' is not one of 'shared', 'dedicated'" in run.stdout

@@ -8,15 +8,17 @@
 #   and reports the status Migrating, on which the tenant's API refuses writes (controllers/soot/controllers/
 #   migrate.go: the kamaji-freeze webhook);
 # - it ends once the Job is Complete: Kamaji points the API server at the new DataStore, sets
-#   .status.storage.dataStoreName to it, deletes the Job and reports Ready (Sleeping with no replicas) again;
+#   .status.storage.dataStoreName to it and reports Ready (Sleeping with no replicas) again;
 # - a Job that failed stays, and Kamaji keeps the status Migrating (and writes refused) for as long as the
 #   spec names the new DataStore: it never starts another Job on its own. Deleting the failed Job makes it
-#   start one; naming the old DataStore again ends the move with the tenant where it was.
+#   start one; naming the old DataStore again ends the move with the tenant where it was, and leaves the Job,
+#   which a later move to the same DataStore would meet and never get past.
 # The TenantControlPlane's own wait (pulumi.com/waitFor) may pass before Kamaji even started, on the status it
 # had; this is the step after which its workers and HAMi go on.
 #
-# A failed Job found when the script starts (an earlier `pulumi up` stopped on it) is deleted, so running
-# `pulumi up` again retries the move; one that fails while it waits stops it, saying how to finish or undo.
+# A failed Job toward this DataStore found when the script starts (an earlier `pulumi up` stopped on it, or an
+# undone move left it) is deleted, so running `pulumi up` again retries the move; one that fails while it waits
+# stops it, saying how to finish or undo.
 #
 # env:    KUBECONFIG_DATA  management cluster kubeconfig
 #         TENANT           the TenantControlPlane's name

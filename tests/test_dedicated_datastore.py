@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from components.config import ConfigError, parse_settings
 from components.platform import KAMAJI_ETCD_CHART
-from tests.plan import dev_config, plan
+from tests.plan import changed, dev_config, plan
 from tests.test_config_modes import existing
 from tests.test_scripts import MANAGEMENT_KUBECONFIG, reply
 from tests.test_sleeping import deleted, replacements
@@ -182,6 +184,18 @@ def test_a_move_updates_its_control_plane_in_place_with_kamajis_clean_target_and
         assert {r.urn: r.inputs for r in of_tenant(preview, "tenant-a")} == a_before
 
 
+def test_its_workers_kubeconfig_and_address_are_untouched_by_a_move(plans):
+    shared_up, to_dedicated, dedicated_up, to_shared = plans
+    for preview, previous in ((to_dedicated, shared_up), (to_shared, dedicated_up)):
+        store = {r.urn for r in preview.registrations if r.type == "kamaji-hami-lab:index:DedicatedDataStore"}
+        moved = [
+            preview.by_urn[urn] for urn in changed(preview, previous) if not store & preview.ancestors(urn)]
+        assert sorted((r.type, r.name) for r in moved) == [
+            ("command:local:Command", "tenant-b-datastore-moved"),
+            ("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane", "tenant-b-control-plane"),
+        ]
+
+
 def test_the_move_to_its_own_store_creates_it_first_and_deletes_nothing(plans):
     shared_up, to_dedicated, _, _ = plans
     assert deleted(to_dedicated, shared_up) == set()
@@ -301,6 +315,28 @@ def test_a_move_still_running_at_the_timeout_says_kamaji_is_still_at_it(fakes):
     (said,) = [line for line in result.stderr.splitlines() if "ERROR" in line]
     assert "timed out after 0s waiting for Kamaji to move tenant tenant-b from default to etcd-tenant-b" in said
     assert "run make up again to keep waiting" in said and "back to shared" in said
+
+
+def test_a_failed_job_toward_a_store_whose_name_only_begins_like_the_target_is_left_alone(fakes):
+    fakes.on("kubectl", TCP_STATE, "default|Migrating", "etcd-tenant-b|Ready")
+    fakes.on("kubectl", JOBS, FAILED.replace("etcd-tenant-b", "etcd-tenant-bb"))
+    result = fakes.run("wait-datastore-move.sh", **MOVE)
+    assert result.returncode == 0, result.stderr
+    assert fakes.calls("kubectl", "delete") == []
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reason=st.from_regex(r"[A-Za-z]{1,20}", fullmatch=True),
+       message=st.text(st.characters(blacklist_characters="|\n\r\x00", blacklist_categories=("Cs",)), max_size=60))
+def test_a_failed_jobs_reason_and_message_reach_the_user_as_the_job_controller_wrote_them(fakes, reason, message):
+    fakes.rules.clear()
+    if fakes.log.exists():
+        fakes.log.unlink()
+    fakes.on("kubectl", TCP_STATE, "default|Migrating")
+    fakes.on("kubectl", JOBS, RUNNING, f"kamaji-system/migrate-0b6f|True|{reason}|{message}|{ARGS}|\n")
+    result = fakes.run("wait-datastore-move.sh", **MOVE)
+    assert result.returncode == 1
+    assert f"failed ({reason}: {message}; its log:" in result.stderr
 
 
 def test_an_unreadable_control_plane_is_never_taken_for_a_finished_move(fakes):

@@ -23,7 +23,6 @@ from tests.test_tenant_versions import TCP, of_tenant
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 ISSUER = "kubernetes:cert-manager.io/v1:Issuer"
-TWO_TENANTS = [{"name": "tenant-a"}, {"name": "tenant-b"}]
 
 
 def lab(b_store: str | None = None, **overrides) -> dict:

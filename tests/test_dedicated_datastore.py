@@ -272,6 +272,17 @@ def test_an_interrupted_job_that_kamaji_retries_is_waited_for(fakes):
     assert fakes.calls("kubectl", "delete") == []
 
 
+def test_a_move_whose_job_is_gone_midway_is_waited_for_while_kamaji_creates_it_again(fakes):
+    # The Job deleted (by hand, or with its namespace) while Kamaji still reports Migrating: Kamaji's next
+    # reconcile finds none and creates it (datastore_migrate.go, CreateOrUpdate).
+    fakes.on("kubectl", TCP_STATE, "default|Migrating", "default|Migrating", "etcd-tenant-b|Ready")
+    fakes.on("kubectl", JOBS, "", RUNNING)
+    result = fakes.run("wait-datastore-move.sh", **MOVE)
+    assert result.returncode == 0, result.stderr
+    assert "to etcd-tenant-b (status Migrating)\n" in result.stderr
+    assert fakes.calls("kubectl", "delete") == []
+
+
 def test_a_move_that_fails_while_it_waits_stops_saying_how_to_finish_or_undo(fakes):
     fakes.on("kubectl", TCP_STATE, "default|Migrating")
     fakes.on("kubectl", JOBS, RUNNING, FAILED)

@@ -16,10 +16,10 @@ KAMAJI_ETCD_CHART_NAME = "kamaji-etcd"
 KAMAJI_ETCD_CHART_VERSION = KAMAJI_ETCD_CHART.removeprefix(f"{KAMAJI_ETCD_CHART_NAME}-")
 # One member: the lab runs on one host, where more members add memory and disk but no independent failure.
 DEDICATED_ETCD_REPLICAS = 1
-# Sized for one tenant; docs/architecture.md "Sizing" counts it. etcd refuses writes beyond its quota
-# (--quota-backend-bytes), which the volume holds with room for its write-ahead log.
+# Sized for one tenant; scripts/preflight.py (SIZING_GIB) counts its volume. etcd refuses writes beyond its quota
+# (--quota-backend-bytes), which the volume holds with room for its write-ahead log and snapshots.
 DEDICATED_ETCD_QUOTA_BYTES = 2 << 30
-DEDICATED_ETCD_VOLUME = "3Gi"
+DEDICATED_ETCD_VOLUME_MIB = 2560
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def dedicated_etcd_values(data_store: str) -> dict:
         "replicas": DEDICATED_ETCD_REPLICAS,
         "quotaBackendBytes": str(DEDICATED_ETCD_QUOTA_BYTES),
         # Deleting the StatefulSet (the release) deletes its volume and the tenant's data with it.
-        "persistentVolumeClaim": {"size": DEDICATED_ETCD_VOLUME, "retentionPolicyWhenDeleted": "Delete"},
+        "persistentVolumeClaim": {"size": f"{DEDICATED_ETCD_VOLUME_MIB}Mi", "retentionPolicyWhenDeleted": "Delete"},
         "selfSignedCertificates": {"enabled": False},
         "certManager": {
             "enabled": True,

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from components.config import ConfigError, parse_settings
 from components.platform import KAMAJI_ETCD_CHART
 from tests.plan import changed, dev_config, plan
+from tests.script_module import script_module
+from tests.test_check_config import checked
 from tests.test_config_modes import existing
 from tests.test_scripts import MANAGEMENT_KUBECONFIG, reply
 from tests.test_sleeping import deleted, replacements
@@ -128,6 +130,18 @@ def test_its_etcd_is_pinned_as_the_one_kamajis_chart_bundles_and_named_in_its_co
     assert release.inputs["namespace"] == values["fullnameOverride"] == store
     assert control_plane(up, "tenant-a").inputs["spec"]["dataStore"] == "default", "tenant-a stays shared"
     assert values["replicas"] == 1, "one tenant on one host"
+
+
+def test_its_volume_is_what_the_preflight_counts_and_holds_its_quota(plans):
+    preflight = script_module("preflight")
+    _, _, up, _ = plans
+    values = etcd_release(up).inputs["values"]
+    size = values["persistentVolumeClaim"]["size"]
+    assert size.endswith("Mi")
+    volume = int(size.removesuffix("Mi")) << 20
+    assert volume == preflight.SIZING_GIB["dedicated_datastore_disk"] * preflight.GIB
+    assert int(values["quotaBackendBytes"]) < volume, "room beside the database for its write-ahead log"
+    assert values["persistentVolumeClaim"]["retentionPolicyWhenDeleted"] == "Delete", "its data goes with it"
 
 
 def test_its_certificates_come_from_a_ca_of_its_own(plans):
@@ -405,8 +419,6 @@ def test_an_unused_dedicated_store_is_deleted_by_its_own_name(fakes):
 
 
 def test_make_check_config_names_the_tenant_whose_data_store_is_wrong(tmp_path):
-    from tests.test_check_config import checked
-
     stack = ("config:\n  kamaji-hami-lab:tenants:\n    - name: tenant-a\n"
              "    - name: tenant-b\n      dataStore: Dedicated\n")
     run = checked(tmp_path, stack)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On destroy, deletes a DataStore the lab installed (Kamaji's `default`, or a
-# tenant's dedicated one) while the Kamaji controller
-# still runs: its finalizer is removed only by that controller, and uninstalling
-# the Kamaji release first (controller and RBAC gone) would leave the DataStore
-# stuck in Terminating and the uninstall waiting until it times out. By now every
-# tenant control plane is gone, so nothing uses the DataStore any more.
+# tenant's dedicated one) while the Kamaji controller still runs: its finalizer
+# is removed only by that controller, and uninstalling the release first
+# (controller and RBAC gone) would leave the DataStore stuck in Terminating and
+# the uninstall waiting until it times out. By now every tenant control plane
+# that used it is gone (or, for a dedicated one, moved off it), so nothing uses
+# the DataStore any more; with REFUSE_IF_USED that is checked first.
 #
 # If the controller does not release it in time (not running, or crash-looping)
 # and no TenantControlPlane uses it, the finalizer is removed here, exactly as the

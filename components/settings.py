@@ -20,6 +20,17 @@ KAMAJI_IMAGE_TAG = "26.8.2-edge"
 DEFAULT_POD_SECURITY = "baseline"
 POD_SECURITY_LEVELS = (DEFAULT_POD_SECURITY, "restricted", "privileged")
 
+# A dedicated DataStore's name, which also names its namespace, Helm release and etcd StatefulSet (the chart's
+# fullname: clastix/kamaji-etcd charts/kamaji-etcd/templates/_helpers.tpl@92f31f0, etcd.fullname). A StatefulSet's
+# name stays 11 characters under a label's 63, room for the hash in its pods' controller-revision-hash label.
+DEDICATED_DATA_STORE_PREFIX = "etcd-"
+MAX_STATEFULSET_NAME = 52
+
+
+def dedicated_data_store_name(tenant: str) -> str:
+    return DEDICATED_DATA_STORE_PREFIX + tenant
+
+
 @dataclass(frozen=True)
 class GpuQuota:
     """A ResourceQuota in one tenant namespace; None leaves that limit unset."""
@@ -64,8 +75,8 @@ class TenantSettings:
     pod_cidr: str
     service_cidr: str
     quotas: tuple[GpuQuota, ...]
-    data_store: str | None
-    """DataStore its control plane names; None leaves it to Kamaji's default (the installed chart's)."""
+    data_store: str
+    """DataStore its control plane names: the lab's shared one (kamajiDataStore), or its dedicated one."""
     kubernetes_version: str
     """Its control plane, kubelets, kube-proxy and HAMi's kube-scheduler all run this."""
     node_image: str
@@ -80,6 +91,8 @@ class TenantSettings:
     """The address of the lab's MetalLB pool its API server asks for; None: the cluster's own LoadBalancer picks."""
     pod_security: str = DEFAULT_POD_SECURITY
     """The Pod Security level its API server enforces in every namespace but the lab's own."""
+    dedicated_data_store: bool = False
+    """Its `data_store` is an etcd of its own (components/dedicated_datastore.py), not the lab's shared one."""
 
     @property
     def data_store_schema(self) -> str:

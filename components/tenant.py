@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.commands import script_command
+from components.dedicated_datastore import DedicatedDataStore, DedicatedDataStoreArgs
 from components.docker_host import DockerHost
 from components.flannel import Flannel, FlannelArgs
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
@@ -55,6 +56,19 @@ class Tenant(pulumi.ComponentResource):
         super().__init__("kamaji-hami-lab:index:Tenant", name, None, opts)
         tenant, lab = args.tenant, args.lab
 
+        data_store_ready = None
+        if tenant.dedicated_data_store:
+            data_store_ready = DedicatedDataStore(
+                f"{name}-datastore",
+                DedicatedDataStoreArgs(
+                    data_store=tenant.data_store,
+                    provider=args.management_provider,
+                    management_kubeconfig=args.management_kubeconfig,
+                    platform=args.platform,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            ).ready
+
         control_plane = TenantControlPlane(
             f"{name}",
             TenantControlPlaneArgs(
@@ -67,6 +81,7 @@ class Tenant(pulumi.ComponentResource):
                 platform=args.platform,
                 konnectivity_metrics=lab.observability,
                 reader_secret=(MONITORING_NAMESPACE, tenant_secret_name(tenant.name)),
+                data_store_ready=data_store_ready,
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

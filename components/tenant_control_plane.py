@@ -24,6 +24,9 @@ RUNNING_VERSION_PATH = "{.status.kubernetesResources.version.version}"
 # What Kamaji reports for a control plane scaled to 0 replicas (clastix/kamaji
 # api/v1alpha1/tenantcontrolplane_status.go@26.8.2-edge, VersionSleeping).
 SLEEPING_STATUS = "Sleeping"
+# The TenantControlPlane annotation that has Kamaji's migration Job clear the target first (clastix/kamaji
+# internal/resources/datastore/datastore_migrate.go@26.8.2-edge).
+MIGRATION_CLEANUP_ANNOTATION = "kamaji.clastix.io/cleanup-prior-migration"
 DISK_EVICTION_OFF = {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}
 # konnectivity-server serves /metrics on its health port from v0.34.0 on; before, only on its admin port, which
 # binds 127.0.0.1 unless told otherwise (kubernetes-sigs/apiserver-network-proxy cmd/server/app/server.go and
@@ -85,6 +88,8 @@ class TenantControlPlaneArgs:
     reader_secret: tuple[str, str] = ("", "")
     """(namespace, name) of the Secret on the management cluster that holds observability's token for this
     tenant, there while observability reads the tenant."""
+    data_store_ready: pulumi.Resource | None = None
+    """The tenant's dedicated DataStore is ready (None: it uses the lab's shared one, ready with `platform`)."""
 
 
 class TenantControlPlane(pulumi.ComponentResource):
@@ -169,17 +174,46 @@ class TenantControlPlane(pulumi.ComponentResource):
                     # only kubectl's and its own client-side managers before it applies (pulumi/pulumi-kubernetes
                     # provider/pkg/await/await.go@94977969: patchForce, fixCSAFieldManagers).
                     "pulumi.com/patchForce": "true",
+                    # A move copies the tenant's keys onto the other DataStore without removing any there (clastix/
+                    # kamaji internal/datastore/etcd.go@26.8.2-edge, Migrate): this has Kamaji's Job first delete
+                    # the tenant's prefix on the target (cmd/migrate/cmd.go, cleanup-prior-migration; an etcd's
+                    # DBExists is always true), so a tenant moved back never gets objects since deleted back.
+                    MIGRATION_CLEANUP_ANNOTATION: "true",
                 },
             },
             spec=control_plane_spec(tenant, args.kubernetes_version, args.konnectivity_metrics),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.management_provider,
-                depends_on=[args.platform, self.version_checked, audit_policy, admission_config, audit_log],
+                depends_on=[
+                    args.platform,
+                    self.version_checked,
+                    audit_policy,
+                    admission_config,
+                    audit_log,
+                    *([args.data_store_ready] if args.data_store_ready else []),
+                ],
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", update="15m", delete="10m"),
             ),
         )
-        self.ready = control_plane
+        # Its workers and HAMi go on once Kamaji runs it on the DataStore its spec names: after a change of the
+        # tenant's dataStore, once Kamaji's migration has moved it (or failed, saying how to finish or undo it).
+        self.ready = script_command(
+            f"{name}-datastore-moved",
+            "wait-datastore-move.sh",
+            {
+                "KUBECONFIG_DATA": args.management_kubeconfig,
+                "TENANT": tenant.name,
+                "NAMESPACE": args.namespace,
+                "DATASTORE": tenant.data_store,
+                "DATA_STORE_KEY": "dedicated" if tenant.dedicated_data_store else "shared",
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[control_plane],
+                custom_timeouts=pulumi.CustomTimeouts(create="22m", update="22m"),
+            ),
+        )
 
         # Read on the host by a command rather than Secret.get, so a first preview
         # (or one that adds a tenant) never reads a secret that does not exist yet.
@@ -247,10 +281,11 @@ def control_plane_spec(tenant: TenantSettings, kubernetes_version: str, konnecti
     konnectivity_server: dict = {"port": KONNECTIVITY_PORT}
     if konnectivity_metrics and konnectivity_metrics_port(kubernetes_version) == "adminport":
         konnectivity_server["extraArgs"] = [KONNECTIVITY_ADMIN_ON_ALL_INTERFACES]
-    # Named only when it is not Kamaji's default: a provided Kamaji's default need not be the configured one.
-    data_store = {"dataStore": tenant.data_store} if tenant.data_store else {}
     return {
-        **data_store,
+        # Always named, Kamaji's default too: a change of it is what starts Kamaji's migration (clastix/kamaji
+        # internal/resources/datastore/datastore_migrate.go@26.8.2-edge compares it with the status), and a
+        # provided Kamaji's default need not be the configured one.
+        "dataStore": tenant.data_store,
         "dataStoreSchema": tenant.data_store_schema,
         "controlPlane": {
             # 0 puts it to sleep: Kamaji keeps its Service (so its LoadBalancer address), certificates,

@@ -91,6 +91,11 @@ SIZING_GIB = {
     # (replicas + 2) pods' files of 3 x 10 MiB each (components/audit.py, log_bytes), under 128 MiB per replica
     # (a figure a float holds exactly, so sums of it stay exact).
     "audit_log_disk": 0.125,
+    # Per tenant with `dataStore: dedicated`, in the kind node: its own one-member etcd, holding one tenant's keys
+    # (small, but etcd maps its whole database), and its volume: a 2 GiB backend quota, its write-ahead log (5
+    # files of 64 MiB kept) and snapshots (components/dedicated_datastore.py).
+    "dedicated_datastore_memory": 0.25,
+    "dedicated_datastore_disk": 2.5,
 }
 GIB = 1 << 30
 
@@ -413,6 +418,7 @@ class Mode:
     kind_subnet: str = ""  # kindSubnet and metallbAddressRange as configured, checked against the lab's network
     address_range: str = ""
     observability: bool = False  # Prometheus and Grafana on the management cluster
+    dedicated_data_stores: int = 0  # tenants with an etcd of their own, on the management cluster
     configured: bool = False  # read from the stack's config; else kindSubnet is not known
 
     def tools(self, tools: Sequence[str] = tuple(INSTALL_HINTS)) -> list[str]:
@@ -468,9 +474,10 @@ def stack_mode(host: Host, stack: str, config_json: str | None = None) -> tuple[
                   if not tenant.get("machines"))
     if value("managementCluster") != "existing":
         observed = value("observability").strip().lower() == "true"
+        dedicated = sum(tenant.get("dataStore") == "dedicated" for tenant in tenants)
         return Mode(machines=machines, control_planes=replicas, container_workers=workers,
                     kind_subnet=value("kindSubnet"), address_range=value("metallbAddressRange"),
-                    observability=observed, configured=True), []
+                    observability=observed, dedicated_data_stores=dedicated, configured=True), []
     docker = bool(value("dockerNetwork"))
     return Mode(kind=False, docker=docker, machines=machines, container_workers=workers), []
 
@@ -488,12 +495,14 @@ def estimate(mode: Mode) -> tuple[float, list[str], float, list[str]]:
     memory = [("the management cluster", None, once, gib["management_memory"]),
               ("", "control-plane replica", mode.control_planes, gib["control_plane_memory"]),
               ("", "worker", mode.container_workers, gib["worker_memory"]),
-              ("Prometheus and Grafana", None, once * mode.observability, gib["observability_memory"])]
+              ("Prometheus and Grafana", None, once * mode.observability, gib["observability_memory"]),
+              ("", "dedicated datastore", once * mode.dedicated_data_stores, gib["dedicated_datastore_memory"])]
     disk = [("the node image", None, 1, gib["node_image_disk"]),
             ("the management cluster's /var", None, once, gib["management_var_disk"]),
             ("", "control-plane replica's audit log", mode.control_planes, gib["audit_log_disk"]),
             ("", "worker's /var", mode.container_workers, gib["worker_var_disk"]),
-            ("Prometheus' volume", None, once * mode.observability, gib["observability_disk"])]
+            ("Prometheus' volume", None, once * mode.observability, gib["observability_disk"]),
+            ("", "dedicated datastore's volume", once * mode.dedicated_data_stores, gib["dedicated_datastore_disk"])]
 
     def total(parts: list[tuple[str, str | None, int, float]]) -> tuple[float, list[str]]:
         counted = [part for part in parts if part[2]]

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Run as a file: make the program's components importable.
 sys.path.insert(0, str(ROOT))
 
-from components import observability_values, platform  # noqa: E402
+from components import dedicated_datastore, observability_values, platform  # noqa: E402
 from components.config import parse_settings  # noqa: E402
 from components.config.messages import PROJECT  # noqa: E402
 from components.flannel import FLANNEL_CHART_VERSION, FLANNEL_NAMESPACE, FLANNEL_REPO, flannel_values  # noqa: E402
@@ -120,6 +120,19 @@ def charts(lab: LabSettings) -> list[Chart]:
                 kube_version=tenant.kubernetes_version,
             )
             for tenant in lab.tenants
+        ),
+        # The etcd of each tenant on a datastore of its own, from the chart Kamaji's bundles (KAMAJI_ETCD_CHART).
+        *(
+            Chart(
+                dedicated_datastore.KAMAJI_ETCD_CHART_NAME,
+                platform.KAMAJI_REPO,
+                dedicated_datastore.KAMAJI_ETCD_CHART_VERSION,
+                tenant.data_store,
+                (yaml.safe_dump(dedicated_datastore.dedicated_etcd_values(tenant.data_store)),),
+                tenant=tenant.name,
+            )
+            for tenant in lab.tenants
+            if tenant.dedicated_data_store
         ),
         # The pod network of tenants whose workers are machines.
         *(

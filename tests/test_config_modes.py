@@ -41,7 +41,8 @@ def test_the_default_lab_is_kind_with_everything_installed():
     lab = parse_settings(dev_config())
     assert lab.existing_cluster is None
     assert not any((lab.provided.cert_manager, lab.provided.load_balancer, lab.provided.kamaji))
-    assert all(tenant.data_store is None for tenant in lab.tenants), "Kamaji's own default DataStore"
+    assert all(tenant.data_store == "default" for tenant in lab.tenants), "the installed chart's DataStore"
+    assert not any(tenant.dedicated_data_store for tenant in lab.tenants), "dataStore: shared by default"
 
 
 def test_a_configured_context_becomes_the_current_one_for_every_reader():

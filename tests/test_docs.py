@@ -84,6 +84,8 @@ def test_the_sizing_tables_are_the_preflights_figures_and_sums():
     assert figures["each container worker"] == (
         f"{gib['worker_memory']:g} GiB", f"{gib['worker_var_disk']:g} GiB (its `/var`)")
     assert figures["the `kindest/node` image, once"][1] == f"{gib['node_image_disk']:g} GiB"
+    assert figures["each tenant with `dataStore: dedicated` (its own etcd)"] == (
+        f"{gib['dedicated_datastore_memory']:g} GiB", f"{gib['dedicated_datastore_disk']:g} GiB (its volume)")
     assert totals, "the sums for a few lab sizes"
     for tenants, memory, disk in totals:
         mode = preflight.Mode(control_planes=int(tenants), container_workers=int(tenants))

@@ -135,6 +135,21 @@ def test_live_lab_is_opt_in_and_always_torn_down_after_the_report_is_kept():
     assert steps[upload]["with"]["path"] == "validation-report.json"
 
 
+def test_live_lab_moves_tenant_b_to_its_own_datastore_and_back_validating_after_each_move():
+    (job,) = workflow("live.yml")["jobs"].values()
+    runs = [step.get("run", "") for step in job["steps"]]
+    move = position(runs, 'tenants[$index].dataStore" "$key"')
+    script = runs[move]
+    snapshot, down = position(runs, "live-snapshot-round-trip.sh"), position(runs, "make down")
+    assert position(runs, "make up") < move < snapshot < down
+    # Both directions, each applied by `make up` (which validates), each checked on Kamaji's own status.
+    assert "for move in dedicated:etcd-tenant-b shared:default; do" in script
+    loop = script.split("; do", 1)[1].split("done", 1)[0]
+    assert loop.index("pulumi config set") < loop.index("make up") < loop.index("status.storage.dataStoreName")
+    assert "exit 1" in loop.split("make up", 1)[1]
+    assert script.rstrip().endswith("make preview PREVIEW_ARGS=--expect-no-changes"), "the key set back changes nothing"
+
+
 @needs_make
 def test_down_checks_every_tool_destroy_runs_before_destroying(tmp_path):
     # Destroy runs scripts/kind-down.sh (kind), removes worker containers (docker), lets workers

@@ -95,6 +95,8 @@ def labs() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         "machines-real-gpus": (dev_config(tenants=[REAL_GPU_TENANT], **EXISTING), SECRETS),
         "example-beyond-one-host": (example, SECRETS),
         "tenant-on-the-oldest-version": (dev_config(tenants=[oldest]), {}),
+        "dedicated-datastore": (
+            dev_config(tenants=[{"name": "shared"}, {"name": "own", "dataStore": "dedicated"}]), {}),
     }
 
 

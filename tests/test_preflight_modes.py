@@ -193,6 +193,18 @@ def test_the_estimate_counts_each_tenants_own_replicas_and_workers_and_no_machin
         "+ 5 × 0.5 GiB per worker)" in out
 
 
+def test_the_estimate_counts_the_etcd_of_each_tenant_on_a_datastore_of_its_own(tmp_path, capsys):
+    tenants = [{"name": "a", "dataStore": "dedicated"}, {"name": "b", "dataStore": "shared"}, {"name": "c"}]
+    host, _ = sized_host(tmp_path, config_json(tenants, workersPerTenant="1", controlPlaneReplicas="1"),
+                         available_gib=1, free_gib=1)
+
+    _, out = run_preflight(host, capsys, "--stack", "dev")
+
+    assert "about 6.25 GiB of memory (the management cluster 3 GiB + 3 × 0.5 GiB per control-plane replica " \
+        "+ 3 × 0.5 GiB per worker + 1 × 0.25 GiB per dedicated datastore)" in out
+    assert "+ 3 × 2 GiB per worker's /var + 1 × 2.5 GiB per dedicated datastore's volume)" in out
+
+
 def test_on_an_existing_cluster_only_the_container_workers_use_this_host(tmp_path, capsys):
     stack = config_json([{"name": "a", "workers": 2}], managementCluster="existing", dockerNetwork="lab-net",
                         controlPlaneReplicas="1", workersPerTenant="1")

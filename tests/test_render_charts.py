@@ -204,3 +204,13 @@ def test_a_management_chart_may_render_node_ports():
     (kamaji,) = [chart for chart in render_charts.charts(render_charts.parse_settings(dev_config()))
                  if chart.name == "kamaji"]
     assert render_charts.node_ports(kamaji, rendered_services(RENDERS[0])) == []
+
+
+def test_a_dedicated_tenant_s_etcd_is_rendered_from_the_chart_kamaji_bundles(tmp_path):
+    charts = written(tmp_path, tenants=[{"name": "web"}, {"name": "bank", "dataStore": "dedicated"}])
+    assert "kamaji-etcd-web" not in charts
+    repo, version, (values,) = charts["kamaji-etcd-bank"]
+    assert (repo, f"kamaji-etcd-{version}") == (charts["kamaji"][0], render_charts.platform.KAMAJI_ETCD_CHART)
+    lab = render_charts.parse_settings(dev_config(tenants=[{"name": "bank", "dataStore": "dedicated"}]))
+    ((chart,),) = [[c for c in render_charts.charts(lab) if c.tenant == "bank" and c.name == "kamaji-etcd"]]
+    assert chart.namespace == values["datastore"]["name"] == lab.tenants[0].data_store

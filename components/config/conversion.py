@@ -15,6 +15,7 @@ from components.settings import (
     Provided,
     TenantSettings,
     Versions,
+    dedicated_data_store_name,
 )
 
 
@@ -71,7 +72,9 @@ def lab_settings(config: StackConfig) -> LabSettings:
                 pod_cidr=tenant.pod_cidr,
                 service_cidr=tenant.service_cidr,
                 quotas=tuple(GpuQuota(q.namespace, q.gpumem_mib, q.gpucores, q.gpus) for q in tenant.quotas),
-                data_store=config.kamaji_data_store if config.kamaji == "provided" else None,
+                data_store=dedicated_data_store_name(tenant.name) if tenant.data_store == "dedicated"
+                else config.kamaji_data_store,
+                dedicated_data_store=tenant.data_store == "dedicated",
                 kubernetes_version=tenant.kubernetes_version or config.kubernetes_version,
                 node_image=_node_image_of(config, tenant),
                 machines=tuple(

@@ -51,6 +51,7 @@ from components.config.values import (
     CliSwitch,
     CliText,
     ClusterName,
+    DataStoreMode,
     DnsLabel,
     DockerNetwork,
     GpuDevices,
@@ -254,6 +255,10 @@ class Tenant(ConfigModel):
     sleeping: StrictBool = Field(
         False, description="true: the tenant sleeps; its control plane runs no replicas and its workers stop, "
         "keeping their state, address and GPUs; false or absent wakes it (make sleep / make wake)")
+    data_store: DataStoreMode = Field(
+        "shared", description="shared: the lab's DataStore (kamajiDataStore), beside the other tenants; dedicated: "
+        "an etcd of its own in the management cluster, with its own CA and root credentials. Changing it on a "
+        "running tenant moves its data with Kamaji's migration (docs/operations.md, moving a tenant's datastore)")
     api_address: IPv4Text | None = Field(
         None, description="address of the MetalLB pool its API server gets; default: one that follows from the "
         "tenant's name, the same after make down and make up; set it to keep one the program warns may change")

@@ -27,7 +27,13 @@ from components.addresses import (
 from components.config.values import MAX_LABEL, show
 from components.gpus import FULL_GPU_CORES, GPU_CATALOGUE, MAX_MOCK_MEMORY_PER_NODE_MIB, node_gpu_memory_mib
 from components.kubeconfig import NoSuchContext, check_kubeconfig
-from components.settings import KAMAJI_IMAGE_TAG, worker_name
+from components.settings import (
+    DEDICATED_DATA_STORE_PREFIX,
+    KAMAJI_IMAGE_TAG,
+    MAX_STATEFULSET_NAME,
+    dedicated_data_store_name,
+    worker_name,
+)
 
 if TYPE_CHECKING:
     from components.config.models import Gpu, Quota, StackConfig, Tenant
@@ -104,6 +110,10 @@ def tenant_rules(tenant: Tenant) -> Iterator[Problem]:
     for (index, key), message in repeats(tenant.quotas, "namespace", "quota namespace"):
         yield ("quotas", index, key), message
     yield from _worker_problems(tenant)
+    if tenant.data_store == "dedicated" and len(store := dedicated_data_store_name(tenant.name)) > MAX_STATEFULSET_NAME:
+        yield ("dataStore",), (f"'dedicated' needs a tenant name of at most "
+                               f"{MAX_STATEFULSET_NAME - len(DEDICATED_DATA_STORE_PREFIX)} characters: its etcd "
+                               f"StatefulSet {store!r} would be longer than Kubernetes allows ({MAX_STATEFULSET_NAME})")
 
 
 def _worker_problems(tenant: Tenant) -> Iterator[Problem]:
@@ -233,6 +243,11 @@ def stack_rules(config: StackConfig) -> Iterator[Problem]:
                              f"carved from the lab's docker network by default (of {CARVED_POOL_SIZE}, the last is "
                              "kept for Grafana); set kamaji-hami-lab:metallbAddressRange")
     yield from _api_address_problems(config)
+    for index, tenant in enumerate(config.tenants):
+        if tenant.data_store == "dedicated" and dedicated_data_store_name(tenant.name) == config.kamaji_data_store:
+            yield ("tenants", index, "dataStore"), (
+                f"'dedicated' would name the tenant's own DataStore {config.kamaji_data_store!r}, which is "
+                "kamajiDataStore, the shared one; rename the tenant or keep it shared")
 
 
 def stack_warnings(config: StackConfig) -> Iterator[Problem]:

@@ -192,6 +192,7 @@ SecretMap = Annotated[
 Port = Annotated[int, PlainValidator(_port, json_schema_input_type=Annotated[int, Field(ge=1, le=65535)])]
 ManagementClusterMode = _choice("kind", "existing")
 GpuDevices = _choice("mock", "real")
+DataStoreMode = _choice("shared", "dedicated")
 PieceMode = _choice("install", "provided")
 LoadBalancerMode = _choice("metallb", "provided")
 PodSecurityLevel = _choice(*POD_SECURITY_LEVELS)

@@ -1,0 +1,96 @@
+"""The lab's filter on its docker network: each container worker reaches only what its tenant needs.
+
+What it allows and drops, and why, is in docs/architecture.md ("The network filter"); the rules are in
+scripts/network-filter-rules.sh, put on the Docker host by scripts/network-filter.sh.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import pulumi
+
+from components.commands import script_command
+from components.settings import LabSettings
+from components.tenant_control_plane import API_PORT, KONNECTIVITY_PORT
+
+# A worker reaches its tenant's API server and Konnectivity server, both behind the tenant's API address.
+API_PORTS = f"{API_PORT},{KONNECTIVITY_PORT}"
+
+
+@dataclass(frozen=True)
+class FilteredTenant:
+    """A tenant with container workers on the lab's network, as the filter sees it."""
+
+    name: str
+    api_address: str
+    pod_cidr: str
+    workers: tuple[str, ...]
+    """The workers' fixed addresses (components/addresses.py, worker_address)."""
+
+
+def filtered_tenants(lab: LabSettings) -> tuple[FilteredTenant, ...]:
+    """Every tenant with container workers, when the lab lays its own network out; none otherwise (machines are
+    filtered on their own hosts, and an existing cluster's Docker network pins no worker address)."""
+    if lab.network_subnet is None:
+        return ()
+    filtered = []
+    for tenant in lab.tenants:
+        if tenant.machines:
+            continue
+        if tenant.api_address is None:
+            raise ValueError(f"tenant {tenant.name} has no API address in the lab's pool to let its workers reach")
+        workers = tuple(str(lab.worker_address(tenant, index)) for index in range(1, tenant.workers + 1))
+        filtered.append(FilteredTenant(tenant.name, tenant.api_address, tenant.pod_cidr, workers))
+    return tuple(filtered)
+
+
+def tenants_spec(tenants: tuple[FilteredTenant, ...]) -> str:
+    """TENANTS as network-filter-rules.sh reads it: a line per tenant, its API address, pod CIDR and workers."""
+    return "".join(
+        f"{tenant.name} {tenant.api_address} {tenant.pod_cidr} {' '.join(tenant.workers)}\n" for tenant in tenants
+    )
+
+
+@dataclass(frozen=True)
+class NetworkFilterArgs:
+    lab_identity: pulumi.Input[str]
+    """Names the filter's chains and marks its jumps: another lab's are never touched."""
+    network: str
+    subnet: ipaddress.IPv4Network
+    node_image: str
+    """The image the filter's short-lived container runs (kindest/node ships iptables)."""
+    tenants: tuple[FilteredTenant, ...]
+    after: tuple[pulumi.Resource, ...]
+    """The lab's network exists and the node image is pulled."""
+
+
+class NetworkFilter(pulumi.ComponentResource):
+    """Installs the filter once the lab's network exists, again whenever a worker, tenant or API address
+    changes (the command's environment is the whole plan of it), and removes it on destroy."""
+
+    def __init__(self, name: str, args: NetworkFilterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("kamaji-hami-lab:index:NetworkFilter", name, None, opts)
+        spec = tenants_spec(args.tenants)
+        self.installed = script_command(
+            f"{name}-rules",
+            "network-filter.sh",
+            {
+                "LAB_IDENTITY": args.lab_identity,
+                "KIND_NETWORK": args.network,
+                "SUBNET": str(args.subnet),
+                "NODE_IMAGE": args.node_image,
+                "API_PORTS": API_PORTS,
+                "TENANTS": spec,
+            },
+            delete="network-filter-down.sh",
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(args.after),
+                # The chains' names follow from the identity alone: a replacement's remove, run after its
+                # install, would take the new rules away.
+                delete_before_replace=True,
+            ),
+        )
+        self.register_outputs({"tenants": spec})

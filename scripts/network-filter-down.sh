@@ -5,4 +5,8 @@
 # env:    as network-filter.sh (LAB_IDENTITY and NODE_IMAGE are the ones it reads)
 # stdout: nothing
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+require_env LAB_IDENTITY NODE_IMAGE
 FILTER_ACTION=remove exec bash "$(dirname "${BASH_SOURCE[0]}")/network-filter.sh"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from pathlib import Path
 
 import pulumi
 
@@ -17,6 +18,18 @@ from components.tenant_control_plane import API_PORT, KONNECTIVITY_PORT
 
 # A worker reaches its tenant's API server and Konnectivity server, both behind the tenant's API address.
 API_PORTS = f"{API_PORT},{KONNECTIVITY_PORT}"
+
+# Linux names each boot anew (proc(5)); a reboot empties the kernel's rules, and the next `up` then sees a new
+# value here and installs the filter again. The Docker host is this one (make preflight refuses a remote daemon).
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def host_boot() -> str:
+    """This host's boot ID; empty where there is none (not Linux)."""
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -68,7 +81,8 @@ class NetworkFilterArgs:
 
 class NetworkFilter(pulumi.ComponentResource):
     """Installs the filter once the lab's network exists, again whenever a worker, tenant or API address
-    changes (the command's environment is the whole plan of it), and removes it on destroy."""
+    changes (the command's environment is the whole plan of it) and after a reboot of the host, and removes
+    it on destroy."""
 
     def __init__(self, name: str, args: NetworkFilterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("kamaji-hami-lab:index:NetworkFilter", name, None, opts)
@@ -83,6 +97,7 @@ class NetworkFilter(pulumi.ComponentResource):
                 "NODE_IMAGE": args.node_image,
                 "API_PORTS": API_PORTS,
                 "TENANTS": spec,
+                "HOST_BOOT": host_boot(),
             },
             delete="network-filter-down.sh",
             opts=pulumi.ResourceOptions(

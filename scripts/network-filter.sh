@@ -12,6 +12,7 @@
 #         API_PORTS      ports of a tenant's API address its workers may reach
 #         TENANTS        a line per tenant: <name> <API address> <pod CIDR> <worker address>...
 #         FILTER_ACTION  install (default) | remove, which needs only LAB_IDENTITY and NODE_IMAGE
+#         HOST_BOOT      not read: the host's boot ID, whose change after a reboot makes Pulumi run this again
 # bound:  none of its own (one `docker run` of an image already there)
 # stdout: nothing
 set -euo pipefail

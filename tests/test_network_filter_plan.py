@@ -4,6 +4,7 @@ before any worker container starts, recomputed when they change and removed on d
 
 from __future__ import annotations
 
+from components import network_filter
 from components.kind_management_cluster import KIND_NETWORK
 from tests.plan import LAB_IDENTITY, NODE_IMAGE, changed, dev_config, is_unknown, plan, resolve
 from tests.test_api_addresses import planned
@@ -105,3 +106,15 @@ def test_a_lab_of_machines_only_or_on_an_existing_cluster_has_no_filter(machine_
 def test_the_command_is_a_child_of_the_labs_network_filter_component(up_plan):
     (component,) = [r for r in up_plan.registrations if r.type == "kamaji-hami-lab:index:NetworkFilter"]
     assert the_filter(up_plan).parent == component.urn
+
+
+def test_a_reboot_of_the_host_installs_the_filter_again_and_changes_nothing_else(tmp_path, monkeypatch):
+    boot = tmp_path / "boot_id"
+    monkeypatch.setattr(network_filter, "BOOT_ID", boot)
+    boot.write_text("0b9e7c2a-first-boot\n")
+    first_up = plan(dev_config(), preview=False)
+    boot.write_text("5d1f3a8e-after-a-reboot\n")
+    after_reboot = plan(dev_config(), preview=True, previous=first_up)
+
+    assert changed(after_reboot, first_up) == {the_filter(after_reboot).urn}
+    assert not the_filter(after_reboot).inputs.get("triggers"), "installed again in place, never removed first"

@@ -43,7 +43,11 @@ if [[ $action == install ]]; then
 fi
 
 rules="$(dirname "${BASH_SOURCE[0]}")/network-filter-rules.sh"
-# The node image's entrypoint boots systemd; bash alone reads the rules program from stdin.
-docker run --rm -i --network host --cap-add NET_ADMIN --cap-add SYS_MODULE -v /lib/modules:/lib/modules:ro \
+# The node image's entrypoint boots systemd; bash alone reads the rules program from stdin. --userns host: a
+# dockerd that remaps user namespaces refuses the host's network otherwise (moby/moby daemon/daemon_unix.go@v28.5.2,
+# verifyPlatformContainerSettings), and its remapped root could not write the host's rules (the workers run so
+# too, components/worker_node.py).
+docker run --rm -i --network host --userns host --cap-add NET_ADMIN --cap-add SYS_MODULE \
+	-v /lib/modules:/lib/modules:ro \
 	"${passed[@]}" --entrypoint bash "$NODE_IMAGE" -s <"$rules" ||
 	die "could not $action the lab's network filter on docker network ${KIND_NETWORK:-of the lab} (its messages are above)"

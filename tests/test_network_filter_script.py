@@ -46,6 +46,7 @@ def test_the_rules_program_runs_as_root_in_the_hosts_network_from_the_node_image
     (run,) = fakes.calls("docker", RUN)
     argv = run["argv"]
     assert argv[argv.index("--network") + 1] == "host"
+    assert argv[argv.index("--userns") + 1] == "host", "a dockerd that remaps user namespaces refuses --network host"
     assert {"NET_ADMIN", "SYS_MODULE"} == {argv[i + 1] for i, arg in enumerate(argv) if arg == "--cap-add"}
     assert argv[argv.index("-v") + 1] == "/lib/modules:/lib/modules:ro"
     assert "--privileged" not in argv and "--rm" in argv

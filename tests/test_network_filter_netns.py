@@ -144,7 +144,9 @@ table ip docker-bridges {
 EOF
 """
 
-BACKENDS = {"iptables": ("", DOCKER_IPTABLES), "nftables": ("nftables", DOCKER_NFTABLES)}
+# Docker's iptables backend on a host whose iptables is the legacy one: the filter goes where DOCKER-USER is.
+BACKENDS = {"iptables": ("", DOCKER_IPTABLES), "nftables": ("nftables", DOCKER_NFTABLES),
+            "iptables-legacy": ("iptables", DOCKER_IPTABLES.replace("iptables-nft", "iptables-legacy"))}
 
 
 def run(tmp_path: Path, steps: str, backend: str = "iptables", tenants: str = TENANTS) -> dict[str, list[str]]:
@@ -168,6 +170,11 @@ def run(tmp_path: Path, steps: str, backend: str = "iptables", tenants: str = TE
         else:
             current.append(line)
     return sections
+
+
+# How many jumps to the lab's chains each iptables backend holds.
+JUMPS = ('echo "== ours"\nfor tool in iptables-nft iptables-legacy; do\n'
+         f'\techo "$tool $($tool-save -t filter 2>/dev/null | grep -c -- "-j KHL-{IDENTITY[:16]}-" || true)"\ndone')
 
 
 # (from, HOST:PORT, whether it must answer). From tenant-a's first worker unless said otherwise.
@@ -216,13 +223,15 @@ def answers(output: list[str]) -> dict[tuple[str, str], bool]:
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_a_worker_reaches_what_its_tenant_needs_and_nothing_else(namespaces, tmp_path, backend):
     network = run(tmp_path, f'echo "== before"\n{probes(PATHS)}\nfilter install\necho "== after"\n{probes(PATHS)}\n'
-                            f'echo "== pods"\nprobe a1 --from {POD_A1} {POD_A2}:8080', backend)
+                            f'echo "== pods"\nprobe a1 --from {POD_A1} {POD_A2}:8080\n{JUMPS}', backend)
 
     assert set(answers(network["before"]).values()) == {True}, "the model: without the filter, every path is open"
     after = answers(network["after"])
     assert {path: after[path[:2]] for path in ((s, t) for s, t, _ in PATHS)} == {
         (source, target): must for source, target, must in PATHS}
     assert network["pods"] == [f"a1 {POD_A2}:8080 open"], "pod to pod across a tenant's workers"
+    used = "iptables-legacy" if backend == "iptables-legacy" else "iptables-nft"
+    assert network["ours"] == [f"{tool} {2 if tool == used else 0}" for tool in ("iptables-nft", "iptables-legacy")]
 
 
 def test_a_worker_of_another_lab_on_the_network_is_not_this_labs_to_judge(namespaces, tmp_path):

@@ -303,3 +303,15 @@ def test_without_dockers_iptables_rules_the_install_says_why(namespaces, tmp_pat
 
     assert network["status"] == ["1"]
     assert "no DOCKER-USER chain" in network["said"][0] and "--iptables=false" in network["said"][0]
+
+
+@pytest.mark.parametrize(("leftover", "used"),
+                         [("iptables-legacy", "iptables-nft"), ("iptables-nft", "iptables-legacy")])
+def test_with_docker_user_in_both_backends_the_one_holding_dockers_rules_gets_the_filter(namespaces, tmp_path,
+                                                                                        leftover, used):
+    # A host that switched iptables backends keeps an empty DOCKER-USER in the old one; Docker's rules, the most,
+    # are in the other (as kind's node entrypoint weighs them).
+    steps = f"{leftover} -N DOCKER-USER\nfilter install\n{JUMPS}"
+    network = run(tmp_path, steps, "iptables-legacy" if used == "iptables-legacy" else "iptables")
+
+    assert network["ours"] == [f"{tool} {2 if tool == used else 0}" for tool in ("iptables-nft", "iptables-legacy")]

@@ -44,19 +44,21 @@ class FilteredTenant:
 
 
 def filtered_tenants(lab: LabSettings) -> tuple[FilteredTenant, ...]:
-    """Every tenant with container workers, when the lab lays its own network out; none otherwise (machines are
-    filtered on their own hosts, and an existing cluster's Docker network pins no worker address)."""
+    """Every tenant with container workers, when the lab lays its own network out (a kind lab, whose MetalLB pool
+    gives every tenant its API address); none otherwise: machines are on networks the lab does not own, and an
+    existing cluster's Docker network pins no worker address."""
     if lab.network_subnet is None:
         return ()
-    filtered = []
-    for tenant in lab.tenants:
-        if tenant.machines:
-            continue
-        if tenant.api_address is None:
-            raise ValueError(f"tenant {tenant.name} has no API address in the lab's pool to let its workers reach")
-        workers = tuple(str(lab.worker_address(tenant, index)) for index in range(1, tenant.workers + 1))
-        filtered.append(FilteredTenant(tenant.name, tenant.api_address, tenant.pod_cidr, workers))
-    return tuple(filtered)
+    return tuple(
+        FilteredTenant(
+            tenant.name,
+            str(tenant.api_address),
+            tenant.pod_cidr,
+            tuple(str(lab.worker_address(tenant, index)) for index in range(1, tenant.workers + 1)),
+        )
+        for tenant in lab.tenants
+        if not tenant.machines
+    )
 
 
 def tenants_spec(tenants: tuple[FilteredTenant, ...]) -> str:

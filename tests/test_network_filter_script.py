@@ -4,6 +4,7 @@ every way a docker call can fail. The rules themselves run on real iptables in t
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -124,3 +125,31 @@ def test_a_missing_input_is_named(fakes, missing):
     assert result.returncode != 0
     assert f"environment variable {missing} is required" in result.stderr
     assert fakes.calls("docker") == []
+
+
+RULES = ROOT / "scripts" / "network-filter-rules.sh"
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("FILTER_ACTION", "flush", "FILTER_ACTION must be install or remove, not 'flush'"),
+    ("LAB_IDENTITY", LAB_IDENTITY[:-1], f"LAB_IDENTITY must be 32 hex digits, not '{LAB_IDENTITY[:-1]}'"),
+    ("LAB_IDENTITY", LAB_IDENTITY.upper(), "LAB_IDENTITY must be 32 hex digits"),
+    ("BRIDGE", "br-lab;reboot", "BRIDGE must name a network interface, not 'br-lab;reboot'"),
+    ("SUBNET", "172.30.0.0", "SUBNET must be an IPv4 CIDR, not '172.30.0.0'"),
+    ("API_PORTS", "6443 8132", "API_PORTS must be ports separated by commas, not '6443 8132'"),
+    ("TENANTS", "tenant-a 172.30.200.10 10.244.0.0/16\n", "tenant tenant-a has no worker address"),
+    ("TENANTS", "tenant-a api 10.244.0.0/16 172.30.64.10\n",
+     "tenant tenant-a: its API address must be an IPv4 address, not 'api'"),
+    ("TENANTS", "tenant-a 172.30.200.10 10.244.0.0 172.30.64.10\n",
+     "tenant tenant-a: its pod CIDR must be an IPv4 CIDR, not '10.244.0.0'"),
+    ("TENANTS", "tenant-a 172.30.200.10 10.244.0.0/16 172.30.64.10 -j\n",
+     "tenant tenant-a: a worker address must be an IPv4 address, not '-j'"),
+])
+def test_the_rules_program_refuses_bad_input_before_it_touches_iptables(tmp_path, key, value, said):
+    # Nothing of it reaches iptables: a PATH without iptables would fail any such call differently.
+    env = {"PATH": "/usr/bin:/bin", "FILTER_ACTION": "install", "BRIDGE": "br-lab", "FIREWALL_BACKEND": "",
+           **{name: ENV[name] for name in ("LAB_IDENTITY", "SUBNET", "API_PORTS", "TENANTS")}, key: value}
+    result = subprocess.run(["bash", str(RULES)], env=env, capture_output=True, text=True, timeout=30)
+
+    assert result.returncode == 1
+    assert said in result.stderr

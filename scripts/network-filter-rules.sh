@@ -70,9 +70,12 @@ remove() {
 rule_count() { { "$1-save" || true; } 2>/dev/null | grep -c '^-' || true; }
 
 # Where Docker's rules are, so the jumps sit beside them: DOCKER-USER in whichever iptables backend
-# holds it. Docker's nftables backend has no DOCKER-USER (moby/moby daemon/libnetwork/firewall_linux.go
-# @docker-v29.7.2, setupUserChains): the jumps then go into iptables-nft's FORWARD, a base chain of its
-# own on the same netfilter hook, where a drop is final whatever Docker's chains accept.
+# holds it. Both are called by name: the node image's plain `iptables` is the backend its entrypoint
+# picks at boot (kubernetes-sigs/kind images/base/files/usr/local/bin/entrypoint@v0.33.0-alpha,
+# select_iptables), which `--entrypoint bash` never runs. Docker's nftables backend has no DOCKER-USER
+# (moby/moby daemon/libnetwork/firewall_linux.go@docker-v29.7.2, setupUserChains): the jumps then go into
+# iptables-nft's FORWARD, a base chain of its own on the same netfilter hook, where a drop is final whatever
+# Docker's chains accept.
 choose_tool() {
 	if [[ $FIREWALL_BACKEND == nftables* ]]; then
 		command -v iptables-nft >/dev/null 2>&1 || die "Docker uses its nftables firewall backend, and this image has no iptables-nft"
@@ -86,8 +89,7 @@ choose_tool() {
 	case ${#found[@]} in
 	0) die "found no DOCKER-USER chain in iptables-nft or iptables-legacy, where Docker's iptables backend keeps it: is dockerd running with --iptables=false? The lab's filter needs Docker's iptables rules" ;;
 	1) tool=${found[0]} ;;
-	# Both: the one holding more rules, as kind's node entrypoint picks (kubernetes-sigs/kind
-	# images/base/files/usr/local/bin/entrypoint@v0.33.0-alpha, select_iptables).
+	# Both: the one holding more rules, as that entrypoint picks.
 	*) if (($(rule_count iptables-legacy) >= $(rule_count iptables-nft))); then tool=iptables-legacy; else tool=iptables-nft; fi ;;
 	esac
 	parent=DOCKER-USER

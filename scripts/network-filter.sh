@@ -13,6 +13,7 @@
 #         TENANTS        a line per tenant: <name> <API address> <pod CIDR> <worker address>...
 #         FILTER_ACTION  install (default) | remove, which needs only LAB_IDENTITY and NODE_IMAGE
 #         HOST_BOOT      not read: the host's boot ID, whose change after a reboot makes Pulumi run this again
+#         XTABLES_LOCK   the host's iptables-legacy lock file, default /run/xtables.lock; tests only
 # bound:  none of its own (one `docker run` of an image already there)
 # stdout: nothing
 set -euo pipefail
@@ -43,11 +44,17 @@ if [[ $action == install ]]; then
 fi
 
 rules="$(dirname "${BASH_SOURCE[0]}")/network-filter-rules.sh"
+# iptables-legacy rewrites a whole table, so every writer on the host takes this lock first (Docker, kube-proxy
+# and the kubelet do); the container takes the host's, when there is one. Bound only if it exists: Docker would
+# make a missing one a directory.
+lock=${XTABLES_LOCK:-/run/xtables.lock}
+shared_lock=()
+[[ ! -f $lock ]] || shared_lock=(--mount "type=bind,source=$lock,target=/run/xtables.lock")
 # The node image's entrypoint boots systemd; bash alone reads the rules program from stdin. --userns host: a
 # dockerd that remaps user namespaces refuses the host's network otherwise (moby/moby daemon/daemon_unix.go@v28.5.2,
 # verifyPlatformContainerSettings), and its remapped root could not write the host's rules (the workers run so
 # too, components/worker_node.py).
 docker run --rm -i --network host --userns host --cap-add NET_ADMIN --cap-add SYS_MODULE \
-	-v /lib/modules:/lib/modules:ro \
+	-v /lib/modules:/lib/modules:ro "${shared_lock[@]}" \
 	"${passed[@]}" --entrypoint bash "$NODE_IMAGE" -s <"$rules" ||
 	die "could not $action the lab's network filter on docker network ${KIND_NETWORK:-of the lab} (its messages are above)"

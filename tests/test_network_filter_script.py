@@ -153,3 +153,23 @@ def test_the_rules_program_refuses_bad_input_before_it_touches_iptables(tmp_path
 
     assert result.returncode == 1
     assert said in result.stderr
+
+
+def test_the_hosts_iptables_lock_is_shared_when_there_is_one(fakes, tmp_path):
+    lock = tmp_path / "xtables.lock"
+    lock.write_text("")
+
+    result = install(fakes, XTABLES_LOCK=str(lock))
+
+    assert result.returncode == 0, result.stderr
+    argv = fakes.calls("docker", RUN)[0]["argv"]
+    assert argv[argv.index("--mount") + 1] == f"type=bind,source={lock},target=/run/xtables.lock"
+
+
+def test_without_a_lock_on_the_host_none_is_mounted(fakes, tmp_path):
+    # docker run -v would create the missing file as a directory, which iptables-legacy then cannot lock.
+    result = install(fakes, XTABLES_LOCK=str(tmp_path / "absent.lock"))
+
+    assert result.returncode == 0, result.stderr
+    argv = fakes.calls("docker", RUN)[0]["argv"]
+    assert "--mount" not in argv and not [arg for arg in argv if "xtables" in arg]

@@ -9,6 +9,7 @@ from components.config import load_settings
 from components.existing_management_cluster import ExistingManagementCluster
 from components.kind_management_cluster import KindManagementCluster
 from components.lab_identity import LabIdentity
+from components.network_filter import NetworkFilter, NetworkFilterArgs, filtered_tenants
 from components.observability import Observability, ObservabilityArgs, TenantAccess
 from components.platform import Platform, PlatformArgs
 from components.tenant import Tenant, TenantArgs
@@ -38,8 +39,24 @@ platform = Platform(
     ),
 )
 
-# The lab's random identity, kept in state: the mark on every machine it joins names it.
-identity = LabIdentity("lab") if any(tenant.machines for tenant in lab.tenants) else None
+# The lab's random identity, kept in state: the mark on every machine it joins names it, and so do the
+# chains of the filter on its docker network.
+filtered = filtered_tenants(lab)
+identity = LabIdentity("lab") if filtered or any(tenant.machines for tenant in lab.tenants) else None
+
+# Each container worker reaches only what its tenant needs on the lab's network (docs/architecture.md),
+# from before its container starts.
+network_filter = NetworkFilter(
+    "network-filter",
+    NetworkFilterArgs(
+        lab_identity=identity.value,
+        network=management.docker.network,
+        subnet=lab.network_subnet,
+        node_image=lab.node_image,
+        tenants=filtered,
+        after=(management.network_checked, management.docker.node_image),
+    ),
+) if filtered and identity else None
 
 # 4. Tenants: each depends on the layers below and never on another tenant, so
 #    all of them come up in parallel.
@@ -55,6 +72,7 @@ tenants = {
             platform=platform,
             docker=management.docker,
             lab_identity=identity.value if identity else None,
+            network_filter=network_filter.installed if network_filter else None,
         ),
     )
     for tenant in lab.tenants

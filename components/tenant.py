@@ -36,6 +36,9 @@ class TenantArgs:
     """Where container workers run; None when no tenant has any."""
     lab_identity: pulumi.Input[str] | None = None
     """The lab's random identity (LabIdentity), which machines are marked with; None when no tenant has any."""
+    network_filter: pulumi.Resource | None = None
+    """The filter on the lab's docker network (NetworkFilter), in place before a container worker starts; None
+    where the network is not the lab's."""
 
 
 class Tenant(pulumi.ComponentResource):
@@ -195,6 +198,7 @@ class Tenant(pulumi.ComponentResource):
                     gpu_slots=tenant.gpu_slots,
                     sleeping=tenant.sleeping,
                     address=lab.worker_address(tenant, index),
+                    network_filter=args.network_filter,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

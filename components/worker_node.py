@@ -59,6 +59,8 @@ class WorkerNodeArgs:
     """Its tenant sleeps: the container is stopped and kept."""
     address: str | None = None
     """Its fixed IPv4 address on the network (the kind network's worker part); None: Docker picks one."""
+    network_filter: pulumi.Resource | None = None
+    """The lab's filter on the network, which the container starts only after; None where there is none."""
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -136,7 +138,8 @@ class WorkerNode(pulumi.ComponentResource):
                 parent=self,
                 provider=args.docker.provider,
                 depends_on=[args.platform, args.control_plane_ready, *address_checked]
-                + ([args.previous_worker] if args.previous_worker else []),
+                + ([args.previous_worker] if args.previous_worker else [])
+                + ([args.network_filter] if args.network_filter else []),
                 # The fixed name can only exist once: remove the old container before the new one.
                 delete_before_replace=True,
             ),

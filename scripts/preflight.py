@@ -367,6 +367,19 @@ def check_sysctls(host: Host) -> list[Finding]:
     return findings
 
 
+BRIDGE_FILTERING = "net.bridge.bridge-nf-call-iptables"
+
+
+def check_bridge_filtering(host: Host, mode: Mode) -> list[Finding]:
+    """The lab's network filter sees traffic between two containers of its network only through br_netfilter
+    (docs/architecture.md, "The network filter"). Not loaded yet is fine: the filter loads it, which turns it on."""
+    if not mode.kind or host.sysctl(BRIDGE_FILTERING) != 0:
+        return []
+    return [Finding("error", f"{BRIDGE_FILTERING} is 0: traffic between containers on the lab's network bypasses "
+                    "iptables, so the lab's network filter could not hold and `make up` stops before its workers",
+                    f"sudo sysctl -w {BRIDGE_FILTERING}=1")]
+
+
 def check_swap(host: Host) -> list[Finding]:
     swaps = (host.read("/proc/swaps") or "").splitlines()[1:]  # first line is the header
     if not swaps:
@@ -806,6 +819,7 @@ def preflight(host: Host, mode: Mode = Mode()) -> list[Finding]:
         + check_kind_network(host, mode)
         + docker_host
         + check_sysctls(host)
+        + check_bridge_filtering(host, mode)
         + check_swap(host)
         + check_kernel(host)
         + check_capacity(host, mode)

@@ -97,6 +97,13 @@ def real_etcd(request):
 
 
 @pytest.fixture
+def namespaces():
+    """Skips unless the test may make private network namespaces with Debian's iptables in them (test_*_netns.py)."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("iptables-legacy"):
+        pytest.skip("needs root, unshare and Debian's iptables (.ci/run runs as root and installs them)")
+
+
+@pytest.fixture
 def fakes(tmp_path):
     """Fake host tools (docker, kind, kubectl...) for one script run (tests/test_scripts.py)."""
     return Fakes(tmp_path)

@@ -232,10 +232,10 @@ def test_moving_a_tenant_reads_its_kubeconfig_again_and_rejoins_only_its_workers
 
     # The preview shows the address and the kubeconfig read changing; pulumi-command previews an update with the
     # last run's stdout (pulumi/pulumi-command provider/pkg/provider/local/commandController.go@v1.2.1), so the
-    # joins that read it change only in the up.
+    # joins that read it change only in the up. The network filter lets a's workers reach the new address instead.
     previewed = plan(moved, preview=True, previous=first_up)
     assert {previewed.by_urn[urn].name for urn in changed(previewed, first_up)} == {
-        "a-control-plane", "a-admin-kubeconfig"}
+        "a-control-plane", "a-admin-kubeconfig", "network-filter-rules"}
     later_up = plan(moved, preview=False)
     names = {later_up.by_urn[urn].name for urn in changed(later_up, first_up)}
     assert {"a-control-plane", "a-admin-kubeconfig", "kamaji-a-w1-join"} <= names

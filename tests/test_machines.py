@@ -74,8 +74,12 @@ def test_every_machine_carries_one_random_identity_made_once_for_the_stack():
     assert resolve(of_machine(later, "join-worker.sh", "dgx-1").inputs["environment"])["LAB_IDENTITY"] == LAB_IDENTITY
 
 
-def test_a_lab_without_machines_makes_no_identity(mock_gpus, preview_plan):
-    assert preview_plan.commands("lab-identity.sh") == [] and len(mock_gpus.commands("lab-identity.sh")) == 1
+def test_a_lab_makes_an_identity_only_for_machines_or_its_network_filter(mock_gpus, preview_plan, existing_plan):
+    # Container workers on an existing cluster's docker network: no machine to mark, no filter to name.
+    assert existing_plan("installed", True).commands("lab-identity.sh") == []
+    assert len(mock_gpus.commands("lab-identity.sh")) == 1
+    # The kind lab's container workers: one identity, which names the filter's chains.
+    assert len(preview_plan.commands("lab-identity.sh")) == 1
 
 
 @pytest.mark.parametrize("key", ["nodeIp", "flannelInterface"])

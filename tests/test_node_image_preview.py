@@ -37,9 +37,10 @@ def test_a_node_image_bump_leaves_the_management_kubeconfig_and_everything_on_th
 
 def test_a_node_image_bump_changes_only_what_runs_the_image(bump, up_plan):
     by_name = {r.name: r for r in bump.registrations}
-    # install-cni.sh reads kindnet's manifest from the node image; the rest re-run for new containers
-    # (wait-gpus.sh checks that the new workers advertise their GPUs again).
-    runs_the_image = {"kind-up.sh", "install-cni.sh", "join-worker.sh", "register-gpus.sh", "wait-gpus.sh"}
+    # install-cni.sh reads kindnet's manifest from the node image, network-filter.sh runs its iptables; the rest
+    # re-run for new containers (wait-gpus.sh checks that the new workers advertise their GPUs again).
+    runs_the_image = {"kind-up.sh", "install-cni.sh", "network-filter.sh", "join-worker.sh", "register-gpus.sh",
+                      "wait-gpus.sh"}
 
     for name in changed(bump, up_plan):
         resource = by_name[name]

@@ -9,8 +9,6 @@ root, here; the ssh and docker transports around it are tested in test_machine_s
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -129,12 +127,6 @@ def in_a_node(tmp_path: Path, transport: str, kubeadm_exit: int = 0) -> dict[str
     sections["kubeadm"] = calls.read_text().splitlines() if calls.exists() else []
     sections["stderr"] = result.stderr.splitlines()
     return sections
-
-
-@pytest.fixture
-def namespaces():
-    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("iptables-legacy"):
-        pytest.skip("needs root, unshare and Debian's iptables (.ci/run runs as root and installs them)")
 
 
 def lab_lines(lines: list[str], *names: str) -> list[str]:

@@ -247,7 +247,8 @@ def test_real_gpus_run_hamis_nvidia_plugin_with_the_tenants_slots(machine_plan):
     (hami,) = [r for r in real.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "hami"]
     values = resolve(hami.inputs["values"])
     assert set(leaf_paths(values)) <= HAMI_VALUE_KEYS
-    assert values["devicePlugin"] == {"enabled": True, "deviceSplitCount": 10}
+    # Its metrics Service too stays inside the tenant (tests/test_hami_services.py).
+    assert values["devicePlugin"] == {"enabled": True, "deviceSplitCount": 10, "service": {"type": "ClusterIP"}}
     assert values["mockDevicePlugin"] == {"enabled": False}
     assert "device-config" not in values, "the chart's own device config is the real plugin's"
     # Only klog's verbosity, which the extender takes (cmd/scheduler/main.go@v2.10.0): no node-lock override.

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from components.flannel import flannel_values
+from components.team_access import TEAM_NAMESPACE
 from tests.plan import changed, dev_config, plan, resolve
 from tests.test_machines import MOCK_GPU_TENANT, SECRETS
 
@@ -63,7 +64,7 @@ def machine_lab(preview: bool):
 def test_only_machine_tenants_get_flannel_in_a_privileged_namespace_on_their_own_provider():
     lab = machine_lab(preview=False)
     (release,) = [r for r in lab.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "flannel"]
-    (namespace,) = [r for r in lab.of_type("kubernetes:core/v1:Namespace") if r.provider_urn == release.provider_urn]
+    namespace = flannel_namespace(lab, release)
     (provider,) = [p for p in lab.of_type("pulumi:providers:kubernetes") if p.urn == release.provider_urn]
     assert provider.name.startswith("research")
     # Its pods use the host network and write the node's CNI directories.
@@ -129,10 +130,15 @@ def test_a_mixed_tenant_gives_each_machine_its_own_interface_and_the_tenant_none
     assert containers and not any({"FLANNEL_INTERFACE", "FLANNEL_NAMESPACE"} & set(env) for env in containers)
 
 
-def release_namespace(lab) -> str:
+def flannel_namespace(lab, release):
+    """The namespace the program makes for flannel in the release's tenant (beside the team's access namespace)."""
     (namespace,) = [r for r in lab.of_type("kubernetes:core/v1:Namespace")
-                    if r.provider_urn == flannel_release(lab).provider_urn]
-    return namespace.inputs["metadata"]["name"]
+                    if r.provider_urn == release.provider_urn and r.inputs["metadata"]["name"] != TEAM_NAMESPACE]
+    return namespace
+
+
+def release_namespace(lab) -> str:
+    return flannel_namespace(lab, flannel_release(lab)).inputs["metadata"]["name"]
 
 
 def test_an_all_plain_tenant_keeps_the_charts_arguments_and_joins_without_an_interface():

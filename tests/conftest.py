@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.etcd_pods import stop_shared
 from tests.plan import dev_config, plan, sleeping_containers_lab
@@ -16,6 +17,11 @@ from tests.real_etcd import start_etcd
 from tests.snapshot_etcd import seeded
 from tests.sshd import KUBEADM_EXECUTABLES, machine_fakes
 from tests.test_scripts import Fakes
+
+# Property tests judge what a parser returns, not how fast: on the 2-core machine, with several xdist workers and
+# real etcd and sshd servers beside them, one example may take far longer than Hypothesis' 200 ms default.
+settings.register_profile("lab", deadline=None)
+settings.load_profile("lab")
 
 
 def under_mutmut_stats() -> bool:

@@ -46,10 +46,9 @@ from validation.results import CheckFailed, CheckSkipped, CheckUnproven
 from validation.stack_outputs import Tenant
 
 DATASTORE_RESOURCE = "datastores.kamaji.clastix.io"
-# The etcd behind DataStore default: Kamaji's kamaji-etcd subchart with fullnameOverride kamaji-etcd
-# (clastix/kamaji charts/kamaji/values.yaml@26.8.2-edge), a StatefulSet whose container is "etcd"
-# (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_sts.yaml@92f31f0).
-ETCD_STATEFULSET, ETCD_NAMESPACE, ETCD_CONTAINER = "kamaji-etcd", "kamaji-system", "etcd"
+# The etcd behind a kamaji-etcd DataStore is a StatefulSet whose container is "etcd" (clastix/kamaji-etcd
+# charts/kamaji-etcd/templates/etcd_sts.yaml@92f31f0); which StatefulSet, the DataStore's endpoints say (Member).
+ETCD_CONTAINER = "etcd"
 # The tenant's client certificate: secret <tenant>-datastore-certificate in the tenant's namespace
 # with keys ca.crt, server.crt, server.key (clastix/kamaji
 # internal/resources/datastore/datastore_certificate.go@26.8.2-edge).
@@ -477,20 +476,64 @@ def etcd_endpoints(store: dict[str, Any]) -> str:
     return ",".join(endpoint if "://" in endpoint else f"https://{endpoint}" for endpoint in endpoints)
 
 
-def etcd_image(management: Kubectl, store: str, kamaji_provided: bool) -> str:
-    """The DataStore's own etcd image, so etcdctl speaks its version."""
+@dataclass(frozen=True)
+class Member:
+    """The etcd member a DataStore names first, as kamaji-etcd's DataStore names them: a StatefulSet pod's DNS
+    name <pod>.<service>.<namespace>.svc.<domain>:<port>, or with datastore.headless false its client Service's
+    <service>.<namespace>.svc.<domain>:<port> (clastix/kamaji-etcd charts/kamaji-etcd/templates/_helpers.tpl
+    @92f31f0: etcd.endpointsYAML, client.endpointsYAML)."""
+
+    namespace: str
+    kind: str  # "pod" or "service", as `kubectl port-forward` names what it forwards to
+    name: str
+    port: int
+
+    @property
+    def statefulset(self) -> str | None:
+        """A StatefulSet names its pods <statefulset>-<ordinal> (kubernetes/kubernetes
+        pkg/controller/statefulset/stateful_set_utils.go: getPodName)."""
+        found = re.fullmatch(r"(.+)-[0-9]+", self.name) if self.kind == "pod" else None
+        return found[1] if found else None
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def first_member(store: dict[str, Any]) -> Member:
+    endpoint = etcd_endpoints(store).split(",")[0].split("://", 1)[1]
+    host, _, port = endpoint.rpartition(":")
+    labels = host.split(".")
+    if port.isdigit() and len(labels) > 3 and labels[3] == "svc":
+        return Member(labels[2], "pod", labels[0], int(port))
+    if port.isdigit() and len(labels) > 2 and labels[2] == "svc":
+        return Member(labels[1], "service", labels[0], int(port))
+    raise CheckFailed(
+        f"DataStore {store_name(store)}'s endpoint {endpoint} is no cluster DNS name "
+        "(<pod>.<service>.<namespace>.svc... or <service>.<namespace>.svc...): the lab cannot tell which etcd it is"
+    )
+
+
+def etcd_image(management: Kubectl, store: dict[str, Any], kamaji_provided: bool) -> str:
+    """The DataStore's own etcd image, so etcdctl speaks its version: its first member's StatefulSet's."""
+    member = first_member(store)
+    statefulset, namespace = member.statefulset, member.namespace
+    if statefulset is None:
+        raise CheckSkipped(
+            f"DataStore {store_name(store)} names its etcd by {member}, not by its pods: this check reads the etcd "
+            "image of the StatefulSet whose pods a DataStore names"
+        )
     if kamaji_provided:
-        found = management.run("get", "statefulset", ETCD_STATEFULSET, "-n", ETCD_NAMESPACE, "--ignore-not-found")
+        found = management.run("get", "statefulset", statefulset, "-n", namespace, "--ignore-not-found")
         if not management.checked(found).stdout.strip():
             raise CheckSkipped(
-                f"kamaji is provided, and its DataStore {store} is not the Kamaji chart's etcd: there is no "
-                f"StatefulSet {ETCD_NAMESPACE}/{ETCD_STATEFULSET} whose etcd image could read it"
+                f"kamaji is provided, and its DataStore {store_name(store)} is not the Kamaji chart's etcd: there is "
+                f"no StatefulSet {namespace}/{statefulset} whose etcd image could read it"
             )
-    statefulset = management.get("statefulset", ETCD_STATEFULSET, "-n", ETCD_NAMESPACE)
-    for container in statefulset.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []:
+    found = management.get("statefulset", statefulset, "-n", namespace)
+    for container in found.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []:
         if container.get("name") == ETCD_CONTAINER and container.get("image"):
             return container["image"]
-    raise CheckFailed(f"StatefulSet {ETCD_NAMESPACE}/{ETCD_STATEFULSET} has no {ETCD_CONTAINER} container image")
+    raise CheckFailed(f"StatefulSet {namespace}/{statefulset} has no {ETCD_CONTAINER} container image")
 
 
 @dataclass(frozen=True)
@@ -575,7 +618,7 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
         raise CheckSkipped(f"DataStore {store_ref} uses driver {driver or 'unknown'}; this check reads etcd")
     certificate = storage.get("certificate", {}).get("secretName") or f"{tenant.name}-datastore-certificate"
     kamaji_provided = lab.outputs.platform.is_provided("kamaji")
-    endpoints, image = etcd_endpoints(store), etcd_image(lab.management, store_ref, kamaji_provided)
+    endpoints, image = etcd_endpoints(store), etcd_image(lab.management, store, kamaji_provided)
     others = [other for other in lab.tenants if other.name != tenant.name]
     user, kubectl = tenant_user(tcp), lab.kubectl(tenant)
     secret = f"{tenant.namespace}/{certificate}"

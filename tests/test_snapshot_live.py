@@ -317,9 +317,8 @@ def test_a_port_forward_that_fails_stops_the_restore_before_the_tenant_is_held(
     before = prefix(real_etcd)
     code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
     assert code == 1
-    assert "kubectl port-forward to DataStore default's pod kamaji-system/kamaji-etcd-0 failed: error: unable to forward port" in (
-        capsys.readouterr().err
-    )
+    forward = "kubectl port-forward to DataStore default's pod kamaji-system/kamaji-etcd-0 failed"
+    assert f"{forward}: error: unable to forward port" in capsys.readouterr().err
     assert cluster.events == [] and prefix(real_etcd) == before
 
 

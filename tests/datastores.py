@@ -8,21 +8,25 @@ stand-in on PATH that names the port of the server whose member it was asked for
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
+import io
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from snapshot import leftovers
 from tests.etcd_pods import chart_secrets, provision
 from tests.real_etcd import RealEtcd
-from tests.snapshot_etcd import contents, put, root
+from tests.snapshot_etcd import contents, etcdctl, put, root
 from tests.test_validation import SCHEMAS, TENANTS, USERS, FakeLab, ok, recorded
 
 # Another kamaji-etcd release's DataStore: names unlike the shared one's, so nothing can find it by a convention.
 DEDICATED, DEDICATED_NAMESPACE, DEDICATED_RELEASE = "team-a-store", "store-of-a", "etcd-a"
 DEDICATED_MEMBER = f"{DEDICATED_RELEASE}-0"
 SHARED_MEMBER = "kamaji-etcd-0"
+OUTPUTS = Path(__file__).parent / "fixtures/validation/outputs.json"
 
 
 def dedicated_datastore() -> dict:
@@ -126,3 +130,31 @@ def kamaji_sets_up(target: RealEtcd, tenant: str) -> None:
     internal/resources/datastore/datastore_setup.go and internal/datastore/etcd.go@26.8.2-edge)."""
     target.provision_tenant(USERS[tenant], SCHEMAS[tenant])
 
+
+
+def everything(server: RealEtcd) -> dict[bytes, bytes]:
+    with root(server) as client:
+        return contents(client, "/")
+
+
+def users_and_roles(server: RealEtcd) -> tuple[set[str], set[str]]:
+    with root(server) as client:
+        users = set(etcdctl(client, "user", "list").decode().split())
+        roles = set(etcdctl(client, "role", "list").decode().split())
+    return users, roles
+
+
+def clean(stores: TwoStores, *tenant: str) -> tuple[int, str, str]:
+    """python -m snapshot.leftovers [tenant] on the recorded outputs: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = leftovers.main(["--outputs", str(OUTPUTS), *tenant], runner=stores.lab, stdout=out)
+    return code, out.getvalue(), err.getvalue()
+
+
+def on_the_dedicated_store(stores: TwoStores, tenant: str) -> None:
+    """tenant moved to the dedicated DataStore and cleaned up after, as `make up` leaves it."""
+    stores.name(tenant, spec=DEDICATED, status=DEDICATED)
+    kamaji_sets_up(stores.dedicated, tenant)
+    kamaji_migrate(stores.shared, stores.dedicated, SCHEMAS[tenant])
+    assert clean(stores, tenant)[0] == 0

@@ -3,51 +3,21 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import shutil
-from pathlib import Path
-
 import pytest
 
-from snapshot.leftovers import main
-from tests.datastores import DEDICATED, TwoStores, kamaji_migrate, kamaji_sets_up
-from tests.real_etcd import RealEtcd, start_etcd
-from tests.snapshot_etcd import contents, etcdctl, root
+from tests.datastores import (
+    DEDICATED,
+    clean,
+    everything,
+    kamaji_migrate,
+    kamaji_sets_up,
+    on_the_dedicated_store,
+    users_and_roles,
+)
+from tests.snapshot_etcd import etcdctl, root
 from tests.test_validation import SCHEMAS, USERS
 
-OUTPUTS = Path(__file__).parent / "fixtures/validation/outputs.json"
 A, B = SCHEMAS["tenant-a"], SCHEMAS["tenant-b"]
-
-
-@pytest.fixture
-def stores(real_etcd, tmp_path, monkeypatch):
-    """tenant-a and tenant-b on DataStore default (the real_etcd), and an empty dedicated one."""
-    dedicated, directory = start_etcd()
-    two = TwoStores(real_etcd, dedicated)
-    two.port_forward(tmp_path, monkeypatch)
-    yield two
-    dedicated.stop()
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-def everything(server: RealEtcd) -> dict[bytes, bytes]:
-    with root(server) as client:
-        return contents(client, "/")
-
-
-def users_and_roles(server: RealEtcd) -> tuple[set[str], set[str]]:
-    with root(server) as client:
-        users = set(etcdctl(client, "user", "list").decode().split())
-        roles = set(etcdctl(client, "role", "list").decode().split())
-    return users, roles
-
-
-def clean(stores: TwoStores, *tenant: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = main(["--outputs", str(OUTPUTS), *tenant], runner=stores.lab, stdout=out)
-    return code, out.getvalue(), err.getvalue()
 
 
 def of(keys: dict[bytes, bytes], schema: str) -> dict[bytes, bytes]:
@@ -79,16 +49,8 @@ def test_a_finished_move_leaves_identical_keys_in_the_target_and_after_clean_up_
     assert everything(stores.dedicated) == moved
 
 
-def on_the_dedicated_store(stores: TwoStores, tenant: str, schema: str) -> None:
-    """tenant moved to the dedicated DataStore and cleaned up after, as `make up` leaves it."""
-    stores.name(tenant, spec=DEDICATED, status=DEDICATED)
-    kamaji_sets_up(stores.dedicated, tenant)
-    kamaji_migrate(stores.shared, stores.dedicated, schema)
-    assert clean(stores, tenant)[0] == 0
-
-
 def test_a_half_copied_target_is_cleaned_on_undo_and_the_source_left_whole(stores):
-    on_the_dedicated_store(stores, "tenant-b", B)
+    on_the_dedicated_store(stores, "tenant-b")
     source, shared = everything(stores.dedicated), everything(stores.shared)
     # Back to the shared DataStore: Kamaji sets tenant-b up there, and its Job dies after one put.
     stores.name("tenant-b", spec="default", state="Migrating")

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from snapshot.etcd import EtcdClient, EtcdFailed, range_end
-from snapshot.live import store_client, used_store
-from validation.checks.datastore import tenant_user
+from snapshot.live import store_client
+from validation.checks.datastore import CLEAN, between_stores, named_stores, tenant_user, used_store
 from validation.checks.tenancy import TCP_RESOURCE
 from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
@@ -45,13 +45,11 @@ from validation.stack_outputs import (
     read_outputs_document,
 )
 
-# Kamaji's state while its migrate Job runs (clastix/kamaji api/v1alpha1/tenantcontrolplane_status.go@26.8.2-edge:
-# VersionMigrating), and the labels of that Job (internal/resources/datastore/datastore_migrate.go@26.8.2-edge).
-MIGRATING = "Migrating"
+# The labels of Kamaji's migrate Job (clastix/kamaji internal/resources/datastore/datastore_migrate.go@26.8.2-edge).
 MIGRATE_JOB = (
     "kamaji.clastix.io/component=migrate,tcp.kamaji.clastix.io/name={name},tcp.kamaji.clastix.io/namespace={namespace}"
 )
-FINISH = "run `make datastore-clean TENANT={tenant}` once it is on one DataStore"
+FINISH = "run " + CLEAN + " once it is on one DataStore"
 
 
 class Refused(Exception):
@@ -101,19 +99,10 @@ def owner(tenant: Tenant, tcp: dict[str, Any]) -> Owner:
     return Owner(tenant.name, schema, user)
 
 
-def named_stores(tcp: dict[str, Any]) -> set[str]:
-    """The DataStores a TenantControlPlane names: spec.dataStore and status.storage.dataStoreName."""
-    return {used_store(tcp), tcp.get("spec", {}).get("dataStore") or ""} - {""}
-
-
 def moving(lab: Lab, tenant: Tenant, tcp: dict[str, Any]) -> str:
     """Why the tenant is between two DataStores, or "" when it is on one."""
-    spec, status = tcp.get("spec", {}).get("dataStore"), tcp.get("status", {}).get("storage", {}).get("dataStoreName")
-    state = tcp.get("status", {}).get("kubernetesResources", {}).get("version", {}).get("status", "")
-    if state == MIGRATING:
-        return f"Kamaji is moving it to DataStore {spec} (its status is {MIGRATING})"
-    if spec and status and spec != status:
-        return f"it is on DataStore {status} and its spec names {spec}: a move has not finished"
+    if why := between_stores(tcp):
+        return why
     selector = MIGRATE_JOB.format(name=tenant.name, namespace=tenant.namespace)
     running = [job for job in lab.management.items("jobs", "--all-namespaces", "-l", selector)
                if (job.get("status") or {}).get("active")]  # fmt: skip

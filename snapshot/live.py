@@ -29,7 +29,7 @@ from components.kubeconfig import current_cluster
 from snapshot.archive import IDENTITY_SECRETS
 from snapshot.core import Target
 from snapshot.etcd import EtcdClient
-from validation.checks.datastore import DATASTORE_RESOURCE, first_member, root_credentials
+from validation.checks.datastore import DATASTORE_RESOURCE, first_member, root_credentials, used_store
 from validation.checks.tenancy import TCP_RESOURCE
 from validation.host import poll
 from validation.lab import Lab
@@ -231,13 +231,6 @@ def pod_state(pod: dict[str, Any]) -> str:
 
 def replicas_spec(replicas: int) -> dict[str, Any]:
     return {"controlPlane": {"deployment": {"replicas": replicas}}}
-
-
-def used_store(tcp: dict[str, Any]) -> str:
-    """The DataStore the tenant's data is in: status.storage.dataStoreName, which Kamaji sets once the tenant runs
-    on it and changes only after a migration to spec.dataStore completed (clastix/kamaji
-    internal/resources/datastore/datastore_storage_config.go@26.8.2-edge); spec.dataStore before the first."""
-    return tcp.get("status", {}).get("storage", {}).get("dataStoreName") or tcp.get("spec", {}).get("dataStore") or ""
 
 
 def root_files(lab: Lab, store: dict[str, Any], directory: Path) -> dict[str, Path]:

@@ -14,7 +14,8 @@ them: internal/datastore/etcd.go@26.8.2-edge, GrantPrivileges), in each lab Data
 names in neither spec nor status. A lab DataStore is the one the stack's platform names or one a lab tenant's
 TenantControlPlane names; no other is opened. Refused, with nothing deleted: while the tenant moves (Kamaji says
 Migrating, its spec and status name two DataStores, or its migrate Job runs), while the DataStore it uses holds
-none of its keys, and, in a DataStore, what another lab tenant there also uses (the same schema or user).
+none of its keys; left alone: a DataStore that names a member of the one it uses (the same etcd under another
+name), and in a DataStore what another lab tenant there also uses (the same schema or user).
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from typing import Any, TextIO
 
 from snapshot.etcd import EtcdClient, EtcdFailed, range_end
 from snapshot.live import store_client
-from validation.checks.datastore import CLEAN, between_stores, named_stores, tenant_user, used_store
+from validation.checks.datastore import (
+    CLEAN,
+    DATASTORE_RESOURCE,
+    between_stores,
+    named_stores,
+    same_etcd,
+    tenant_user,
+    used_store,
+)
 from validation.checks.tenancy import TCP_RESOURCE
 from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
@@ -175,7 +184,12 @@ def clean(lab: Lab, tenant: Tenant, stores: LabStores, tcp: dict[str, Any], say:
                 "be only in the others, which are left as they are"
             )
     removed = []
+    used = lab.management.get(DATASTORE_RESOURCE, current)
     for store in others:
+        if same_etcd(lab.management.get(DATASTORE_RESOURCE, store), used):
+            say(f"tenant {tenant.name}: DataStore {store} left as it is: it names an etcd member of DataStore "
+                f"{current}, which the tenant uses")  # fmt: skip
+            continue
         if shared := stores.shared_with(store, whose):
             say(f"tenant {tenant.name}: DataStore {store} left as it is: another tenant there uses {', '.join(shared)}")
             continue

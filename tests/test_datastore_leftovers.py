@@ -15,7 +15,7 @@ from tests.datastores import (
     users_and_roles,
 )
 from tests.snapshot_etcd import etcdctl, root
-from tests.test_validation import SCHEMAS, USERS
+from tests.test_validation import SCHEMAS, USERS, ok, recorded
 
 A, B = SCHEMAS["tenant-a"], SCHEMAS["tenant-b"]
 
@@ -141,4 +141,20 @@ def test_what_another_tenant_in_that_datastore_also_uses_is_left_alone(stores):
     assert code == 0
     assert said == f"tenant tenant-a: DataStore default left as it is: another tenant there uses schema {A} " \
         "(tenant-b)\n"
+    assert everything(stores.shared) == before
+
+
+def test_a_datastore_that_names_the_same_etcd_as_the_tenants_is_left_alone(stores):
+    """Two DataStore objects for one etcd: the other name is no other store, and nothing of the tenant goes."""
+    alias = recorded("datastore-default.json")
+    alias["metadata"]["name"] = "default-again"
+    stores.lab.on("management", r"^get datastores\.kamaji\.clastix\.io default-again ", ok(alias))
+    stores.name("tenant-b", spec="default-again", status="default-again")
+    before = everything(stores.shared)
+
+    code, said, problems = clean(stores, "tenant-a")
+
+    assert code == 0, problems
+    assert said == "tenant tenant-a: DataStore default-again left as it is: it names an etcd member of DataStore " \
+        "default, which the tenant uses\n"
     assert everything(stores.shared) == before

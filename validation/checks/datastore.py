@@ -631,8 +631,10 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
     others = [other for other in lab.tenants if other.name != tenant.name]
     user, kubectl = tenant_user(tcp), lab.kubectl(tenant)
     secret = f"{tenant.namespace}/{certificate}"
-    # A DataStore other than the platform's is the tenant's own: nothing of anyone else belongs in it.
-    own_store = store_ref if store_ref != lab.outputs.platform.data_store else None
+    # A DataStore other than the platform's that no other lab tenant names is the tenant's own: nothing of anyone
+    # else belongs in it.
+    shared = {lab.outputs.platform.data_store} | {name for other in others for name in stores_of(lab, other)}
+    own_store = store_ref if store_ref not in shared else None
 
     with lab.scratch_namespace(kubectl, "datastore") as namespace:
         marker = f"marker-{secrets.token_hex(4)}"
@@ -653,7 +655,7 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
     halves = [(f"the tenant's certificate {secret}", verdicts)]
     unproven = [f"the root-credential half could not run: {root_half}"] if isinstance(root_half, str) else []
     halves += [] if isinstance(root_half, str) else [root_half]
-    for left in left_behind(lab, tenant, tcp, store_ref, user):
+    for left in left_behind(lab, tenant, tcp, store, user):
         if isinstance(left, str):
             unproven.append(left)
         else:
@@ -699,33 +701,47 @@ def between_stores(tcp: dict[str, Any]) -> str:
     return ""
 
 
+def stores_of(lab: Lab, tenant: Tenant) -> set[str]:
+    """The DataStores the tenant's TenantControlPlane names; CheckFailed when it cannot be read."""
+    return named_stores(lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace))
+
+
 def lab_stores(lab: Lab) -> tuple[set[str], list[str]]:
     """The lab's DataStores: the platform's and every one a lab tenant's TenantControlPlane names; and the tenants
     whose TenantControlPlane could not be read (a DataStore only they name would be missed)."""
     stores, unread = {lab.outputs.platform.data_store}, []
     for tenant in lab.tenants:
         try:
-            stores |= named_stores(lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace))
+            stores |= stores_of(lab, tenant)
         except CheckFailed as why:
             unread.append(f"{tenant.name} ({why})")
     return stores, unread
 
 
+def same_etcd(store: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two DataStores name a member in common: then they are one etcd, whatever their names."""
+    members = [{endpoint.split("://")[-1] for endpoint in item.get("spec", {}).get("endpoints") or []}
+               for item in (store, other)]  # fmt: skip
+    return bool(members[0] & members[1])
+
+
 def left_behind(
-    lab: Lab, tenant: Tenant, tcp: dict[str, Any], store_ref: str, user: str
+    lab: Lab, tenant: Tenant, tcp: dict[str, Any], used: dict[str, Any], user: str
 ) -> list[tuple[str, list[Verdict]] | str]:
     """For every other lab DataStore, with its root credentials: none of the tenant's keys, nor its etcd user, nor
     its role is there (Kamaji's migration leaves them in the source: snapshot/leftovers.py says why); (whose
-    credentials, verdicts), or why that DataStore could not be read."""
+    credentials, verdicts), or why that DataStore could not be read. One that names a member of the DataStore the
+    tenant uses is that etcd, already read."""
     stores, unread = lab_stores(lab)
     found: list[tuple[str, list[Verdict]] | str] = [
         f"the DataStores named by {', '.join(unread)} could not be searched for what tenant {tenant.name} left"
     ] if unread else []
     schema = tcp.get("status", {}).get("storage", {}).get("setup", {}).get("schema") or tenant.data_store_schema
-    for name in sorted(stores - {store_ref}):
+    for name in sorted(stores - {store_name(used)}):
         store = lab.management.get(DATASTORE_RESOURCE, name)
-        if store.get("spec", {}).get("driver") != "etcd":
-            continue  # Kamaji moves a tenant only between DataStores of one driver (cmd/migrate/cmd.go@26.8.2-edge)
+        # Kamaji moves a tenant only between DataStores of one driver (cmd/migrate/cmd.go@26.8.2-edge).
+        if store.get("spec", {}).get("driver") != "etcd" or same_etcd(store, used):
+            continue
         credentials = root_credentials(store)
         if isinstance(credentials, str):
             found.append(f"DataStore {name} could not be searched for what tenant {tenant.name} left: {credentials}")

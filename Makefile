@@ -25,7 +25,7 @@ PREFLIGHT := $(PYTHON) scripts/preflight.py
 WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR) --stack $(STACK)
 VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT) --stack $(STACK)
 CHECK_CONFIG := $(PY) scripts/check_config.py --stack $(STACK)
-# What a moved tenant left in the DataStore it no longer uses (docs/operations.md, "A tenant's own datastore").
+# What a moved tenant left in the DataStore it no longer uses (docs/operations.md, "What a moved tenant leaves behind").
 CLEAN_DATASTORES := $(PY) -m snapshot.leftovers --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.datastores import (
     DEDICATED,
@@ -20,7 +22,8 @@ from tests.datastores import (
 )
 from tests.etcd_pods import ETCD_IMAGE, EtcdPods, chart_secrets, tenant_secrets
 from tests.test_validation import SCHEMAS, USERS, healthy_lab, ok, recorded, result, validate
-from validation.checks.datastore import Read, absent, nothing_left, only_its_keys
+from validation.checks.datastore import Member, Read, absent, first_member, nothing_left, only_its_keys
+from validation.results import CheckFailed
 
 A, B = SCHEMAS["tenant-a"], SCHEMAS["tenant-b"]
 SHARED_ROOT = "DataStore default's root credentials kamaji-system/kamaji-etcd-client-certs"
@@ -181,3 +184,61 @@ def test_every_key_of_an_own_datastore_is_under_the_prefix_and_client_warnings_a
     assert outside == (False, f"DataStore {DEDICATED} is this tenant's own, yet 1 of its keys are outside /{A}/, "
                        f"e.g. /{A}x/configmaps/b")
     assert not only_its_keys(Read("every key", 1, "Error: permission denied\n"), f"/{A}/", DEDICATED).good
+
+
+def test_another_lab_datastore_whose_etcd_cannot_be_found_leaves_the_result_unproven(stores):
+    on_the_dedicated_store(stores, "tenant-a")
+    shared = recorded("datastore-default.json")
+    shared["spec"]["endpoints"] = ["10.96.0.10:2379"]  # no cluster DNS name: no StatefulSet to take the image of
+
+    found = result(checked(stores, shared_store=shared), "datastore", "tenant-a")
+
+    assert found["status"] == "unproven"
+    assert found["reason"].startswith(
+        "DataStore default could not be searched for what tenant tenant-a left: DataStore default's endpoint "
+        "10.96.0.10:2379 is no cluster DNS name"
+    )
+
+
+keys = st.lists(st.text(st.characters(codec="ascii", exclude_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85"), max_size=12),
+                max_size=5)
+
+
+@given(own=keys, foreign=st.text(st.characters(codec="ascii", exclude_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85"),
+                                 min_size=1, max_size=12), warnings=st.integers(0, 2))
+def test_any_key_outside_the_prefix_fails_and_only_etcdctls_warnings_are_skipped(own, foreign, warnings):
+    prefix = f"/{A}/"
+    lines = [prefix + key for key in own] + [WARNING] * warnings
+    assert only_its_keys(Read("every key", 0, "\n".join(lines) + "\n"), prefix, DEDICATED).good
+    stranger = "/" + foreign if not ("/" + foreign).startswith(prefix) and foreign.strip() else f"/{B}/x"
+    with_stranger = "\n".join([*lines, stranger]) + "\n"
+    assert not only_its_keys(Read("every key", 0, with_stranger), prefix, DEDICATED).good
+
+
+@given(st.lists(st.text(max_size=40), min_size=1, max_size=3))
+def test_any_endpoints_give_a_member_named_in_the_first_or_a_clear_refusal(endpoints):
+    store = {"metadata": {"name": "x"}, "spec": {"endpoints": endpoints}}
+    try:
+        member = first_member(store)
+    except CheckFailed as refusal:
+        assert "DataStore x" in str(refusal)
+        return
+    first = endpoints[0].split("://", 1)[-1]
+    assert first.startswith(f"{member.name}.") and first.endswith(f":{member.port}")
+    assert f".{member.namespace}.svc" in first
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "member", "statefulset"),
+    [
+        ("etcd-a-2.etcd-a.store-of-a.svc.cluster.local:2379", Member("store-of-a", "pod", "etcd-a-2", 2379), "etcd-a"),
+        ("https://etcd-a-client.store-of-a.svc.cluster.local:2379",
+         Member("store-of-a", "service", "etcd-a-client", 2379), None),
+    ],
+    ids=["headless-pod", "client-service"],
+)  # fmt: skip
+def test_kamaji_etcds_two_endpoint_forms_name_a_pod_of_its_statefulset_or_its_client_service(
+    endpoint, member, statefulset
+):
+    found = first_member({"metadata": {"name": "x"}, "spec": {"endpoints": [endpoint]}})
+    assert (found, found.statefulset) == (member, statefulset)

@@ -117,13 +117,21 @@ def test_anything_of_another_tenant_in_a_dedicated_datastore_fails(stores, add, 
     assert f"{OWN_ROOT}: {why}" in found["reason"]
 
 
-def test_a_tenant_kamaji_is_moving_fails_without_reading_etcd(stores):
-    stores.name("tenant-a", spec=DEDICATED, state="Migrating")
+@pytest.mark.parametrize(
+    ("state", "why"),
+    [
+        ("Migrating", f"Kamaji is moving it to DataStore {DEDICATED} (its status is Migrating)"),
+        ("Ready", f"it is on DataStore default and its spec names {DEDICATED}: a move has not finished"),
+    ],
+    ids=["kamaji-migrating", "spec-and-status-differ"],
+)
+def test_a_tenant_between_two_datastores_fails_saying_why(stores, state, why):
+    stores.name("tenant-a", spec=DEDICATED, state=state)
 
-    found = result(checked(stores), "datastore", "tenant-a")
+    report = checked(stores)
 
-    assert found == found | {"status": "fail", "reason": "tenant tenant-a is not on one DataStore: Kamaji is moving "
-                             f"it to DataStore {DEDICATED} (its status is Migrating)"}
+    found = result(report, "datastore", "tenant-a")
+    assert found == found | {"status": "fail", "reason": f"tenant tenant-a is not on one DataStore: {why}"}
 
 
 def test_another_lab_datastore_that_cannot_be_searched_leaves_the_result_unproven(stores):

@@ -36,6 +36,7 @@ from validation.checks.datastore import (
     between_stores,
     named_stores,
     same_etcd,
+    tenant_schema,
     tenant_user,
     used_store,
 )
@@ -98,11 +99,7 @@ class Found:
 
 
 def owner(tenant: Tenant, tcp: dict[str, Any]) -> Owner:
-    """The schema Kamaji set up (status.storage.setup.schema), else the one the spec names."""
-    schema = tcp.get("status", {}).get("storage", {}).get("setup", {}).get("schema") or tcp.get("spec", {}).get(
-        "dataStoreSchema", ""
-    )
-    user = tenant_user(tcp)
+    schema, user = tenant_schema(tcp), tenant_user(tcp)
     if not schema or not user:
         raise Refused(f"its TenantControlPlane names no etcd schema or user (schema {schema!r}, user {user!r})")
     return Owner(tenant.name, schema, user)

@@ -396,6 +396,14 @@ def shared_schema(tenant: Tenant, others: list[Tenant]) -> Verdict:
     return Verdict(True, f"no other tenant has dataStoreSchema {tenant.data_store_schema}")
 
 
+def tenant_schema(tcp: dict[str, Any]) -> str:
+    """The tenant's etcd prefix and role name: the schema Kamaji set up (status.storage.setup.schema), else the one
+    the spec names."""
+    return tcp.get("status", {}).get("storage", {}).get("setup", {}).get("schema") or tcp.get("spec", {}).get(
+        "dataStoreSchema", ""
+    )
+
+
 def tenant_user(tcp: dict[str, Any]) -> str:
     """The tenant's etcd user, the CN of its datastore certificate: Kamaji takes status.storage.setup.user, else
     spec.dataStoreUsername, else the TenantControlPlane's UID (clastix/kamaji
@@ -736,7 +744,7 @@ def left_behind(
     found: list[tuple[str, list[Verdict]] | str] = [
         f"the DataStores named by {', '.join(unread)} could not be searched for what tenant {tenant.name} left"
     ] if unread else []
-    schema = tcp.get("status", {}).get("storage", {}).get("setup", {}).get("schema") or tenant.data_store_schema
+    schema = tenant_schema(tcp) or tenant.data_store_schema
     for name in sorted(stores - {store_name(used)}):
         store = lab.management.get(DATASTORE_RESOURCE, name)
         # Kamaji moves a tenant only between DataStores of one driver (cmd/migrate/cmd.go@26.8.2-edge).

@@ -21,7 +21,7 @@ from tests.datastores import (
     on_the_dedicated_store,
 )
 from tests.etcd_pods import ETCD_IMAGE, EtcdPods, chart_secrets, tenant_secrets
-from tests.test_validation import SCHEMAS, USERS, healthy_lab, ok, recorded, result, validate
+from tests.test_validation import SCHEMAS, USERS, error, healthy_lab, ok, recorded, result, validate
 from validation.checks.datastore import Member, Read, absent, first_member, nothing_left, only_its_keys
 from validation.results import CheckFailed
 
@@ -30,9 +30,10 @@ SHARED_ROOT = "DataStore default's root credentials kamaji-system/kamaji-etcd-cl
 OWN_ROOT = f"the DataStore's root credentials {DEDICATED_NAMESPACE}/{DEDICATED_RELEASE}-client-certs"
 
 
-def checked(stores: TwoStores, shared_store: dict | None = None) -> dict:
+def checked(stores: TwoStores, shared_store: dict | None = None, unreadable: str = "") -> dict:
     """The check's report, each tenant's API server writing to and its certificate issued by the CA of the
-    DataStore its TenantControlPlane's status names; shared_store: DataStore default as the cluster has it."""
+    DataStore its TenantControlPlane's status names; shared_store: DataStore default as the cluster has it;
+    unreadable: a tenant whose TenantControlPlane the management cluster answers for only once (its own check)."""
     on = {name: stores.server(stores.tcps[name]["status"]["storage"]["dataStoreName"]) for name in SCHEMAS}
     secrets = {}
     for name, server in on.items():
@@ -46,7 +47,9 @@ def checked(stores: TwoStores, shared_store: dict | None = None) -> dict:
     lab = healthy_lab()
     pods.install(lab)
     for name, tcp in stores.tcps.items():
-        lab.on("management", rf"^get tenantcontrolplanes\.kamaji\.clastix\.io {name} -n tenants ", ok(json.dumps(tcp)))
+        refused = error("Error from server (InternalError): an error on the server has prevented the request\n")
+        answers = [ok(json.dumps(tcp))] + ([refused] if name == unreadable else [])
+        lab.on("management", rf"^get tenantcontrolplanes\.kamaji\.clastix\.io {name} -n tenants ", *answers)
     lab.on("management", rf"^get datastores\.kamaji\.clastix\.io {DEDICATED} ", ok(json.dumps(dedicated_datastore())))
     if shared_store:
         lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(json.dumps(shared_store)))
@@ -250,3 +253,12 @@ def test_kamaji_etcds_two_endpoint_forms_name_a_pod_of_its_statefulset_or_its_cl
 ):
     found = first_member({"metadata": {"name": "x"}, "spec": {"endpoints": [endpoint]}})
     assert (found, found.statefulset) == (member, statefulset)
+
+
+def test_another_tenant_whose_control_plane_cannot_be_read_leaves_the_result_unproven(stores):
+    on_the_dedicated_store(stores, "tenant-a")
+    report = checked(stores, unreadable="tenant-b")
+
+    found = result(report, "datastore", "tenant-a")
+    assert found["status"] == "unproven"
+    assert found["reason"].startswith("the DataStores named by tenant-b (")

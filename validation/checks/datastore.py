@@ -641,7 +641,10 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
     secret = f"{tenant.namespace}/{certificate}"
     # A DataStore other than the platform's that no other lab tenant names is the tenant's own: nothing of anyone
     # else belongs in it.
-    shared = {lab.outputs.platform.data_store} | {name for other in others for name in stores_of(lab, other)}
+    try:
+        shared = {lab.outputs.platform.data_store} | {name for other in others for name in stores_of(lab, other)}
+    except CheckFailed:  # another tenant's DataStores are unknown: left_behind makes the result UNPROVEN
+        shared = {store_ref}
     own_store = store_ref if store_ref not in shared else None
 
     with lab.scratch_namespace(kubectl, "datastore") as namespace:

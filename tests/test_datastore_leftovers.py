@@ -158,3 +158,21 @@ def test_a_datastore_that_names_the_same_etcd_as_the_tenants_is_left_alone(store
     assert said == "tenant tenant-a: DataStore default-again left as it is: it names an etcd member of DataStore " \
         "default, which the tenant uses\n"
     assert everything(stores.shared) == before
+
+
+def test_a_datastore_that_cannot_be_reached_fails_the_tenant_and_deletes_nothing(stores):
+    stores.name("tenant-a", spec=DEDICATED, status=DEDICATED)
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+    stores.lab.on("management", r"^get secret kamaji-etcd-client-certs -n kamaji-system -o json", ok({"data": {}}))
+    before = everything(stores.shared), everything(stores.dedicated)
+
+    code, said, problems = clean(stores)
+
+    assert (code, said) == (1, "")
+    # tenant-b, on that DataStore, is looked for in the dedicated one only once its own holds its keys.
+    assert problems == "".join(
+        f"snapshot.leftovers: tenant {tenant}: failed: secret kamaji-system/kamaji-etcd-client-certs has no tls.crt "
+        "(the DataStore's client.crt); run it again\n" for tenant in ("tenant-a", "tenant-b")
+    )
+    assert (everything(stores.shared), everything(stores.dedicated)) == before

@@ -25,13 +25,15 @@ PREFLIGHT := $(PYTHON) scripts/preflight.py
 WRITE_KUBECONFIGS := $(PY) scripts/write_kubeconfigs.py --dir $(KUBECONFIG_DIR) --stack $(STACK)
 VALIDATE := $(PY) -m validation --json $(VALIDATION_REPORT) --stack $(STACK)
 CHECK_CONFIG := $(PY) scripts/check_config.py --stack $(STACK)
+# What a moved tenant left in the DataStore it no longer uses (docs/operations.md, "What a moved tenant leaves behind").
+CLEAN_DATASTORES := $(PY) -m snapshot.leftovers --stack $(STACK)
 SHELL_SCRIPTS := $(wildcard scripts/*.sh)
 
 .PHONY: help venv test lint mutants preflight check-config checks up validate status kubeconfigs preview down clean stack existing-stack passphrase \
-	snapshot restore snapshot-arguments rejoin sleep wake tenant-named audit revoke-team
+	snapshot restore snapshot-arguments rejoin sleep wake tenant-named audit revoke-team datastore-clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 venv: $(INSTALLED) ## create .venv (or VENV=dir) from requirements.txt; reinstalls only when it changes
 
@@ -127,8 +129,9 @@ existing-stack: passphrase
 	pulumi stack select $(STACK)
 	$(refresh-stack-file)
 
-up: passphrase checks stack ## create or update the lab, write its kubeconfigs, then validate it
+up: passphrase checks stack ## create or update the lab, clear what moved tenants left behind, write its kubeconfigs, then validate it
 	pulumi up --yes --stack $(STACK)
+	$(CLEAN_DATASTORES)
 	$(WRITE_KUBECONFIGS)
 	$(VALIDATE)
 
@@ -139,6 +142,10 @@ validate: venv existing-stack ## check the running lab; the JSON report goes to 
 status: venv existing-stack ## show each tenant's control plane, nodes, GPU slices and quotas (read-only)
 	@$(PREFLIGHT) --tools kubectl
 	$(PY) -m validation.status --stack $(STACK) $(STATUS_ARGS)
+
+datastore-clean: tenant-named venv existing-stack ## after an interrupted move: remove tenant TENANT's keys, etcd user and role from the lab DataStores it no longer uses
+	@$(PREFLIGHT) --tools kubectl
+	$(CLEAN_DATASTORES) $(TENANT)
 
 # A tenant's API audit log, read through the management cluster (docs/operations.md, "Who did what: the audit
 # trail"). USER is also the login name make inherits: only a USER given on the command line filters.

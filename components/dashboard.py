@@ -250,7 +250,18 @@ def panels() -> list[dict]:
                    {"color": "red", "value": None}, {"color": "green", "value": 1}]}}, "overrides": []},
                options={"colorMode": "background", "textMode": "value_and_name",
                         "reduceOptions": {"calcs": ["lastNotNull"]}}),
+        _panel(17, "DataStore of each tenant", "table", (0, 59, 24, 4),
+               [_now(DATASTORE_QUERY, "", "A", table=True)],
+               "Where each selected tenant's etcd data is: the DataStore its TenantControlPlane's status names, as "
+               "Kamaji labels its control-plane pods. One line per tenant whose control plane runs (none while it "
+               "sleeps); two while a move to another DataStore restarts it.",
+               transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True}}}]),
     ]
+
+
+# The `datastore` label of each selected tenant's konnectivity-server targets
+# (components/observability_values.py: DATASTORE_POD_LABEL).
+DATASTORE_QUERY = f'max by (tenant, datastore) (up{{job="konnectivity", {TENANT}}})'
 
 
 def dashboard() -> dict:

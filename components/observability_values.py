@@ -75,6 +75,10 @@ TENANT_SECRETS_DIR = "/etc/tenant-metrics"
 # labels control-plane pods kamaji.clastix.io/name=<tenant> (deployment.go@ddbabd8); which of its ports serves
 # /metrics depends on the tenant's version (components/tenant_control_plane.py: konnectivity_metrics_port).
 KONNECTIVITY_CONTAINER = "konnectivity-server"
+# Kamaji labels the control-plane pods with the DataStore the TenantControlPlane's status names (clastix/kamaji
+# internal/builders/controlplane/deployment.go@26.8.2-edge: templateLabels, component.kamaji.clastix.io/datastore);
+# pod discovery sanitizes the label's name as it does kamaji.clastix.io/name's. Its series carry it as `datastore`.
+DATASTORE_POD_LABEL = "__meta_kubernetes_pod_label_component_kamaji_clastix_io_datastore"
 # Kamaji's controller-runtime metrics Service, plain HTTP (charts/kamaji/templates/service_metrics.yaml@ddbabd8).
 KAMAJI_METRICS_TARGET = f"{KAMAJI_RELEASE}-metrics-service.{KAMAJI_NAMESPACE}.svc:8080"
 # Kamaji's per-TenantControlPlane series (internal/metrics/metrics.go@ddbabd8); its other series
@@ -154,6 +158,7 @@ def scrape_configs(
              "regex": f"{KONNECTIVITY_CONTAINER};({sidecars})", "action": "keep"},
             {"source_labels": ["__meta_kubernetes_pod_label_kamaji_clastix_io_name"], "target_label": "tenant"},
             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+            {"source_labels": [DATASTORE_POD_LABEL], "target_label": "datastore"},
         ],
         **LIMITS,
     }

@@ -88,7 +88,18 @@ MESSAGES: dict[str, list[tuple[str, int, int, str, bool]]] = {
     "TxnResponse": [("succeeded", 2, _BOOL, "", False)],
     "LeaseGrantRequest": [("TTL", 1, _INT64, "", False)],
     "LeaseGrantResponse": [("ID", 2, _INT64, "", False), ("error", 4, _STRING, "", False)],
+    "AuthUserGetRequest": [("name", 1, _STRING, "", False)],
+    "AuthUserGetResponse": [("roles", 2, _STRING, "", True)],
+    "AuthUserDeleteRequest": [("name", 1, _STRING, "", False)],
+    "AuthUserDeleteResponse": [],
+    "AuthRoleGetRequest": [("role", 1, _STRING, "", False)],
+    "AuthRoleGetResponse": [],
+    "AuthRoleDeleteRequest": [("role", 1, _STRING, "", False)],
+    "AuthRoleDeleteResponse": [],
 }  # fmt: skip
+# etcd's answers for a user or role it does not have (etcd-io/etcd api/v3rpc/rpctypes/error.go@v3.5.1:
+# ErrGRPCUserNotFound, ErrGRPCRoleNotFound, both FailedPrecondition).
+USER_NOT_FOUND, ROLE_NOT_FOUND = "etcdserver: user name not found", "etcdserver: role name not found"
 
 
 def _message_classes() -> dict[str, Any]:
@@ -211,6 +222,27 @@ class EtcdClient:
         if granted.error or not granted.ID:
             raise EtcdFailed(f"etcd granted no lease of {ttl}s: {granted.error or 'no lease ID in its answer'}")
         return granted.ID
+
+    def auth(self, kind: str, verb: str, name: str) -> Any:
+        """etcd's Auth/UserGet, UserDelete, RoleGet or RoleDelete (kind "user" or "role", verb "Get" or "Delete")."""
+        message, field = f"Auth{kind.capitalize()}{verb}", "name" if kind == "user" else "role"
+        request = PB[f"{message}Request"](**{field: name})
+        return self.call(f"Auth/{kind.capitalize()}{verb}", request, f"{message}Response", f"{kind} {verb} of {name}")
+
+    def has(self, kind: str, name: str) -> bool:
+        """Whether etcd has the user or role (kind "user" or "role") of that name."""
+        try:
+            self.auth(kind, "Get", name)
+        except EtcdFailed as problem:
+            if (USER_NOT_FOUND if kind == "user" else ROLE_NOT_FOUND) in str(problem):
+                return False
+            raise
+        return True
+
+    def delete_auth(self, kind: str, name: str) -> None:
+        """Delete the user or role; etcd takes a deleted role from every user that held it (etcd-io/etcd
+        server/auth/store.go@v3.5.1: RoleDelete)."""
+        self.auth(kind, "Delete", name)
 
     def txn(self, request: Any) -> Pending:
         """A TxnRequest on its way."""

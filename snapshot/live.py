@@ -29,7 +29,7 @@ from components.kubeconfig import current_cluster
 from snapshot.archive import IDENTITY_SECRETS
 from snapshot.core import Target
 from snapshot.etcd import EtcdClient
-from validation.checks.datastore import DATASTORE_RESOURCE, ETCD_NAMESPACE, ETCD_STATEFULSET, root_credentials
+from validation.checks.datastore import DATASTORE_RESOURCE, first_member, root_credentials, used_store
 from validation.checks.tenancy import TCP_RESOURCE
 from validation.host import poll
 from validation.lab import Lab
@@ -37,7 +37,6 @@ from validation.manifests import ETCD_CA, ETCD_CERT, ETCD_KEY
 from validation.results import CheckFailed
 from validation.stack_outputs import Tenant
 
-ETCD_CLIENT_PORT = 2379  # kamaji-etcd values.yaml@92f31f0: clientPort
 FORWARD_TIMEOUT = 30
 # The original replica count while a tenant is held, so a restore run again after an interruption still knows it.
 HOLD_ANNOTATION = "kamaji-hami-lab/held-replicas"
@@ -234,12 +233,9 @@ def replicas_spec(replicas: int) -> dict[str, Any]:
     return {"controlPlane": {"deployment": {"replicas": replicas}}}
 
 
-def root_files(lab: Lab, tenant: Tenant, directory: Path) -> dict[str, Path]:
+def root_files(lab: Lab, store: dict[str, Any], directory: Path) -> dict[str, Path]:
     """The DataStore's root client certificate, key and CA, written 0600 into directory, by file name
     (ETCD_CA, ETCD_CERT, ETCD_KEY)."""
-    tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
-    store_ref = tcp.get("status", {}).get("storage", {}).get("dataStoreName") or tcp.get("spec", {}).get("dataStore")
-    store = lab.management.get(DATASTORE_RESOURCE, store_ref or lab.outputs.platform.data_store)
     credentials = root_credentials(store)
     if isinstance(credentials, str):
         raise CheckFailed(credentials)
@@ -268,17 +264,27 @@ def forwarded_port(line: str) -> int | None:
 
 @contextmanager
 def root_client(lab: Lab, tenant: Tenant) -> Iterator[EtcdClient]:
-    """An etcd client with the DataStore's root credentials, through a port-forward to its etcd; both gone after,
-    and the credentials' files with them."""
+    """A root etcd client of the DataStore the tenant's TenantControlPlane says its data is in."""
+    tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
+    with store_client(lab, used_store(tcp) or lab.outputs.platform.data_store) as client:
+        yield client
+
+
+@contextmanager
+def store_client(lab: Lab, store_name: str) -> Iterator[EtcdClient]:
+    """An etcd client with the DataStore's root credentials, through a port-forward to the first etcd member its
+    endpoints name; both gone after, and the credentials' files with them."""
+    store = lab.management.get(DATASTORE_RESOURCE, store_name)
+    member = first_member(store)
     with tempfile.TemporaryDirectory(prefix="kamaji-hami-lab-snapshot-") as scratch:
         directory = Path(scratch)
         directory.chmod(0o700)
-        tls = root_files(lab, tenant, directory)
+        tls = root_files(lab, store, directory)
         kubectl = lab.management
         forward = subprocess.Popen(
             [
-                "kubectl", "--kubeconfig", str(kubectl.kubeconfig), "port-forward", "-n", ETCD_NAMESPACE,
-                f"statefulset/{ETCD_STATEFULSET}", f":{ETCD_CLIENT_PORT}", "--address=127.0.0.1",
+                "kubectl", "--kubeconfig", str(kubectl.kubeconfig), "port-forward", "-n", member.namespace,
+                f"{member.kind}/{member.name}", f":{member.port}", "--address=127.0.0.1",
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -290,7 +296,7 @@ def root_client(lab: Lab, tenant: Tenant) -> Iterator[EtcdClient]:
             if port is None:
                 forward.kill()
                 problem = forward.stderr.read() if forward.stderr else f"no forwarding after {FORWARD_TIMEOUT}s"
-                raise CheckFailed(f"kubectl port-forward to {ETCD_NAMESPACE}/{ETCD_STATEFULSET} failed: {problem}")
+                raise CheckFailed(f"kubectl port-forward to DataStore {store_name}'s {member} failed: {problem}")
             with EtcdClient(f"127.0.0.1:{port}", tls[ETCD_CA], tls[ETCD_CERT], tls[ETCD_KEY]) as client:
                 yield client
         finally:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.datastores import TwoStores
 from tests.etcd_pods import stop_shared
 from tests.plan import dev_config, plan, sleeping_containers_lab
 from tests.real_etcd import start_etcd
@@ -182,6 +183,18 @@ def etcd(real_etcd):
     client = seeded(real_etcd)
     yield client
     client.close()
+
+
+@pytest.fixture
+def stores(real_etcd, tmp_path, monkeypatch):
+    """tenant-a and tenant-b on DataStore default (the real_etcd), an empty dedicated DataStore on a second real
+    etcd, and kubectl port-forward to either (tests/datastores.py)."""
+    dedicated, directory = start_etcd()
+    two = TwoStores(real_etcd, dedicated)
+    two.port_forward(tmp_path, monkeypatch)
+    yield two
+    dedicated.stop()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

@@ -120,6 +120,9 @@ class EtcdPods:
     ran: dict[tuple[str, str], dict[str, CommandResult]] = field(default_factory=dict)
     deleted_secrets: list[tuple[str, str]] = field(default_factory=list)  # (namespace, name)
     version: str | None = IMAGE_VERSION  # the server version `endpoint status` reports; None: the real one
+    # Another DataStore's etcd: its members' URLs (as the check dials them) -> the real server behind them.
+    members: dict[str, str] = field(default_factory=dict)
+    homes: dict[str, RealEtcd] = field(default_factory=dict)  # tenant -> the server its API server writes to
 
     def install(self, lab) -> None:
         self.calls, self.this_call = lab.calls, lab.this_call
@@ -139,11 +142,11 @@ class EtcdPods:
             call = self.this_call()
             config_map = json.loads(call.stdin)
             namespace = command.split(" -n ")[1].split()[0]
-            own = self.schemas[tenant]
+            own, server = self.schemas[tenant], self.homes.get(tenant, self.server)
             # Written with root's certificate, so that a setup which took the tenant's role away still finds
             # the marker stored, and only what the check reads differs between setups.
             for schema in sorted({own, self.copies.get(tenant, own)}):
-                self.server.put(f"/{schema}/configmaps/{namespace}/{config_map['metadata']['name']}", call.stdin)
+                server.put(f"/{schema}/configmaps/{namespace}/{config_map['metadata']['name']}", call.stdin)
             return ok()
 
         return create
@@ -202,8 +205,8 @@ class EtcdPods:
         mount = container["volumeMounts"][0]["mountPath"]
         argv = [arg.replace(f"{mount}/", f"{directory}/") for arg in container["command"]]
         assert argv[0] == manifests.ETCDCTL, f"the pod runs {argv[0]}, not the image's etcdctl"
-        for member in MEMBERS:
-            argv = [arg.replace(member, self.server.url) if arg.startswith("--endpoints=") else arg for arg in argv]
+        for member, url in {member: self.server.url for member in MEMBERS}.items() | self.members.items():
+            argv = [arg.replace(member, url) if arg.startswith("--endpoints=") else arg for arg in argv]
         done = subprocess.run(
             [str(ETCDCTL), *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=CALL_TIMEOUT
         )

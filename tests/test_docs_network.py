@@ -89,7 +89,9 @@ def test_the_labs_own_network_and_kinds_named_as_such_pass(line):
 def test_the_readme_status_example_shows_the_addresses_the_default_config_gives():
     readme = (ROOT / "README.md").read_text()
     example = readme.split("## Status at a glance", 1)[1].split("```\n", 2)[1]
-    shown = dict(re.findall(r"^(tenant-[\w-]+)\s.*https://([\d.]+):6443$", example, flags=re.MULTILINE))
+    # A header line: name, version, health, address, then the tenant's DataStore.
+    shown = dict(re.findall(r"^(tenant-[\w-]+)\s.*https://([\d.]+):6443(?:  datastore \S+)?$", example,
+                            flags=re.MULTILINE))
     config = dev_config()
     dev_tenants = [tenant["name"] for tenant in config["tenants"]]
     assert list(shown)[:len(dev_tenants)] == dev_tenants, "the example starts with the dev stack's tenants"

@@ -47,6 +47,7 @@ def test_dry_run_of_up_shows_every_step_in_order(tmp_path):
         "scripts/preflight.py --stack dev --config-json",  # the mode the check read: no pulumi needed
         "pulumi stack select --create dev",  # only once every check is done
         "pulumi up --yes",
+        "-m snapshot.leftovers --stack dev",  # what a finished move left in the old DataStore, before validating
         "scripts/write_kubeconfigs.py",
         "-m validation",
     ]

@@ -268,11 +268,14 @@ def test_adding_or_removing_a_tenant_adds_or_removes_its_job(count):
 def test_konnectivity_and_kamaji_jobs_keep_only_this_labs_tenants_and_label_them():
     jobs = {job["job_name"]: job for job in observability_values.scrape_configs(
         {"tenant-a": "v1.36.4", "tenant-b": "v1.36.4"}, True)}
-    keep, label, _ = jobs["konnectivity"]["relabel_configs"]
+    keep, label, _, store = jobs["konnectivity"]["relabel_configs"]
     assert jobs["konnectivity"]["kubernetes_sd_configs"] == [{"role": "pod", "namespaces": {"names": ["tenants"]}}]
     assert keep["action"] == "keep"
     assert keep["regex"] == "konnectivity-server;(healthport;(tenant-a|tenant-b))"
     assert label == {"source_labels": ["__meta_kubernetes_pod_label_kamaji_clastix_io_name"], "target_label": "tenant"}
+    # The DataStore Kamaji's component.kamaji.clastix.io/datastore pod label names (deployment.go@26.8.2-edge).
+    assert store == {"source_labels": ["__meta_kubernetes_pod_label_component_kamaji_clastix_io_datastore"],
+                     "target_label": "datastore"}
     assert jobs["kamaji"]["static_configs"] == [{"targets": ["kamaji-metrics-service.kamaji-system.svc:8080"]}]
 
 

@@ -231,6 +231,10 @@ class Lab:
     config: dict
 
 
+# The DataStore each tenant's control-plane pods are labelled with: the first on one of its own.
+DATASTORES = {TENANTS[0]: "team-a-etcd"}
+
+
 def konnectivity_targets(fakes: dict[str, Fake], decoy: Fake) -> list[dict]:
     """What pod discovery in the tenants namespace would find: each tenant's sidecar with both its ports (the one
     that serves /metrics at its version is a fake, the other the decoy), plus pods to skip."""
@@ -240,6 +244,7 @@ def konnectivity_targets(fakes: dict[str, Fake], decoy: Fake) -> list[dict]:
             "__meta_kubernetes_namespace": "tenants",
             "__meta_kubernetes_pod_name": f"{tenant}-6d9f-x",
             "__meta_kubernetes_pod_label_kamaji_clastix_io_name": tenant,
+            "__meta_kubernetes_pod_label_component_kamaji_clastix_io_datastore": DATASTORES.get(tenant, "default"),
             "__meta_kubernetes_pod_container_name": container,
             "__meta_kubernetes_pod_container_port_name": port_name}}
 
@@ -499,6 +504,13 @@ def shown_as(panel: dict, result: list[dict]) -> list[tuple[str, str]]:
         return f"{value:g}", steps[-1]["color"]
 
     return [display(float(r["value"][1])) for r in result] or [display(None)]
+
+
+def test_the_datastore_panel_names_each_tenants_datastore_from_its_pods_label(prometheus):
+    [target] = panel_titled("DataStore of each tenant")["targets"]
+    every = for_tenant(target["expr"], "|".join(TENANTS))  # the selector on All
+    found = {(r["metric"]["tenant"], r["metric"]["datastore"]) for r in query(prometheus, every)}
+    assert found == {(tenant, DATASTORES.get(tenant, "default")) for tenant in TENANTS}
 
 
 def test_a_tunnel_without_agents_and_one_without_series_are_both_marked_red(prometheus):

@@ -201,7 +201,7 @@ def test_a_snapshot_restored_into_a_re_created_tenant_brings_back_its_keys_and_i
     assert stat.S_IMODE(snapshot.stat().st_mode) == 0o600 and "private keys" in said
     assert first.events == []  # taking a snapshot holds nothing: it reads one revision
     saved, saved_identity = prefix(real_etcd), first.data()
-    assert "--address=127.0.0.1" in port_forward.read_text() and "statefulset/kamaji-etcd :2379" in (
+    assert "--address=127.0.0.1" in port_forward.read_text() and "pod/kamaji-etcd-0 :2379" in (
         port_forward.read_text()
     )
 
@@ -317,9 +317,8 @@ def test_a_port_forward_that_fails_stops_the_restore_before_the_tenant_is_held(
     before = prefix(real_etcd)
     code, _ = run(lab, tmp_path, "restore", "tenant-a", str(snapshot))
     assert code == 1
-    assert "kubectl port-forward to kamaji-system/kamaji-etcd failed: error: unable to forward port" in (
-        capsys.readouterr().err
-    )
+    forward = "kubectl port-forward to DataStore default's pod kamaji-system/kamaji-etcd-0 failed"
+    assert f"{forward}: error: unable to forward port" in capsys.readouterr().err
     assert cluster.events == [] and prefix(real_etcd) == before
 
 

@@ -48,6 +48,15 @@ def test_they_run_python_m_snapshot_on_the_existing_stack(tmp_path, args, comman
     assert "pulumi stack select" in dry.stdout and "--create" not in dry.stdout
 
 
+@needs_make
+def test_datastore_clean_names_the_tenant_first_then_cleans_only_that_tenant_on_the_existing_stack(tmp_path):
+    done = make("datastore-clean", f"VENV={tmp_path / 'venv'}")
+    assert done.returncode != 0 and "make datastore-clean TENANT=<name>" in done.stderr
+    dry = make("-n", "datastore-clean", "TENANT=tenant-b", f"VENV={tmp_path / 'venv'}")
+    assert "-m snapshot.leftovers --stack dev tenant-b" in dry.stdout
+    assert "pulumi stack select dev" in dry.stdout and "--create" not in dry.stdout
+
+
 def test_the_live_workflow_restores_after_the_drift_check_and_before_the_teardown():
     steps = [step.get("run", "") for step in workflow("live.yml")["jobs"]["lab"]["steps"]]
     runs = [index for index, run in enumerate(steps) if "live-snapshot-round-trip.sh" in run]

@@ -906,3 +906,50 @@ def test_clusters_that_accept_connections_and_never_answer_end_one_refresh_withi
         ("tenant-c", False),
     ]
     assert all(item["error"].startswith(f"cannot reach the {item['name']} API server: ") for item in doc["tenants"])
+
+
+def with_data_stores(tenant_c: dict[str, str]) -> FakeKubectl:
+    """The fixtures' TenantControlPlanes, tenant-c's naming the DataStores given (spec, status) and in that state."""
+    tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-b", "tenant-c")]
+    tcps[2]["spec"]["dataStore"] = tenant_c["spec"]
+    tcps[2]["status"]["storage"]["dataStoreName"] = tenant_c["status"]
+    tcps[2]["status"]["kubernetesResources"]["version"]["status"] = tenant_c.get("state", "Ready")
+    return FakeKubectl(answers={("management", "tenantcontrolplanes"): as_list(tcps)})
+
+
+def test_each_tenant_says_the_datastore_its_control_plane_names_in_its_status():
+    fake = with_data_stores({"spec": "team-c-etcd", "status": "team-c-etcd"})
+    _, doc = status_json(fake=fake)
+    assert [(row["name"], row["dataStore"]) for row in doc["tenants"]] == [
+        ("tenant-a", "default"), ("tenant-b", "default"), ("tenant-c", "team-c-etcd"),
+    ]  # fmt: skip
+    assert tenant(doc, "tenant-c")["healthy"] is True
+    _, text = run_status(fake=with_data_stores({"spec": "team-c-etcd", "status": "team-c-etcd"}))
+    assert "tenant-c  v1.36.4  healthy  https://172.30.149.14:6443  datastore team-c-etcd\n" in text
+
+
+@pytest.mark.parametrize(
+    ("stores", "problem"),
+    [
+        ({"spec": "team-c-etcd", "status": "default"},
+         "not on one DataStore: it is on DataStore default and its spec names team-c-etcd: a move has not finished"),
+        ({"spec": "team-c-etcd", "status": "default", "state": "Migrating"},
+         "not on one DataStore: Kamaji is moving it to DataStore team-c-etcd (its status is Migrating)"),
+    ],
+    ids=["move-not-finished", "kamaji-migrating"],
+)  # fmt: skip
+def test_a_tenant_between_two_datastores_is_unhealthy_on_the_one_its_data_is_in(stores, problem):
+    code, doc = status_json(fake=with_data_stores(stores))
+    c = tenant(doc, "tenant-c")
+    assert c["dataStore"] == "default" and c["healthy"] is False
+    assert problem in c["problems"]
+    assert code == 1
+
+
+def test_a_datastore_name_that_is_no_string_is_a_malformed_answer_not_a_crash():
+    tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-b", "tenant-c")]
+    tcps[2]["status"]["storage"]["dataStoreName"] = ["default"]
+    _, doc = status_json(fake=FakeKubectl(answers={("management", "tenantcontrolplanes"): as_list(tcps)}))
+    c = tenant(doc, "tenant-c")
+    assert c["dataStore"] is None and c["internalError"] is False
+    assert any(problem.startswith("control plane unknown (") for problem in c["problems"])

@@ -76,7 +76,7 @@ def test_the_frame_says_asleep_with_its_address_workers_and_gpus(tmp_path):
     code, text, _ = run(tmp_path)
     lines = text.splitlines()
     assert lines[0] == f"refreshed {REFRESHED:%Y-%m-%d %H:%M:%S} UTC: 3/3 tenants healthy, 1 asleep"
-    start = lines.index(f"{ASLEEP}  v1.36.4  asleep  https://172.30.149.40:6443")
+    start = lines.index(f"{ASLEEP}  v1.36.4  asleep  https://172.30.149.40:6443  datastore default")
     assert lines[start + 1].startswith("  control plane Sleeping; holds address 172.30.149.40, 1 stopped worker, ")
     assert "mock GPUs" in lines[start + 1]
     assert all(len(line) <= WIDTH for line in lines)

@@ -46,10 +46,9 @@ from validation.results import CheckFailed, CheckSkipped, CheckUnproven
 from validation.stack_outputs import Tenant
 
 DATASTORE_RESOURCE = "datastores.kamaji.clastix.io"
-# The etcd behind DataStore default: Kamaji's kamaji-etcd subchart with fullnameOverride kamaji-etcd
-# (clastix/kamaji charts/kamaji/values.yaml@26.8.2-edge), a StatefulSet whose container is "etcd"
-# (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_sts.yaml@92f31f0).
-ETCD_STATEFULSET, ETCD_NAMESPACE, ETCD_CONTAINER = "kamaji-etcd", "kamaji-system", "etcd"
+# The etcd behind a kamaji-etcd DataStore is a StatefulSet whose container is "etcd" (clastix/kamaji-etcd
+# charts/kamaji-etcd/templates/etcd_sts.yaml@92f31f0); which StatefulSet, the DataStore's endpoints say (Member).
+ETCD_CONTAINER = "etcd"
 # The tenant's client certificate: secret <tenant>-datastore-certificate in the tenant's namespace
 # with keys ca.crt, server.crt, server.key (clastix/kamaji
 # internal/resources/datastore/datastore_certificate.go@26.8.2-edge).
@@ -70,6 +69,13 @@ USER_NOT_FOUND = "etcdserver: user name not found"
 # charts/kamaji-etcd/templates/etcd_job_preinstall_2.yaml@92f31f0); etcd lets role root reach every key
 # (etcd-io/etcd server/auth/store.go@v3.5.1: hasRootRole).
 ROOT_USER, ROOT_ROLE = "root", "root"
+# etcd's answer for a role it does not have (etcd-io/etcd api/v3rpc/rpctypes/error.go@v3.5.1: ErrGRPCRoleNotFound).
+ROLE_NOT_FOUND = "etcdserver: role name not found"
+# Kamaji's state while its migrate Job runs (clastix/kamaji api/v1alpha1/tenantcontrolplane_status.go@26.8.2-edge:
+# VersionMigrating).
+MIGRATING = "Migrating"
+# What removes a tenant's data from a DataStore it no longer uses (snapshot/leftovers.py).
+CLEAN = "`make datastore-clean TENANT={tenant}`"
 
 
 class Verdict(NamedTuple):
@@ -390,6 +396,14 @@ def shared_schema(tenant: Tenant, others: list[Tenant]) -> Verdict:
     return Verdict(True, f"no other tenant has dataStoreSchema {tenant.data_store_schema}")
 
 
+def tenant_schema(tcp: dict[str, Any]) -> str:
+    """The tenant's etcd prefix and role name: the schema Kamaji set up (status.storage.setup.schema), else the one
+    the spec names."""
+    return tcp.get("status", {}).get("storage", {}).get("setup", {}).get("schema") or tcp.get("spec", {}).get(
+        "dataStoreSchema", ""
+    )
+
+
 def tenant_user(tcp: dict[str, Any]) -> str:
     """The tenant's etcd user, the CN of its datastore certificate: Kamaji takes status.storage.setup.user, else
     spec.dataStoreUsername, else the TenantControlPlane's UID (clastix/kamaji
@@ -477,20 +491,64 @@ def etcd_endpoints(store: dict[str, Any]) -> str:
     return ",".join(endpoint if "://" in endpoint else f"https://{endpoint}" for endpoint in endpoints)
 
 
-def etcd_image(management: Kubectl, store: str, kamaji_provided: bool) -> str:
-    """The DataStore's own etcd image, so etcdctl speaks its version."""
+@dataclass(frozen=True)
+class Member:
+    """The etcd member a DataStore names first, as kamaji-etcd's DataStore names them: a StatefulSet pod's DNS
+    name <pod>.<service>.<namespace>.svc.<domain>:<port>, or with datastore.headless false its client Service's
+    <service>.<namespace>.svc.<domain>:<port> (clastix/kamaji-etcd charts/kamaji-etcd/templates/_helpers.tpl
+    @92f31f0: etcd.endpointsYAML, client.endpointsYAML)."""
+
+    namespace: str
+    kind: str  # "pod" or "service", as `kubectl port-forward` names what it forwards to
+    name: str
+    port: int
+
+    @property
+    def statefulset(self) -> str | None:
+        """A StatefulSet names its pods <statefulset>-<ordinal> (kubernetes/kubernetes
+        pkg/controller/statefulset/stateful_set_utils.go: getPodName)."""
+        found = re.fullmatch(r"(.+)-[0-9]+", self.name) if self.kind == "pod" else None
+        return found[1] if found else None
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def first_member(store: dict[str, Any]) -> Member:
+    endpoint = etcd_endpoints(store).split(",")[0].split("://", 1)[1]
+    host, _, port = endpoint.rpartition(":")
+    labels = host.split(".")
+    if port.isdigit() and len(labels) > 3 and labels[3] == "svc":
+        return Member(labels[2], "pod", labels[0], int(port))
+    if port.isdigit() and len(labels) > 2 and labels[2] == "svc":
+        return Member(labels[1], "service", labels[0], int(port))
+    raise CheckFailed(
+        f"DataStore {store_name(store)}'s endpoint {endpoint} is no cluster DNS name "
+        "(<pod>.<service>.<namespace>.svc... or <service>.<namespace>.svc...): the lab cannot tell which etcd it is"
+    )
+
+
+def etcd_image(management: Kubectl, store: dict[str, Any], kamaji_provided: bool) -> str:
+    """The DataStore's own etcd image, so etcdctl speaks its version: its first member's StatefulSet's."""
+    member = first_member(store)
+    statefulset, namespace = member.statefulset, member.namespace
+    if statefulset is None:
+        raise CheckSkipped(
+            f"DataStore {store_name(store)} names its etcd by {member}, not by its pods: this check reads the etcd "
+            "image of the StatefulSet whose pods a DataStore names"
+        )
     if kamaji_provided:
-        found = management.run("get", "statefulset", ETCD_STATEFULSET, "-n", ETCD_NAMESPACE, "--ignore-not-found")
+        found = management.run("get", "statefulset", statefulset, "-n", namespace, "--ignore-not-found")
         if not management.checked(found).stdout.strip():
             raise CheckSkipped(
-                f"kamaji is provided, and its DataStore {store} is not the Kamaji chart's etcd: there is no "
-                f"StatefulSet {ETCD_NAMESPACE}/{ETCD_STATEFULSET} whose etcd image could read it"
+                f"kamaji is provided, and its DataStore {store_name(store)} is not the Kamaji chart's etcd: there is "
+                f"no StatefulSet {namespace}/{statefulset} whose etcd image could read it"
             )
-    statefulset = management.get("statefulset", ETCD_STATEFULSET, "-n", ETCD_NAMESPACE)
-    for container in statefulset.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []:
+    found = management.get("statefulset", statefulset, "-n", namespace)
+    for container in found.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []:
         if container.get("name") == ETCD_CONTAINER and container.get("image"):
             return container["image"]
-    raise CheckFailed(f"StatefulSet {ETCD_NAMESPACE}/{ETCD_STATEFULSET} has no {ETCD_CONTAINER} container image")
+    raise CheckFailed(f"StatefulSet {namespace}/{statefulset} has no {ETCD_CONTAINER} container image")
 
 
 @dataclass(frozen=True)
@@ -567,18 +625,27 @@ def prefix_of(tenant: Tenant) -> str:
 def datastore(lab: Lab, tenant: Tenant) -> str:
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
     storage = tcp.get("status", {}).get("storage", {})
+    if moving := between_stores(tcp):
+        raise CheckFailed(f"tenant {tenant.name} is not on one DataStore: {moving}")
     # Kamaji's webhook fills in spec.dataStore when a tenant names none; the output says which that is.
-    store_ref = storage.get("dataStoreName") or tcp.get("spec", {}).get("dataStore") or lab.outputs.platform.data_store
+    store_ref = used_store(tcp) or lab.outputs.platform.data_store
     store = lab.management.get(DATASTORE_RESOURCE, store_ref)
     driver = store.get("spec", {}).get("driver", "")
     if driver != "etcd":
         raise CheckSkipped(f"DataStore {store_ref} uses driver {driver or 'unknown'}; this check reads etcd")
     certificate = storage.get("certificate", {}).get("secretName") or f"{tenant.name}-datastore-certificate"
     kamaji_provided = lab.outputs.platform.is_provided("kamaji")
-    endpoints, image = etcd_endpoints(store), etcd_image(lab.management, store_ref, kamaji_provided)
+    endpoints, image = etcd_endpoints(store), etcd_image(lab.management, store, kamaji_provided)
     others = [other for other in lab.tenants if other.name != tenant.name]
     user, kubectl = tenant_user(tcp), lab.kubectl(tenant)
     secret = f"{tenant.namespace}/{certificate}"
+    # A DataStore other than the platform's that no other lab tenant names is the tenant's own: nothing of anyone
+    # else belongs in it.
+    try:
+        shared = {lab.outputs.platform.data_store} | {name for other in others for name in stores_of(lab, other)}
+    except CheckFailed:  # another tenant's DataStores are unknown: left_behind makes the result UNPROVEN
+        shared = {store_ref}
+    own_store = store_ref if store_ref not in shared else None
 
     with lab.scratch_namespace(kubectl, "datastore") as namespace:
         marker = f"marker-{secrets.token_hex(4)}"
@@ -594,35 +661,165 @@ def datastore(lab: Lab, tenant: Tenant) -> str:
         verdicts = [identity(asked, user, secret, cn)]
         verdicts.append(marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}"))
         verdicts += [refused(read) for read in answers.values()]
-        root_half = check_with_root(tenant_access, store, tenant, user, others, path)
+        root_half = check_with_root(tenant_access, store, tenant, user, others, path, own_store)
 
     halves = [(f"the tenant's certificate {secret}", verdicts)]
+    unproven = [f"the root-credential half could not run: {root_half}"] if isinstance(root_half, str) else []
     halves += [] if isinstance(root_half, str) else [root_half]
+    for left in left_behind(lab, tenant, tcp, store, user):
+        if isinstance(left, str):
+            unproven.append(left)
+        else:
+            halves.append(left)
     halves.append(("the stack outputs", [shared_schema(tenant, others)]))
     problems = [
         f"{who}: {'; '.join(verdict.what for verdict in found if not verdict.good)}"
         for who, found in halves
         if not all(verdict.good for verdict in found)
     ]
-    unproven = f"the root-credential half could not run: {root_half}" if isinstance(root_half, str) else ""
     if problems:
-        raise CheckFailed(". ".join(problems + [unproven] if unproven else problems))
+        raise CheckFailed(". ".join(problems + unproven))
     evidence = ". ".join(f"{who}: {'; '.join(verdict.what for verdict in found)}" for who, found in halves)
     if unproven:
-        # The tenant's own probes cannot see a grant on part of another prefix, nor who else reaches this one.
+        # The tenant's own probes cannot see a grant on part of another prefix, nor who else reaches this one,
+        # nor what another DataStore still holds of it.
         raise CheckUnproven(
-            f"{unproven}; without it nobody has looked at the grants on this tenant's keys. What was seen: {evidence}"
+            f"{'; '.join(unproven)}; without it that part of the proof was not looked at. What was seen: {evidence}"
         )
     return evidence
 
 
+def used_store(tcp: dict[str, Any]) -> str:
+    """The DataStore the tenant's data is in: status.storage.dataStoreName, which Kamaji sets once the tenant runs
+    on it and changes only after a migration to spec.dataStore completed (clastix/kamaji
+    internal/resources/datastore/datastore_storage_config.go@26.8.2-edge); spec.dataStore before the first."""
+    return tcp.get("status", {}).get("storage", {}).get("dataStoreName") or tcp.get("spec", {}).get("dataStore") or ""
+
+
+def named_stores(tcp: dict[str, Any]) -> set[str]:
+    """The DataStores a TenantControlPlane names: spec.dataStore and status.storage.dataStoreName."""
+    return {used_store(tcp), tcp.get("spec", {}).get("dataStore") or ""} - {""}
+
+
+def between_stores(tcp: dict[str, Any]) -> str:
+    """Why Kamaji has the tenant between two DataStores, or "" when it is on one."""
+    spec, status = tcp.get("spec", {}).get("dataStore"), tcp.get("status", {}).get("storage", {}).get("dataStoreName")
+    state = tcp.get("status", {}).get("kubernetesResources", {}).get("version", {}).get("status", "")
+    if state == MIGRATING:
+        return f"Kamaji is moving it to DataStore {spec} (its status is {MIGRATING})"
+    if spec and status and spec != status:
+        return f"it is on DataStore {status} and its spec names {spec}: a move has not finished"
+    return ""
+
+
+def stores_of(lab: Lab, tenant: Tenant) -> set[str]:
+    """The DataStores the tenant's TenantControlPlane names; CheckFailed when it cannot be read."""
+    return named_stores(lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace))
+
+
+def lab_stores(lab: Lab) -> tuple[set[str], list[str]]:
+    """The lab's DataStores: the platform's and every one a lab tenant's TenantControlPlane names; and the tenants
+    whose TenantControlPlane could not be read (a DataStore only they name would be missed)."""
+    stores, unread = {lab.outputs.platform.data_store}, []
+    for tenant in lab.tenants:
+        try:
+            stores |= stores_of(lab, tenant)
+        except CheckFailed as why:
+            unread.append(f"{tenant.name} ({why})")
+    return stores, unread
+
+
+def same_etcd(store: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two DataStores name a member in common: then they are one etcd, whatever their names."""
+    members = [{endpoint.split("://")[-1] for endpoint in item.get("spec", {}).get("endpoints") or []}
+               for item in (store, other)]  # fmt: skip
+    return bool(members[0] & members[1])
+
+
+def left_behind(
+    lab: Lab, tenant: Tenant, tcp: dict[str, Any], used: dict[str, Any], user: str
+) -> list[tuple[str, list[Verdict]] | str]:
+    """For every other lab DataStore, with its root credentials: none of the tenant's keys, nor its etcd user, nor
+    its role is there (Kamaji's migration leaves them in the source: snapshot/leftovers.py says why); (whose
+    credentials, verdicts), or why that DataStore could not be read. One that names a member of the DataStore the
+    tenant uses is that etcd, already read."""
+    stores, unread = lab_stores(lab)
+    found: list[tuple[str, list[Verdict]] | str] = [
+        f"the DataStores named by {', '.join(unread)} could not be searched for what tenant {tenant.name} left"
+    ] if unread else []
+    schema = tenant_schema(tcp) or tenant.data_store_schema
+    for name in sorted(stores - {store_name(used)}):
+        store = lab.management.get(DATASTORE_RESOURCE, name)
+        # Kamaji moves a tenant only between DataStores of one driver (cmd/migrate/cmd.go@26.8.2-edge).
+        if store.get("spec", {}).get("driver") != "etcd" or same_etcd(store, used):
+            continue
+        credentials = root_credentials(store)
+        try:
+            if isinstance(credentials, str):
+                raise CheckSkipped(credentials)
+            image = etcd_image(lab.management, store, lab.outputs.platform.is_provided("kamaji"))
+        except (CheckFailed, CheckSkipped) as why:  # its etcd cannot be reached: this part of the proof is missing
+            found.append(f"DataStore {name} could not be searched for what tenant {tenant.name} left: {why}")
+            continue
+        with mountable(lab, credentials) as files:
+            access = EtcdAccess(lab, credentials.namespace, image, etcd_endpoints(store), files)
+            answers = read_datastore(
+                access,
+                {
+                    "keys": (f"/{schema}/", list_keys(f"/{schema}/")),
+                    "user": (f"etcd user {user}", ["user", "get", user, "-w", "json"]),
+                    "role": (f"etcd role {schema}", ["role", "get", schema, "-w", "json"]),
+                },
+            )
+        (client_secret,) = {secret for (secret, _), file in files.items() if file == manifests.ETCD_CERT}
+        verdicts = [
+            nothing_left(answers["keys"], name, tenant.name),
+            absent(answers["user"], USER_NOT_FOUND, name, tenant.name),
+            absent(answers["role"], ROLE_NOT_FOUND, name, tenant.name),
+        ]
+        found.append((f"DataStore {name}'s root credentials {credentials.namespace}/{client_secret}", verdicts))
+    return found
+
+
+def nothing_left(read: Read, store: str, tenant: str) -> Verdict:
+    if read.exit_code != 0:
+        return Verdict(False, f"cannot read {read.prefix}: {read.error}")
+    if read.keys:
+        return Verdict(
+            False,
+            f"DataStore {store}, which tenant {tenant} no longer uses, still holds {keys(read)} under {read.prefix}, "
+            f"e.g. {read.keys[0]}: {CLEAN.format(tenant=tenant)} removes them",
+        )
+    return Verdict(True, f"no key under {read.prefix}")
+
+
+def absent(read: Read, not_found: str, store: str, tenant: str) -> Verdict:
+    """etcd's own "not found" proves the user or role is gone; any other answer does not."""
+    if read.exit_code != 0 and not_found in read.output:
+        return Verdict(True, f"no {read.prefix}")
+    if read.exit_code == 0:
+        return Verdict(
+            False,
+            f"DataStore {store}, which tenant {tenant} no longer uses, still has {read.prefix}: "
+            f"{CLEAN.format(tenant=tenant)} removes it",
+        )
+    return Verdict(False, f"cannot read {read.prefix}: {read.error}")
+
+
 def check_with_root(
-    tenant_access: EtcdAccess, store: dict[str, Any], tenant: Tenant, user: str, others: list[Tenant], path: str
+    tenant_access: EtcdAccess,
+    store: dict[str, Any],
+    tenant: Tenant,
+    user: str,
+    others: list[Tenant],
+    path: str,
+    own_store: str | None,
 ) -> tuple[str, list[Verdict]] | str:
     """With the DataStore's root credentials: auth is on, the version has no known leak, the tenant's user reaches
     exactly Kamaji's range and no other user reaches any of it, and the marker is under its own prefix and no
     other tenant's; (whose credentials, verdicts), or why this half cannot run. Its pods run the image and
-    endpoints of `tenant_access`, the tenant's half.
+    endpoints of `tenant_access`, the tenant's half. In the tenant's own DataStore (own_store), also: no other user,
+    role or key is there.
 
     etcd refuses a read unless the whole range is granted (etcd-io/etcd server/auth/range_perm_cache.go@v3.5.1),
     so the tenant's own probes cannot see a grant on part of another prefix: the grants themselves are read here.
@@ -633,12 +830,14 @@ def check_with_root(
         return credentials
     with mountable(tenant_access.lab, credentials) as files:
         root = replace(tenant_access, namespace=credentials.namespace, files=files)
-        verdicts = root_verdicts(root, tenant, user, others, path)
+        verdicts = root_verdicts(root, tenant, user, others, path, own_store)
     (client_secret,) = {secret for (secret, _), file in files.items() if file == manifests.ETCD_CERT}
     return f"the DataStore's root credentials {credentials.namespace}/{client_secret}", verdicts
 
 
-def root_verdicts(root: EtcdAccess, tenant: Tenant, user: str, others: list[Tenant], path: str) -> list[Verdict]:
+def root_verdicts(
+    root: EtcdAccess, tenant: Tenant, user: str, others: list[Tenant], path: str, own_store: str | None = None
+) -> list[Verdict]:
     schema = tenant.data_store_schema
     commands = {
         "auth": ("etcd's auth status", ["auth", "status", "-w", "json"]),
@@ -648,7 +847,10 @@ def root_verdicts(root: EtcdAccess, tenant: Tenant, user: str, others: list[Tena
     }
     # Alone, the tenant has no other prefix to search for its marker.
     commands |= listings({"own": prefix_of(tenant)} | other_prefixes(others)) if others else {}
+    if own_store:
+        commands["every"] = ("every key", ["get", "", "--from-key", "--keys-only"])
     answers = read_datastore(root, commands)
+    every = answers.pop("every", None)
     verdicts = [auth_enabled(answers.pop("auth")), server_versions(answers.pop("version"))]
     listed = [answers.pop("users"), answers.pop("roles")]
     if unread := [f"cannot read {read.prefix}: {read.error}" for read in listed if read.exit_code != 0]:
@@ -663,11 +865,55 @@ def root_verdicts(root: EtcdAccess, tenant: Tenant, user: str, others: list[Tena
             other.data_store_schema: f"tenant {other.name}" for other in others if other.data_store_schema != schema
         }
         verdicts += own_reach(found, user, schema, owners)
-        verdicts += other_readers(found, user, tenant.name, schema, tenant_users(root.lab, others))
+        named = tenant_users(root.lab, others)
+        verdicts += other_readers(found, user, tenant.name, schema, named)
+        if own_store:
+            verdicts.append(alone(found, users, roles, user, schema, named, own_store))
+    if every is not None:
+        verdicts.append(only_its_keys(every, prefix_of(tenant), own_store or ""))
     if others:
         verdicts.append(marker_found(answers.pop("own"), f"{prefix_of(tenant)}{path}"))
         verdicts += [marker_absent(read, path) for read in answers.values()]
     return verdicts
+
+
+def alone(
+    found: Survey, users: list[str], roles: list[str], user: str, schema: str, named: dict[str, str], store: str
+) -> Verdict:
+    """In the tenant's own DataStore no etcd user but root and its own, and no role but root, its own (Kamaji's
+    role <schema>) and those its user holds."""
+    strangers = [f"etcd user {name}" + (f" (tenant {named[name]})" if name in named else "")
+                 for name in users if name != user]  # fmt: skip
+    held = set(found.user_roles.get(user, [])) | {schema}
+    strangers += [f"role {name}" for name in roles if name not in held]
+    if strangers:
+        return Verdict(False, f"DataStore {store} is this tenant's own, yet it also has {', '.join(strangers)}")
+    return Verdict(True, f"DataStore {store} has no etcd user or role but root and this tenant's")
+
+
+def only_its_keys(read: Read, prefix: str, store: str) -> Verdict:
+    """Every key in the tenant's own DataStore is under its prefix; etcdctl's client logs its warnings as JSON
+    lines, which are no keys."""
+    if read.exit_code != 0:
+        return Verdict(False, f"cannot read {read.prefix} of DataStore {store}: {read.error}")
+    lines = [line.strip() for line in read.output.splitlines() if line.strip()]
+    foreign = [line for line in lines if not line.startswith(prefix) and not warning(line)]
+    if foreign:
+        return Verdict(
+            False,
+            f"DataStore {store} is this tenant's own, yet {len(foreign)} of its keys are outside {prefix}, "
+            f"e.g. {foreign[0]}",
+        )
+    return Verdict(True, f"every key of DataStore {store} is under {prefix}")
+
+
+def warning(line: str) -> bool:
+    """A log line of etcdctl's client (JSON with a level and a message), not a key."""
+    try:
+        found = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(found, dict) and "level" in found and "msg" in found
 
 
 def read_grants(root: EtcdAccess, users: list[str], roles: list[str]) -> dict[str, Read]:

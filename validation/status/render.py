@@ -109,10 +109,15 @@ def render(doc: Document, style: Style, wide: bool = False, width: int = WIDTH) 
     return "\n".join(lines) + "\n"
 
 
+def on_store(tenant: TenantRow) -> str:
+    """The DataStore its TenantControlPlane says the tenant's data is in, as the header line ends."""
+    return f"  datastore {tenant['dataStore']}" if tenant["dataStore"] else ""
+
+
 def render_asleep(tenant: AsleepRow, say: Callable[..., None], wide: bool) -> None:
     """Asleep: its state as Kamaji reports it and what it holds while it sleeps."""
     health = "asleep" if tenant["healthy"] else "UNHEALTHY, asleep"
-    say(f"{tenant['name']}  {tenant['version']}  {health}  {tenant['endpoint']}", tenant["healthy"])
+    say(f"{tenant['name']}  {tenant['version']}  {health}  {tenant['endpoint']}{on_store(tenant)}", tenant["healthy"])
     holds = tenant["holds"]
     workers = len(holds["workers"])
     gpus = f"{holds['gpus']} {holds['gpuDevices']} GPUs ({memory(holds['gpuMemoryMiB'], wide=wide)})"
@@ -130,7 +135,8 @@ def render_tenant(tenant: TenantRow | AsleepRow, say: Callable[..., None], wide:
         render_asleep(tenant, say, wide)
         return
     health = "healthy" if tenant["healthy"] else "UNHEALTHY"
-    say(f"{tenant['name']}  {tenant['version'] or '-'}  {health}  {tenant['endpoint']}", tenant["healthy"])
+    header = f"{tenant['name']}  {tenant['version'] or '-'}  {health}  {tenant['endpoint']}{on_store(tenant)}"
+    say(header, tenant["healthy"])
     if tenant["error"]:
         say(f"  {tenant['error']}", False)
     ready = tenant["controlPlaneReady"]

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
 
 from validation.answers import MalformedAnswer, mapping, named, objects, text
+from validation.checks.datastore import between_stores, used_store
 from validation.checks.hami import registered_devices
 from validation.checks.tenancy import SLEEPING, host_port, tcp_status
 from validation.kube import condition, explain
@@ -140,6 +141,9 @@ class TenantRow(TypedDict):
     problems: list[str]
     controlPlaneReady: bool | None
     """None: the management cluster could not tell."""
+    dataStore: str | None
+    """The DataStore the TenantControlPlane says the tenant's data is in; None: the management cluster could not
+    tell."""
     nodes: Nodes
     gpus: list[Gpu]
     gpuHealth: GpuHealth
@@ -207,6 +211,7 @@ def empty_row(tenant: Tenant | UnreadableTenant) -> TenantRow:
         "healthy": False,
         "problems": [],
         "controlPlaneReady": None,
+        "dataStore": None,
         "nodes": {"ready": 0, "total": 0, "missing": [], "notReady": []},
         "gpus": [],
         "gpuHealth": {"missing": [], "unhealthy": []},
@@ -234,11 +239,12 @@ def tenant_status(tenant: Tenant, answer: dict[str, Any] | Exception, tcps: Cont
     else:
         try:
             ready, plane_problems = control_plane(tenant, tcps)
+            store, store_problems = data_store(tenant, tcps)
         except MalformedAnswer as error:
             problems.append(f"control plane unknown ({error})")
         else:
-            status["controlPlaneReady"] = ready
-            problems += plane_problems
+            status["controlPlaneReady"], status["dataStore"] = ready, store
+            problems += plane_problems + store_problems
     if isinstance(answer, Exception) and not expected(answer):
         return internal_error(status, answer)
     if isinstance(answer, Exception):
@@ -266,6 +272,18 @@ def control_plane(tenant: Tenant, tcps: ControlPlanes) -> tuple[bool, list[str]]
     phase = tcp_status(tcp)
     ready = phase == "Ready"
     return ready, [] if ready else [f"control plane {phase or 'without status'}, not Ready"]
+
+
+def data_store(tenant: Tenant, tcps: ControlPlanes) -> tuple[str | None, list[str]]:
+    """The DataStore the tenant's TenantControlPlane says its data is in, and the problem while it moves."""
+    tcp = tcps.get((tenant.namespace, tenant.name))
+    if tcp is None:
+        return None, []
+    where = f"TenantControlPlane {tenant.namespace}/{tenant.name}"
+    text(mapping(tcp, "spec", where), "dataStore", where)  # MalformedAnswer unless each is a string, or absent
+    text(mapping(mapping(tcp, "status", where), "storage", where), "dataStoreName", where)
+    moving = between_stores(tcp)
+    return used_store(tcp) or None, [f"not on one DataStore: {moving}"] if moving else []
 
 
 def cluster_state(tenant: Tenant, answer: dict[str, Any]) -> tuple[ClusterState, list[str]]:
@@ -329,6 +347,13 @@ def asleep_status(tenant: Tenant, tcps: ControlPlanes | Exception) -> AsleepRow:
         problems.append(f"no TenantControlPlane {tenant.namespace}/{tenant.name}")
     elif (state := tcp_status(tcp)) != SLEEPING:
         problems.append(f"control plane {state or 'without status'}, not {SLEEPING}: run pulumi up")
+    store = None
+    if not isinstance(tcps, Exception):
+        try:
+            store, store_problems = data_store(tenant, tcps)
+        except MalformedAnswer as error:
+            store_problems = [f"DataStore unknown ({error})"]
+        problems += store_problems
     cards = sum(gpu.count for gpu in tenant.gpus_per_worker) * len(tenant.workers)
     # The keys an awake row has keep their places; the two of a sleeping tenant come last.
     return {
@@ -337,6 +362,7 @@ def asleep_status(tenant: Tenant, tcps: ControlPlanes | Exception) -> AsleepRow:
         "healthy": not problems,
         "problems": problems,
         "controlPlaneReady": None if isinstance(tcps, Exception) else False,
+        "dataStore": store,
         "asleep": True,
         "controlPlaneState": state or None,
         "holds": {

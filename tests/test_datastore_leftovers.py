@@ -1,0 +1,178 @@
+"""A tenant moved between two real etcd DataStores as Kamaji's migrate Job moves it (tests/datastores.py), and
+`python -m snapshot.leftovers`, which removes what the move left in the DataStore the tenant no longer uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.datastores import (
+    DEDICATED,
+    clean,
+    everything,
+    kamaji_migrate,
+    kamaji_sets_up,
+    on_the_dedicated_store,
+    users_and_roles,
+)
+from tests.snapshot_etcd import etcdctl, root
+from tests.test_validation import SCHEMAS, USERS, ok, recorded
+
+A, B = SCHEMAS["tenant-a"], SCHEMAS["tenant-b"]
+
+
+def of(keys: dict[bytes, bytes], schema: str) -> dict[bytes, bytes]:
+    return {key: value for key, value in keys.items() if key.startswith(f"/{schema}/".encode())}
+
+
+def test_a_finished_move_leaves_identical_keys_in_the_target_and_after_clean_up_nothing_of_it_in_the_source(stores):
+    before = everything(stores.shared)
+    # pulumi up: the spec names the dedicated DataStore; Kamaji sets the tenant up there and runs its Job.
+    stores.name("tenant-a", spec=DEDICATED, state="Migrating")
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+    assert clean(stores, "tenant-a")[0] == 1  # still moving: refused
+    assert everything(stores.shared) == before
+    stores.name("tenant-a", status=DEDICATED, state="Ready")  # the Job completed; Kamaji points the tenant there
+
+    code, said, problems = clean(stores)
+
+    assert code == 0, problems
+    moved = everything(stores.dedicated)
+    assert moved == of(before, A) and moved  # byte for byte, and nothing else
+    assert everything(stores.shared) == {key: value for key, value in before.items() if key not in moved}
+    assert users_and_roles(stores.shared) == ({"root", USERS["tenant-b"]}, {"root", B})
+    assert users_and_roles(stores.dedicated) == ({"root", USERS["tenant-a"]}, {"root", A})
+    assert said == f"tenant tenant-a: removed from DataStore default: {len(moved)} keys, etcd user " \
+        f"{USERS['tenant-a']}, role {A}\n"
+    # Run again (make up each time): nothing left to remove, nothing else touched.
+    assert clean(stores) == (0, "", "")
+    assert everything(stores.dedicated) == moved
+
+
+def test_a_half_copied_target_is_cleaned_on_undo_and_the_source_left_whole(stores):
+    on_the_dedicated_store(stores, "tenant-b")
+    source, shared = everything(stores.dedicated), everything(stores.shared)
+    # Back to the shared DataStore: Kamaji sets tenant-b up there, and its Job dies after one put.
+    stores.name("tenant-b", spec="default", state="Migrating")
+    kamaji_sets_up(stores.shared, "tenant-b")
+    kamaji_migrate(stores.dedicated, stores.shared, B, puts=1)
+    assert len(of(everything(stores.shared), B)) == 1
+
+    code, _, problems = clean(stores, "tenant-b")
+    assert code == 1 and "Kamaji is moving it to DataStore default (its status is Migrating)" in problems
+    assert len(of(everything(stores.shared), B)) == 1
+
+    stores.name("tenant-b", spec=DEDICATED, state="Ready")  # undo: the key back to dedicated, make up
+    code, said, problems = clean(stores, "tenant-b")
+
+    assert code == 0, problems
+    assert everything(stores.shared) == shared  # tenant-a's keys as they were, nothing of tenant-b's
+    assert users_and_roles(stores.shared) == ({"root", USERS["tenant-a"]}, {"root", A})
+    assert everything(stores.dedicated) == source
+    assert users_and_roles(stores.dedicated) == ({"root", USERS["tenant-b"]}, {"root", B})
+    assert said == f"tenant tenant-b: removed from DataStore default: 1 key, etcd user {USERS['tenant-b']}, " \
+        f"role {B}\n"
+
+
+@pytest.mark.parametrize(
+    ("state", "why"),
+    [
+        ({"spec": DEDICATED}, "it is on DataStore default and its spec names team-a-store: a move has not finished"),
+        ({"state": "Migrating"}, "Kamaji is moving it to DataStore default (its status is Migrating)"),
+        ({"job": True}, "Kamaji's migrate Job kamaji-system/migrate-0001 still runs"),
+    ],
+    ids=["spec-and-status-differ", "kamaji-says-migrating", "migrate-job-active"],
+)
+def test_nothing_is_deleted_while_the_tenant_moves(stores, state, why):
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+    if state.pop("job", False):
+        job = {"metadata": {"name": "migrate-0001", "namespace": "kamaji-system"}, "status": {"active": 1}}
+        stores.jobs.append(job)
+        stores.name("tenant-b", spec=DEDICATED, status=DEDICATED)  # the dedicated store is a lab store
+    stores.name("tenant-a", **state)
+    before = everything(stores.shared), everything(stores.dedicated)
+
+    code, said, problems = clean(stores, "tenant-a")
+
+    assert (code, said) == (1, "")
+    assert problems == f"snapshot.leftovers: tenant tenant-a: nothing deleted: {why}; run `make datastore-clean " \
+        "TENANT=tenant-a` once it is on one DataStore\n"
+    assert (everything(stores.shared), everything(stores.dedicated)) == before
+
+
+def test_nothing_is_deleted_when_the_datastore_the_tenant_uses_holds_none_of_its_keys(stores):
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+    stores.name("tenant-a", spec=DEDICATED, status=DEDICATED)
+    with root(stores.dedicated) as client:
+        etcdctl(client, "del", f"/{A}/", "--prefix")
+    before = everything(stores.shared)
+
+    code, _, problems = clean(stores, "tenant-a")
+
+    assert code == 1
+    assert f"DataStore {DEDICATED}, the one it uses, holds none of its keys under /{A}/" in problems
+    assert everything(stores.shared) == before
+
+
+def test_a_datastore_no_lab_tenant_names_is_never_opened(stores, tmp_path):
+    """Only the platform's DataStore and those the lab's TenantControlPlanes name are the lab's: with every tenant
+    on the shared one, nothing is even read."""
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+    before = everything(stores.dedicated), everything(stores.shared)
+
+    assert clean(stores) == (0, "", "")
+    assert (everything(stores.dedicated), everything(stores.shared)) == before
+    assert not (tmp_path / "kubectl.log").exists()  # no port-forward to either
+
+
+def test_what_another_tenant_in_that_datastore_also_uses_is_left_alone(stores):
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+    stores.name("tenant-a", spec=DEDICATED, status=DEDICATED)
+    stores.tcps["tenant-b"]["spec"]["dataStoreSchema"] = A  # a lab gone wrong: tenant-b names tenant-a's schema
+    stores.tcps["tenant-b"]["status"]["storage"]["setup"]["schema"] = A
+    before = everything(stores.shared)
+
+    code, said, _ = clean(stores, "tenant-a")
+
+    assert code == 0
+    assert said == f"tenant tenant-a: DataStore default left as it is: another tenant there uses schema {A} " \
+        "(tenant-b)\n"
+    assert everything(stores.shared) == before
+
+
+def test_a_datastore_that_names_the_same_etcd_as_the_tenants_is_left_alone(stores):
+    """Two DataStore objects for one etcd: the other name is no other store, and nothing of the tenant goes."""
+    alias = recorded("datastore-default.json")
+    alias["metadata"]["name"] = "default-again"
+    stores.lab.on("management", r"^get datastores\.kamaji\.clastix\.io default-again ", ok(alias))
+    stores.name("tenant-b", spec="default-again", status="default-again")
+    before = everything(stores.shared)
+
+    code, said, problems = clean(stores, "tenant-a")
+
+    assert code == 0, problems
+    assert said == "tenant tenant-a: DataStore default-again left as it is: it names an etcd member of DataStore " \
+        "default, which the tenant uses\n"
+    assert everything(stores.shared) == before
+
+
+def test_a_datastore_that_cannot_be_reached_fails_the_tenant_and_deletes_nothing(stores):
+    stores.name("tenant-a", spec=DEDICATED, status=DEDICATED)
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+    stores.lab.on("management", r"^get secret kamaji-etcd-client-certs -n kamaji-system -o json", ok({"data": {}}))
+    before = everything(stores.shared), everything(stores.dedicated)
+
+    code, said, problems = clean(stores)
+
+    assert (code, said) == (1, "")
+    # tenant-b, on that DataStore, is looked for in the dedicated one only once its own holds its keys.
+    assert problems == "".join(
+        f"snapshot.leftovers: tenant {tenant}: failed: secret kamaji-system/kamaji-etcd-client-certs has no tls.crt "
+        "(the DataStore's client.crt); run it again\n" for tenant in ("tenant-a", "tenant-b")
+    )
+    assert (everything(stores.shared), everything(stores.dedicated)) == before

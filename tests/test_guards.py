@@ -89,6 +89,12 @@ def test_timed_commands_include_the_join_and_the_platform_waits(up_plan):
     assert {"kind-up.sh", "wait-metallb.sh", "wait-kamaji.sh", "join-worker.sh", "wait-gpus.sh"} <= timed
 
 
+def test_the_restarts_after_a_datastore_move_are_timed_where_they_run(lab_plan):
+    # They run nothing on creation and their scripts on an update (components/datastore_move.py).
+    timed = {script_name(c, "update") for c in commands(lab_plan) if "update" in c.custom_timeouts}
+    assert {"restart-kubelet.sh", "restart-tenant-clients.sh"} <= timed
+
+
 def test_a_delete_script_with_a_bound_runs_under_a_delete_timeout(lab_plan):
     bounded = [c for c in commands(lab_plan) if script_of(c, "delete") and declared_bound(script_of(c, "delete"))]
     assert bounded

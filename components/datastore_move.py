@@ -7,7 +7,9 @@ Each step is a command that runs nothing when it is created and its script when 
 DataStore the tenant names is one of them, so a move runs it once, and a tenant's first `up` and every `up` after
 never do. (A trigger would not do: pulumi-command replaces a command whose triggers change, which runs its create
 step, pulumi/pulumi-command provider/pkg/provider/common/inputs.go@v1.2.1.) While the tenant sleeps, changes of its
-inputs are ignored: its workers are stopped, and the change runs once it wakes.
+inputs are ignored: its workers are stopped, and the change runs once it wakes. A run that failed runs again on
+the next `up`: either its state kept the old inputs, or it was saved with initialization errors, which the engine
+updates again (pulumi/pulumi pkg/resource/deploy/step_generator.go, generateSteps).
 """
 
 from __future__ import annotations

@@ -60,6 +60,8 @@ def step_seconds(plan_: Plan, urn: str) -> int:
     if resource.type.startswith(NO_TIME):
         return 0
     if resource.type == "command:local:Command":
+        if "create" not in resource.inputs:
+            return 0  # runs only on an update (components/datastore_move.py), never in a first up
         return STEP_SECONDS.get(resource.inputs["create"].rsplit("/", 1)[-1], DEFAULT_STEP_SECONDS)
     if resource.type == "kubernetes:helm.sh/v3:Release":
         return STEP_SECONDS[f"release:{resource.inputs['chart']}"]

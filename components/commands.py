@@ -24,15 +24,20 @@ def script(name: str) -> str:
 
 def script_command(
     resource_name: str,
-    create: str,
+    create: str | None,
     environment: Mapping[str, pulumi.Input[str]],
     opts: pulumi.ResourceOptions,
     *,
     delete: str | None = None,
+    update: str | None = None,
     secret_output: bool = False,
     triggers: Sequence[pulumi.Input] | None = None,
 ) -> local.Command:
     """A Command that runs scripts/<create> (and scripts/<delete> on destroy).
+
+    With `update`, a change of its inputs runs scripts/<update> instead of <create>; a change of `triggers`
+    replaces the command, which runs <create> (pulumi/pulumi-command provider/pkg/provider/common/inputs.go and
+    local/commandController.go@v1.2.1). Without `create`, its creation runs nothing.
 
     With secret_output, stdout and stderr are encrypted in state: such commands
     print kubeconfigs or handle join tokens. stderr still streams to the console,
@@ -41,7 +46,8 @@ def script_command(
     secret_opts = pulumi.ResourceOptions(additional_secret_outputs=["stdout", "stderr"]) if secret_output else None
     return local.Command(
         resource_name,
-        create=script(create),
+        create=script(create) if create else None,
+        update=script(update) if update else None,
         delete=script(delete) if delete else None,
         environment=dict(environment),
         triggers=list(triggers) if triggers else None,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components.commands import script_command
+from components.datastore_move import kubelet_restart
 from components.flannel import FLANNEL_NAMESPACE
 from components.gpu_sharing import REAL_GPU_NODE_LABELS
 from components.gpus import GpuSpec
@@ -38,6 +39,8 @@ class MachineWorkerArgs:
     """Mock GPUs to register; empty with real GPUs, which HAMi's device plugin finds itself."""
     gpu_slots: int
     real_gpus: bool
+    data_store: str
+    """The DataStore its tenant runs on: a move to another restarts its kubelet."""
     sleeping: bool = False
     """Its tenant sleeps: the machine's kubelet is stopped; the machine and its join stay."""
 
@@ -46,7 +49,8 @@ class MachineWorker(pulumi.ComponentResource):
     """Joins a machine the same way as a container worker, after checking it can run the tenant's nodes.
 
     Exposes what WorkerNode does: `joined`, `gpus_registered` (None without mock
-    GPUs), `power` (its kubelet stopped or started as its tenant sleeps or wakes) and `done`.
+    GPUs), `power` (its kubelet stopped or started as its tenant sleeps or wakes),
+    `kubelet_restarted` (after a move of its tenant to another DataStore) and `done`.
     The machine itself is neither created nor destroyed: destroy
     removes its node from the tenant and resets it with `kubeadm reset`.
     """
@@ -114,8 +118,18 @@ class MachineWorker(pulumi.ComponentResource):
         self.power = worker_power(
             name, machine.name, transport, args.sleeping, parent=self, after=[steps.done, args.control_plane_ready]
         )
-        # Its last step: the next worker waits for this one to be joined and in the asked state.
-        self.done = self.power
+        self.kubelet_restarted = kubelet_restart(
+            name,
+            machine.name,
+            transport,
+            args.data_store,
+            args.sleeping,
+            parent=self,
+            after=[self.power, args.control_plane_ready],
+        )
+        # Its last step: the next worker waits for this one to be joined, in the asked state and, after a move,
+        # restarted, so the tenant's kubelets restart one at a time.
+        self.done = self.kubelet_restarted
 
         self.register_outputs({"nodeName": machine.name})
 

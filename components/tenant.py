@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.commands import script_command
+from components.datastore_move import clients_restart
 from components.dedicated_datastore import DedicatedDataStore, DedicatedDataStoreArgs
 from components.docker_host import DockerHost
 from components.flannel import Flannel, FlannelArgs
@@ -118,7 +119,7 @@ class Tenant(pulumi.ComponentResource):
             network, workers = self._containers(name, args, control_plane)
         node_names = list(workers)
 
-        GpuSharing(
+        gpu_sharing = GpuSharing(
             f"{name}",
             GpuSharingArgs(
                 tenant=tenant,
@@ -134,6 +135,16 @@ class Tenant(pulumi.ComponentResource):
                 scheduler_metrics=lab.observability,
             ),
             opts=pulumi.ResourceOptions(parent=self),
+        )
+        # After a move to another DataStore, once every kubelet restarted: the lab's clients in the tenant.
+        clients_restart(
+            name,
+            tenant.name,
+            control_plane.kubeconfig,
+            tenant.data_store,
+            tenant.sleeping,
+            parent=self,
+            after=[gpu_sharing, network, kube_proxy, *(worker.kubelet_restarted for worker in workers.values())],
         )
 
         self.facts = {
@@ -196,6 +207,7 @@ class Tenant(pulumi.ComponentResource):
                     tenant_kubeconfig=control_plane.kubeconfig,
                     gpus=tenant.gpus,
                     gpu_slots=tenant.gpu_slots,
+                    data_store=tenant.data_store,
                     sleeping=tenant.sleeping,
                     address=lab.worker_address(tenant, index),
                     network_filter=args.network_filter,
@@ -234,6 +246,7 @@ class Tenant(pulumi.ComponentResource):
                     gpus=tenant.gpus,
                     gpu_slots=tenant.gpu_slots,
                     real_gpus=tenant.real_gpus,
+                    data_store=tenant.data_store,
                     sleeping=tenant.sleeping,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),

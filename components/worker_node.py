@@ -9,6 +9,7 @@ import pulumi
 import pulumi_docker as docker
 
 from components.commands import script_command
+from components.datastore_move import kubelet_restart
 from components.docker_host import DockerHost
 from components.gpus import GpuSpec
 from components.node_join import join_node
@@ -55,6 +56,8 @@ class WorkerNodeArgs:
     """Secret; used on the host to mint a short-lived bootstrap token and to remove the node."""
     gpus: tuple[GpuSpec, ...]
     gpu_slots: int
+    data_store: str
+    """The DataStore its tenant runs on: a move to another restarts its kubelet."""
     sleeping: bool = False
     """Its tenant sleeps: the container is stopped and kept."""
     address: str | None = None
@@ -68,7 +71,8 @@ class WorkerNode(pulumi.ComponentResource):
 
     `joined` completes once the kubelet is registered with the tenant; `gpus_registered`
     (None for a worker without GPUs) once HAMi's node registration is in place; `done`
-    once both are and the worker is asleep or awake as its tenant (`power`). A replaced
+    once both are, the worker is asleep or awake as its tenant (`power`) and, after a move of
+    its tenant to another DataStore, its kubelet restarted (`kubelet_restarted`). A replaced
     container is first drained and leaves the tenant (the
     join's delete step, scripts/leave-worker.sh).
     """
@@ -159,7 +163,17 @@ class WorkerNode(pulumi.ComponentResource):
         self.power = worker_power(
             name, args.node_name, {}, args.sleeping, parent=self, after=[steps.done, args.control_plane_ready]
         )
-        # Its last step: the next worker waits for this one to be joined and in the asked state.
-        self.done = self.power
+        self.kubelet_restarted = kubelet_restart(
+            name,
+            args.node_name,
+            {},
+            args.data_store,
+            args.sleeping,
+            parent=self,
+            after=[self.power, args.control_plane_ready],
+        )
+        # Its last step: the next worker waits for this one to be joined, in the asked state and, after a move,
+        # restarted, so the tenant's kubelets restart one at a time.
+        self.done = self.kubelet_restarted
 
         self.register_outputs({"nodeName": args.node_name})

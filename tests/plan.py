@@ -134,7 +134,12 @@ class Plan:
         return match
 
     def commands(self, script: str) -> list[Registration]:
-        return [r for r in self.of_type("command:local:Command") if r.inputs.get("create", "").endswith(f"/{script}")]
+        """The commands that run scripts/<script>, on creation or, for those that run nothing then, on an update."""
+        return [
+            r
+            for r in self.of_type("command:local:Command")
+            if (r.inputs.get("create") or r.inputs.get("update", "")).endswith(f"/{script}")
+        ]
 
     def tenant_server(self, tenant: str) -> str:
         """The API server URL the tenant's admin kubeconfig names in an `up` of this plan."""
@@ -395,7 +400,7 @@ class _LabMocks(mocks.Mocks):
 
 def _command_stdout(inputs: dict[str, Any]) -> str:
     env = reveal(inputs.get("environment", {}))
-    script = inputs["create"].rsplit("/", 1)[-1]
+    script = inputs.get("create", "").rsplit("/", 1)[-1]
     if script == "kind-kubeconfig.sh":
         return fake_kubeconfig(MANAGEMENT_SERVER, "kind-admin")
     if script == "kind-subnet.sh":

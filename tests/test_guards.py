@@ -25,6 +25,12 @@ def script_of(command: Registration, operation: str) -> Path | None:
     return SCRIPTS / line.rsplit("/", 1)[-1] if line else None
 
 
+def script_name(command: Registration, operation: str) -> str:
+    """The script's file name; empty for an operation that runs nothing (a command with no create step)."""
+    script = script_of(command, operation)
+    return script.name if script else ""
+
+
 def declared_bound(script: Path) -> int | None:
     """The longest a script runs, from its `# bound:  N s (...)` header line."""
     match = _BOUND.search(script.read_text())
@@ -54,7 +60,7 @@ def test_no_command_that_handles_credentials_prints_its_stdout_on_the_console(de
 
 def test_commands_that_print_credentials_keep_stdout_and_stderr_secret_in_state(up_plan):
     printers = ("kind-kubeconfig.sh", "tenant-kubeconfig.sh")
-    printing = [c for c in commands(up_plan) if script_of(c, "create").name in printers]
+    printing = [c for c in commands(up_plan) if script_name(c, "create") in printers]
     assert len(printing) == 3  # the kind cluster and two tenants
     for command in printing:
         assert {"stdout", "stderr"} <= set(command.secret_outputs), command.name
@@ -83,6 +89,12 @@ def test_timed_commands_include_the_join_and_the_platform_waits(up_plan):
     assert {"kind-up.sh", "wait-metallb.sh", "wait-kamaji.sh", "join-worker.sh", "wait-gpus.sh"} <= timed
 
 
+def test_the_restarts_after_a_datastore_move_are_timed_where_they_run(lab_plan):
+    # They run nothing on creation and their scripts on an update (components/datastore_move.py).
+    timed = {script_name(c, "update") for c in commands(lab_plan) if "update" in c.custom_timeouts}
+    assert {"restart-kubelet.sh", "restart-tenant-clients.sh"} <= timed
+
+
 def test_a_delete_script_with_a_bound_runs_under_a_delete_timeout(lab_plan):
     bounded = [c for c in commands(lab_plan) if script_of(c, "delete") and declared_bound(script_of(c, "delete"))]
     assert bounded
@@ -97,7 +109,7 @@ def test_every_custom_timeout_is_a_duration_the_engine_parses(lab_plan):
 
 
 def test_a_machine_check_is_timed_whenever_it_runs(lab_plan):
-    checks = [c for c in commands(lab_plan) if script_of(c, "create").name == "check-machine.sh"]
+    checks = [c for c in commands(lab_plan) if script_name(c, "create") == "check-machine.sh"]
     assert bool(checks) == any(r.type.endswith(":MachineWorker") for r in lab_plan.registrations)
     for check in checks:  # created, and run again when the machine or the tenant's version changes
         assert {"create", "update"} <= set(check.custom_timeouts), check.name

@@ -11,7 +11,14 @@ import yaml
 from components import config, docker_host
 from components.addresses import DEFAULT_KIND_SUBNET
 from tests.plan import ROOT, dev_config, fake_kubeconfig, is_secret, plan, resolve
-from tests.test_guards import CONSOLE_SAFE_LOGGING, assert_variables_match_scripts, declared_bound, script_of, seconds
+from tests.test_guards import (
+    CONSOLE_SAFE_LOGGING,
+    assert_variables_match_scripts,
+    declared_bound,
+    script_name,
+    script_of,
+    seconds,
+)
 
 EXISTING_SERVER = "https://10.20.0.1:6443"
 EXISTING_KUBECONFIG = fake_kubeconfig(EXISTING_SERVER, "platform-admin")
@@ -253,7 +260,7 @@ def test_without_container_workers_an_existing_cluster_touches_no_docker(monkeyp
 
 def test_the_checks_of_provided_pieces_outlast_their_scripts(provided):
     pieces = {"check-cert-manager.sh", "check-kamaji.sh", "check-load-balancer.sh"}
-    checks = [c for c in provided.of_type("command:local:Command") if script_of(c, "create").name in pieces]
+    checks = [c for c in provided.of_type("command:local:Command") if script_name(c, "create") in pieces]
     assert {script_of(c, "create").name for c in checks} == pieces
     for check in checks:
         assert seconds(check.custom_timeouts["create"]) > declared_bound(script_of(check, "create")), check.name

@@ -201,6 +201,21 @@ def guard_policy_spec() -> dict:
                 "reason": "Forbidden",
             },
             {
+                # A ServiceAccount of the lab's namespaces is exempt from these guards (LAB_GROUPS): bound to the
+                # team's rights, it would hold them unguarded. A RoleBinding's subject without a namespace is of
+                # the binding's own (kubernetes/kubernetes
+                # pkg/registry/rbac/validation/rule.go appliesToUser).
+                "expression": "!(request.resource.group == 'rbac.authorization.k8s.io' && "
+                              "request.resource.resource in ['rolebindings', 'clusterrolebindings'] && "
+                              "request.operation in ['CREATE', 'UPDATE'] && has(object.subjects) && "
+                              "object.subjects.exists(s, s.kind == 'ServiceAccount' && "
+                              "(has(s.namespace) && s.namespace != '' ? s.namespace : request.namespace) "
+                              f"in {protected}))",
+                "message": "the team credential may not bind ServiceAccounts of the lab's namespaces "
+                           f"({', '.join(PROTECTED_NAMESPACES)})",
+                "reason": "Forbidden",
+            },
+            {
                 "expression": "!variables.isNamespace || !(request.operation in ['CREATE', 'UPDATE']) || ("
                               f"variables.newLabels.all(k, !k.startsWith('{prefix}') || "
                               "(k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) && "

@@ -328,6 +328,35 @@ def test_no_grant_to_the_built_in_users_and_groups_which_would_outlive_a_revocat
                         binding(ok, {"kind": "User", "name": "alice", "apiGroup": RBAC}))
 
 
+@pytest.mark.parametrize("namespace", PROTECTED)
+def test_no_grant_to_a_service_account_of_a_lab_namespace_which_the_guards_exempt(namespace):
+    lab_account = {"kind": "ServiceAccount", "name": "hami-scheduler", "namespace": namespace}
+    ok = {"kind": "ServiceAccount", "name": "builder", "namespace": "team-a"}
+    for resource, where in (("clusterrolebindings", ""), ("rolebindings", "team-a")):
+        assert not admitted(request("CREATE", resource, where, "b", group=RBAC), binding(ok, lab_account))
+        assert not admitted(request("UPDATE", resource, where, "b", group=RBAC), binding(ok, lab_account),
+                            binding(ok))
+        assert admitted(request("CREATE", resource, where, "b", group=RBAC), binding(ok))
+
+
+def test_a_role_binding_subject_without_namespace_is_the_bindings_own_namespaces_account():
+    unqualified = {"kind": "ServiceAccount", "name": "builder"}
+    assert admitted(request("CREATE", "rolebindings", "team-a", "b", group=RBAC), binding(unqualified))
+    assert admitted(request("CREATE", "rolebindings", "team-a", "b", group=RBAC),
+                    binding({**unqualified, "namespace": ""}))
+
+
+@pytest.mark.parametrize("subject", [
+    *({"kind": "Group", "name": group, "apiGroup": RBAC} for group in team_access.LAB_GROUPS),
+    *({"kind": "User", "name": user, "apiGroup": RBAC} for user in team_access.LAB_USERS),
+    *({"kind": "User", "name": account(namespace, "default")[0], "apiGroup": RBAC} for namespace in EXEMPT_NAMESPACES),
+], ids=lambda subject: f"{subject['kind']}-{subject['name']}")
+def test_no_identity_the_guards_exempt_can_be_lent_the_teams_rights(subject):
+    # Every user and group the policy's matchCondition lets through, named directly or as a ServiceAccount's user.
+    for resource, where in (("clusterrolebindings", ""), ("rolebindings", "team-a")):
+        assert not admitted(request("CREATE", resource, where, "b", group=RBAC), binding(subject))
+
+
 def test_the_api_servers_own_roles_are_not_the_teams():
     role = {"metadata": {"name": "system:node"}, "rules": []}
     assert not admitted(request("UPDATE", "clusterroles", "", "system:node", group=RBAC), role, role)

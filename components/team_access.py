@@ -216,6 +216,22 @@ def guard_policy_spec() -> dict:
                 "reason": "Forbidden",
             },
             {
+                # A conversion webhook by URL is dialled from the API server in the management cluster over the
+                # controlplane egress, not through Konnectivity (staging/src/k8s.io/apiserver/pkg/util/webhook/
+                # authentication.go: ClientConfigFor uses ControlPlane, ClientConfigForService uses Cluster), and
+                # Kamaji's egress selector configures only `cluster` (clastix/kamaji internal/resources/
+                # konnectivity/constants.go@26.8.2-edge): so a direct dial, outside the lab's network filter.
+                "expression": "!(request.resource.group == 'apiextensions.k8s.io' && "
+                              "request.resource.resource == 'customresourcedefinitions' && "
+                              "request.operation in ['CREATE', 'UPDATE'] && has(object.spec) && "
+                              "has(object.spec.conversion) && has(object.spec.conversion.webhook) && "
+                              "has(object.spec.conversion.webhook.clientConfig) && "
+                              "has(object.spec.conversion.webhook.clientConfig.url))",
+                "message": "the team credential may not give a CustomResourceDefinition a conversion webhook by URL "
+                           "(spec.conversion.webhook.clientConfig.url): use a Service of the tenant",
+                "reason": "Forbidden",
+            },
+            {
                 "expression": "!variables.isNamespace || !(request.operation in ['CREATE', 'UPDATE']) || ("
                               f"variables.newLabels.all(k, !k.startsWith('{prefix}') || "
                               "(k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) && "

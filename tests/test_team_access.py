@@ -365,6 +365,35 @@ def test_the_api_servers_own_roles_are_not_the_teams():
     assert admitted(request("DELETE", "clusterroles", "", "ml-reader", group=RBAC), None, role)
 
 
+def crd(conversion: dict | None) -> dict:
+    spec = {"group": "ml.example.com", "names": {"plural": "jobs", "kind": "Job"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": True, "storage": True}]}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "jobs.ml.example.com"}, "spec": {**spec, **({"conversion": conversion}
+                                                                              if conversion is not None else {})}}
+
+
+BY_URL = {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                                             "clientConfig": {"url": "https://172.18.0.1:9443/convert"}}}
+BY_SERVICE = {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": {
+    "service": {"namespace": "team-a", "name": "converter", "path": "/convert", "port": 443}}}}
+
+
+def test_a_crd_may_not_convert_through_a_url_which_the_api_server_would_dial_outside_the_filter():
+    def write(operation: str, new: dict, old: dict | None = None) -> bool:
+        return admitted(request(operation, "customresourcedefinitions", "", "jobs.ml.example.com",
+                                group="apiextensions.k8s.io"), new, old)
+
+    assert not write("CREATE", crd(BY_URL))
+    assert not write("UPDATE", crd(BY_URL), crd(BY_SERVICE))
+    assert not write("UPDATE", crd(BY_URL), crd(BY_URL)), "one made before the guard cannot be kept by an update"
+    for conversion in (BY_SERVICE, {"strategy": "None"}, None):
+        assert write("CREATE", crd(conversion))
+        assert write("UPDATE", crd(conversion), crd(BY_URL)), "and may be repaired"
+    assert admitted(request("DELETE", "customresourcedefinitions", "", "jobs.ml.example.com",
+                            group="apiextensions.k8s.io"), None, crd(BY_URL))
+
+
 # --- the role, matched as RBAC matches ---------------------------------------------------------------------------
 
 
@@ -417,6 +446,10 @@ REFUSED = [
     ("patch", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", ""),
     ("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
     ("delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+    # A webhook by URL would be dialled from the management cluster, outside the network filter.
+    ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+    ("update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
+    ("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
     ("create", "admissionregistration.k8s.io", "mutatingadmissionpolicies", ""),
     # Certificates: approval and signing (a CSR for system:masters would make a master certificate).
     ("update", "certificates.k8s.io", "certificatesigningrequests", "approval"),

@@ -140,6 +140,12 @@ def guard_variables() -> list[dict]:
     return [
         {"name": "isNamespace", "expression": "request.resource.group == '' && "
                                               "request.resource.resource == 'namespaces'"},
+        # A delete-collection admits each item with an empty request.name and the item as oldObject
+        # (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go DeleteCollection, registry/rest/delete.go
+        # AdmissionToValidateObjectDeleteFunc): the name-based guards read the object's own name there.
+        {"name": "objectName", "expression": "request.name != '' ? request.name : ("
+                                             "request.operation == 'DELETE' && has(oldObject.metadata) && "
+                                             "has(oldObject.metadata.name) ? oldObject.metadata.name : '')"},
         {"name": "newLabels", "expression": labels("object", ("CREATE", "UPDATE"))},
         {"name": "oldLabels", "expression": labels("oldObject", ("UPDATE", "DELETE"))},
     ]
@@ -176,13 +182,13 @@ def guard_policy_spec() -> dict:
         "validations": [
             {
                 "expression": f"!(request.namespace in {protected}) && "
-                              f"!(variables.isNamespace && request.name in {protected})",
+                              f"!(variables.isNamespace && variables.objectName in {protected})",
                 "message": "the team credential may not change the lab's namespaces "
                            f"({', '.join(PROTECTED_NAMESPACES)})",
                 "reason": "Forbidden",
             },
             {
-                "expression": f"!(request.namespace == '{namespace}' && request.name == '{name}' && "
+                "expression": f"!(request.namespace == '{namespace}' && variables.objectName == '{name}' && "
                               f"request.resource.resource in {_cel_strings(resources)})",
                 "message": f"the team credential may not change the API server's own Service {namespace}/{name}",
                 "reason": "Forbidden",
@@ -191,7 +197,7 @@ def guard_policy_spec() -> dict:
                 # The API server's own roles and bindings (the lab's nodes and controllers run on them), and any
                 # grant to the built-in users and groups (system:unauthenticated would outlive a revocation).
                 "expression": "!(request.resource.group == 'rbac.authorization.k8s.io' && "
-                              "request.name.startsWith('system:')) && "
+                              "variables.objectName.startsWith('system:')) && "
                               "!(request.resource.group == 'rbac.authorization.k8s.io' && "
                               "request.resource.resource in ['rolebindings', 'clusterrolebindings'] && "
                               "request.operation in ['CREATE', 'UPDATE'] && has(object.subjects) && "

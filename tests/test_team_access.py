@@ -394,6 +394,32 @@ def test_a_crd_may_not_convert_through_a_url_which_the_api_server_would_dial_out
                             group="apiextensions.k8s.io"), None, crd(BY_URL))
 
 
+def deleted_in_a_collection(resource: str, namespace: str, item: dict, group: str = "") -> bool:
+    """One item of a delete-collection, as the API server admits it: request.name empty, the item as oldObject
+    (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go DeleteCollection: its static attributes carry
+    the name ""; pkg/registry/rest/delete.go AdmissionToValidateObjectDeleteFunc adds each item as the old object)."""
+    return admitted(request("DELETE", resource, namespace, "", group=group), None, item)
+
+
+def test_a_delete_collection_is_judged_by_each_items_own_name():
+    def named(name: str) -> dict:
+        return {"metadata": {"name": name, "namespace": "default"}}
+
+    for resource, group in (("services", ""), ("endpoints", ""), ("endpointslices", "discovery.k8s.io")):
+        assert not deleted_in_a_collection(resource, "default", named("kubernetes"), group)
+        assert deleted_in_a_collection(resource, "default", named("web"), group)
+    for resource in ("clusterroles", "clusterrolebindings"):
+        assert not deleted_in_a_collection(resource, "", {"metadata": {"name": "system:node"}}, RBAC)
+        assert deleted_in_a_collection(resource, "", {"metadata": {"name": "ml-reader"}}, RBAC)
+    assert not deleted_in_a_collection("rolebindings", "team-a", {"metadata": {"name": "system:controller:x"}}, RBAC)
+    assert deleted_in_a_collection("rolebindings", "team-a", {"metadata": {"name": "ci"}}, RBAC)
+    for namespace in PROTECTED:
+        assert not deleted_in_a_collection("namespaces", "", namespace_object(namespace))
+        assert not deleted_in_a_collection("configmaps", namespace, named("x")), "its namespace is in the request"
+    assert deleted_in_a_collection("namespaces", "", namespace_object("team-a"))
+    assert deleted_in_a_collection("configmaps", "team-a", named("x"))
+
+
 # --- the role, matched as RBAC matches ---------------------------------------------------------------------------
 
 

@@ -207,6 +207,16 @@ def guard_policy_spec() -> dict:
                 "reason": "Forbidden",
             },
             {
+                # The team's own role and binding: a subject it added to the binding would keep the team's rights
+                # past a revocation unseen, and the role is the lab's statement of those rights.
+                "expression": "!(request.resource.group == 'rbac.authorization.k8s.io' && "
+                              "request.resource.resource in ['clusterroles', 'clusterrolebindings'] && "
+                              f"variables.objectName == '{TEAM_ROLE}')",
+                "message": "the team credential may not change the lab's ClusterRole and ClusterRoleBinding "
+                           f"{TEAM_ROLE}",
+                "reason": "Forbidden",
+            },
+            {
                 # A ServiceAccount of the lab's namespaces is exempt from these guards (LAB_GROUPS): bound to the
                 # team's rights, it would hold them unguarded. A RoleBinding's subject without a namespace is of
                 # the binding's own (kubernetes/kubernetes

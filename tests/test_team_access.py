@@ -339,6 +339,26 @@ def test_no_grant_to_a_service_account_of_a_lab_namespace_which_the_guards_exemp
         assert admitted(request("CREATE", resource, where, "b", group=RBAC), binding(ok))
 
 
+def test_the_teams_own_role_and_binding_are_the_labs():
+    ours = binding({"kind": "ServiceAccount", "name": team_access.TEAM_ACCOUNT,
+                    "namespace": team_access.TEAM_NAMESPACE})
+    ours["metadata"]["name"] = ours["roleRef"]["name"] = team_access.TEAM_ROLE
+    widened = {**ours, "subjects": [*ours["subjects"], {"kind": "ServiceAccount", "name": "ci", "namespace": "team-a"}]}
+    role = {"metadata": {"name": team_access.TEAM_ROLE}, "rules": team_access.team_rules()}
+    name = team_access.TEAM_ROLE
+    assert not admitted(request("UPDATE", "clusterrolebindings", "", name, group=RBAC), widened, ours)
+    assert not admitted(request("DELETE", "clusterrolebindings", "", name, group=RBAC), None, ours)
+    assert not admitted(request("UPDATE", "clusterroles", "", name, group=RBAC), {**role, "rules": []}, role)
+    assert not admitted(request("DELETE", "clusterroles", "", "", group=RBAC), None, role), "in a delete-collection"
+    # A namespaced binding of that name, or another binding of the role, is the team's.
+    ci = {"kind": "ServiceAccount", "name": "ci", "namespace": "team-a"}
+    assert admitted(request("CREATE", "rolebindings", "team-a", name, group=RBAC),
+                    {**ours, "kind": "RoleBinding", "metadata": {"name": name, "namespace": "team-a"},
+                     "subjects": [ci]})
+    assert admitted(request("CREATE", "clusterrolebindings", "", "ci", group=RBAC),
+                    {**ours, "metadata": {"name": "ci"}, "subjects": [ci]})
+
+
 def test_a_role_binding_subject_without_namespace_is_the_bindings_own_namespaces_account():
     unqualified = {"kind": "ServiceAccount", "name": "builder"}
     assert admitted(request("CREATE", "rolebindings", "team-a", "b", group=RBAC), binding(unqualified))

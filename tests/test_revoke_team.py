@@ -83,7 +83,8 @@ class Lab:
         for kind, pattern in (("output", r"^pulumi stack output "), ("export", r"^pulumi stack export "),
                               ("taint", r"^pulumi state taint "), ("delete", r"^kubectl .* delete secret "),
                               ("whoami", r"^kubectl .* auth whoami "),
-                              ("bindings", r"^kubectl .* get clusterrolebindings,rolebindings --all-namespaces -o json$")):
+                              ("bindings",
+                               r"^kubectl .* get clusterrolebindings,rolebindings --all-namespaces -o json$")):
             if re.search(pattern, joined):
                 return kind
         raise AssertionError(f"unscripted command: {joined}")

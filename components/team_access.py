@@ -141,8 +141,8 @@ def guard_variables() -> list[dict]:
         {"name": "isNamespace", "expression": "request.resource.group == '' && "
                                               "request.resource.resource == 'namespaces'"},
         # A delete-collection admits each item with an empty request.name and the item as oldObject
-        # (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go DeleteCollection, registry/rest/delete.go
-        # AdmissionToValidateObjectDeleteFunc): the name-based guards read the object's own name there.
+        # (kubernetes/apiserver pkg/endpoints/handlers/delete.go DeleteCollection, pkg/registry/rest/delete.go
+        # AdmissionToValidateObjectDeleteFunc, @v0.36.0): the name-based guards read the object's own name there.
         {"name": "objectName", "expression": "request.name != '' ? request.name : ("
                                              "request.operation == 'DELETE' && has(oldObject.metadata) && "
                                              "has(oldObject.metadata.name) ? oldObject.metadata.name : '')"},
@@ -233,8 +233,8 @@ def guard_policy_spec() -> dict:
             },
             {
                 # A conversion webhook by URL is dialled from the API server in the management cluster over the
-                # controlplane egress, not through Konnectivity (staging/src/k8s.io/apiserver/pkg/util/webhook/
-                # authentication.go: ClientConfigFor uses ControlPlane, ClientConfigForService uses Cluster), and
+                # controlplane egress, not through Konnectivity (kubernetes/apiserver pkg/util/webhook/
+                # authentication.go@v0.36.0: ClientConfigFor uses ControlPlane, ClientConfigForService Cluster), and
                 # Kamaji's egress selector configures only `cluster` (clastix/kamaji internal/resources/
                 # konnectivity/constants.go@26.8.2-edge): so a direct dial, outside the lab's network filter.
                 "expression": "!(request.resource.group == 'apiextensions.k8s.io' && "

@@ -244,7 +244,7 @@ PUBLISHED = 8443
 def test_a_port_another_container_publishes_on_the_host_is_not_a_way_around_the_filter(namespaces, tmp_path,
                                                                                         backend):
     # A port published on the host is a DNAT in the host's nat table (moby/moby daemon/libnetwork/drivers/bridge/
-    # iptables_linux.go@docker-v29.7.2, its DOCKER chain, which skips only the target's own bridge): here the
+    # internal/iptabler/port.go@docker-v29.7.2, setPerPortNAT: `! -i <its own bridge>`, so from any other): here the
     # gateway's port 8443 sent to the world's 443, as for a container on another network. Reached through the
     # host, it would otherwise pass as traffic to the outside world.
     nat = "iptables-legacy" if backend == "iptables-legacy" else "iptables-nft"

@@ -129,7 +129,7 @@ def taint(tenant: str, stack: str, runner: Runner) -> bool:
     return True
 
 
-LAB_SUBJECT = {"kind": "ServiceAccount", "name": TEAM_ACCOUNT, "namespace": TEAM_NAMESPACE}
+LAB_SUBJECT = ("ServiceAccount", TEAM_NAMESPACE, TEAM_ACCOUNT)
 
 
 def report_bindings(tenant: str, admin_file: Path, runner: Runner) -> None:
@@ -164,13 +164,8 @@ def holds_team_role(binding: dict) -> bool:
         return False
     metadata = binding.get("metadata") or {}
     lab_own = binding.get("kind") == "ClusterRoleBinding" and metadata.get("name") == TEAM_ROLE
-    return not lab_own or any(subject != LAB_SUBJECT for subject in normalized_subjects(binding))
-
-
-def normalized_subjects(binding: dict) -> list[dict]:
-    """Its subjects, without the API's defaulted apiGroup (empty for a ServiceAccount)."""
-    return [{key: value for key, value in subject.items() if key != "apiGroup" or value}
-            for subject in binding.get("subjects") or []]
+    return not lab_own or any((subject.get("kind"), subject.get("namespace"), subject.get("name")) != LAB_SUBJECT
+                              for subject in binding.get("subjects") or [])
 
 
 def describe(binding: dict) -> str:

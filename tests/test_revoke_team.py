@@ -39,9 +39,8 @@ RBAC = "rbac.authorization.k8s.io"
 
 
 def rbac_binding(kind: str, name: str, role: str, *subjects: dict, namespace: str = "") -> dict:
-    """A binding as `kubectl get clusterrolebindings,rolebindings -A -o json` prints it: each item with its kind,
-    a ServiceAccount subject with the apiGroup "" the API server defaults (kubernetes/kubernetes
-    pkg/apis/rbac/v1/defaults.go)."""
+    """A binding as `kubectl get clusterrolebindings,rolebindings -A -o json` prints it: each item with its kind;
+    a ServiceAccount subject's apiGroup is "", left out (k8s.io/api rbac/v1 types.go Subject: omitempty)."""
     metadata = {"name": name, "uid": f"uid-{name}", "resourceVersion": "42", **({"namespace": namespace}
                                                                                   if namespace else {})}
     return {"apiVersion": f"{RBAC}/v1", "kind": kind, "metadata": metadata,
@@ -49,7 +48,7 @@ def rbac_binding(kind: str, name: str, role: str, *subjects: dict, namespace: st
 
 
 def service_account(namespace: str | None, name: str) -> dict:
-    return {"kind": "ServiceAccount", "apiGroup": "", "name": name, **({"namespace": namespace} if namespace else {})}
+    return {"kind": "ServiceAccount", "name": name, **({"namespace": namespace} if namespace else {})}
 
 
 LABS_OWN = rbac_binding("ClusterRoleBinding", TEAM_ROLE, TEAM_ROLE, service_account(TEAM_NAMESPACE, TEAM_ACCOUNT))

@@ -140,6 +140,12 @@ def guard_variables() -> list[dict]:
     return [
         {"name": "isNamespace", "expression": "request.resource.group == '' && "
                                               "request.resource.resource == 'namespaces'"},
+        # A delete-collection admits each item with an empty request.name and the item as oldObject
+        # (kubernetes/apiserver pkg/endpoints/handlers/delete.go DeleteCollection, pkg/registry/rest/delete.go
+        # AdmissionToValidateObjectDeleteFunc, @v0.36.0): the name-based guards read the object's own name there.
+        {"name": "objectName", "expression": "request.name != '' ? request.name : ("
+                                             "request.operation == 'DELETE' && has(oldObject.metadata) && "
+                                             "has(oldObject.metadata.name) ? oldObject.metadata.name : '')"},
         {"name": "newLabels", "expression": labels("object", ("CREATE", "UPDATE"))},
         {"name": "oldLabels", "expression": labels("oldObject", ("UPDATE", "DELETE"))},
     ]
@@ -176,13 +182,13 @@ def guard_policy_spec() -> dict:
         "validations": [
             {
                 "expression": f"!(request.namespace in {protected}) && "
-                              f"!(variables.isNamespace && request.name in {protected})",
+                              f"!(variables.isNamespace && variables.objectName in {protected})",
                 "message": "the team credential may not change the lab's namespaces "
                            f"({', '.join(PROTECTED_NAMESPACES)})",
                 "reason": "Forbidden",
             },
             {
-                "expression": f"!(request.namespace == '{namespace}' && request.name == '{name}' && "
+                "expression": f"!(request.namespace == '{namespace}' && variables.objectName == '{name}' && "
                               f"request.resource.resource in {_cel_strings(resources)})",
                 "message": f"the team credential may not change the API server's own Service {namespace}/{name}",
                 "reason": "Forbidden",
@@ -191,13 +197,54 @@ def guard_policy_spec() -> dict:
                 # The API server's own roles and bindings (the lab's nodes and controllers run on them), and any
                 # grant to the built-in users and groups (system:unauthenticated would outlive a revocation).
                 "expression": "!(request.resource.group == 'rbac.authorization.k8s.io' && "
-                              "request.name.startsWith('system:')) && "
+                              "variables.objectName.startsWith('system:')) && "
                               "!(request.resource.group == 'rbac.authorization.k8s.io' && "
                               "request.resource.resource in ['rolebindings', 'clusterrolebindings'] && "
                               "request.operation in ['CREATE', 'UPDATE'] && has(object.subjects) && "
                               "object.subjects.exists(s, s.kind in ['User', 'Group'] && s.name.startsWith('system:')))",
                 "message": "the team credential may not change system: roles and bindings, nor bind system: users "
                            "and groups",
+                "reason": "Forbidden",
+            },
+            {
+                # The team's own role and binding: a subject it added to the binding would keep the team's rights
+                # past a revocation unseen, and the role is the lab's statement of those rights.
+                "expression": "!(request.resource.group == 'rbac.authorization.k8s.io' && "
+                              "request.resource.resource in ['clusterroles', 'clusterrolebindings'] && "
+                              f"variables.objectName == '{TEAM_ROLE}')",
+                "message": "the team credential may not change the lab's ClusterRole and ClusterRoleBinding "
+                           f"{TEAM_ROLE}",
+                "reason": "Forbidden",
+            },
+            {
+                # A ServiceAccount of the lab's namespaces is exempt from these guards (LAB_GROUPS): bound to the
+                # team's rights, it would hold them unguarded. A RoleBinding's subject without a namespace is of
+                # the binding's own (kubernetes/kubernetes
+                # pkg/registry/rbac/validation/rule.go appliesToUser).
+                "expression": "!(request.resource.group == 'rbac.authorization.k8s.io' && "
+                              "request.resource.resource in ['rolebindings', 'clusterrolebindings'] && "
+                              "request.operation in ['CREATE', 'UPDATE'] && has(object.subjects) && "
+                              "object.subjects.exists(s, s.kind == 'ServiceAccount' && "
+                              "(has(s.namespace) && s.namespace != '' ? s.namespace : request.namespace) "
+                              f"in {protected}))",
+                "message": "the team credential may not bind ServiceAccounts of the lab's namespaces "
+                           f"({', '.join(PROTECTED_NAMESPACES)})",
+                "reason": "Forbidden",
+            },
+            {
+                # A conversion webhook by URL is dialled from the API server in the management cluster over the
+                # controlplane egress, not through Konnectivity (kubernetes/apiserver pkg/util/webhook/
+                # authentication.go@v0.36.0: ClientConfigFor uses ControlPlane, ClientConfigForService Cluster), and
+                # Kamaji's egress selector configures only `cluster` (clastix/kamaji internal/resources/
+                # konnectivity/constants.go@26.8.2-edge): so a direct dial, outside the lab's network filter.
+                "expression": "!(request.resource.group == 'apiextensions.k8s.io' && "
+                              "request.resource.resource == 'customresourcedefinitions' && "
+                              "request.operation in ['CREATE', 'UPDATE'] && has(object.spec) && "
+                              "has(object.spec.conversion) && has(object.spec.conversion.webhook) && "
+                              "has(object.spec.conversion.webhook.clientConfig) && "
+                              "has(object.spec.conversion.webhook.clientConfig.url))",
+                "message": "the team credential may not give a CustomResourceDefinition a conversion webhook by URL "
+                           "(spec.conversion.webhook.clientConfig.url): use a Service of the tenant",
                 "reason": "Forbidden",
             },
             {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Joins a worker, a kindest/node container or a machine reached over SSH, to its
 # Kamaji tenant with kubeadm. The tenant admin kubeconfig stays on this host: it
-# mints a short-lived bootstrap token, and only that token (plus the public CA
-# hash) reaches the worker, through stdin inside a kubeadm JoinConfiguration, so
+# mints a short-lived bootstrap token per attempt, deleted as soon as that attempt
+# ends, and only that token (plus the public CA hash) reaches the worker, through stdin inside a kubeadm JoinConfiguration, so
 # it appears in no command line (processes in a container are visible in the
 # host's `ps`; on a machine, to its other users).
 #
@@ -58,11 +58,14 @@ fi
 # Budget: every attempt is cut off inside the node after attempt_seconds (kubeadm's
 # own timeouts below end it sooner), plus the reset after it (reset_seconds, cut off
 # inside the node; the same budget leave-worker.sh gives it) and the pause.
-# The token outlives all attempts; components/node_join.py's create timeout
-# covers the boot wait, the first reset plus that token lifetime.
+# Each attempt has a token of its own that outlives that attempt only: whoever reads it (the team
+# credential reads kube-system's Secrets, docs/security.md) could join a machine of its own as a node,
+# whose client certificate Kamaji approves (clastix/kamaji internal/kubeadm/bootstraptoken.go
+# @26.8.2-edge: AutoApproveNodeBootstrapTokens). The attempt deletes it when it ends; the expiry
+# bounds it if this run is killed first.
 attempt_seconds=240
 reset_seconds=60
-token_ttl_minutes=$(((join_attempts * (attempt_seconds + reset_seconds + 30) + 59) / 60 + 1))
+token_ttl_minutes=$(((attempt_seconds + 10 + 59) / 60 + 1))
 
 wait_for_node "${BOOT_TIMEOUT:-90}"
 
@@ -245,20 +248,30 @@ node_exec modprobe br_netfilter >&2 ||
 
 # Bootstrap tokens are [a-z0-9]{6}.[a-z0-9]{16}; hex digits are a valid subset.
 random_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
-token_id=$(random_hex 3)
-token_secret=$(random_hex 8)
-token_name=bootstrap-token-$token_id
-expiration=$(date -u -d "+$token_ttl_minutes minutes" +%Y-%m-%dT%H:%M:%SZ)
+token_name=
+expiration=
+join_token=
 
-# Tidiness only: if this run is killed the token still expires on its own.
+# delete_bootstrap_token: ends the current attempt's token at once (the exit hook too: a run killed
+# between create and delete leaves it only until it expires).
 delete_bootstrap_token() {
+	[[ -n $token_name ]] || return 0
 	kube -n kube-system delete secret "$token_name" --ignore-not-found >&2 ||
 		warn "could not delete Secret kube-system/$token_name; it expires at $expiration"
+	token_name=
 }
 at_exit delete_bootstrap_token
 
-log "creating bootstrap token $token_id for $NODE (expires $expiration)"
-kube create -f - >&2 <<MANIFEST
+# create_bootstrap_token: a new token for one attempt, in join_token.
+create_bootstrap_token() {
+	local token_id token_secret
+	token_id=$(random_hex 3)
+	token_secret=$(random_hex 8)
+	token_name=bootstrap-token-$token_id
+	expiration=$(date -u -d "+$token_ttl_minutes minutes" +%Y-%m-%dT%H:%M:%SZ)
+	join_token=$token_id.$token_secret
+	log "creating bootstrap token $token_id for $NODE (expires $expiration)"
+	kube create -f - >&2 <<MANIFEST
 apiVersion: v1
 kind: Secret
 type: bootstrap.kubernetes.io/token
@@ -274,6 +287,7 @@ stringData:
   usage-bootstrap-signing: "true"
   auth-extra-groups: system:bootstrappers:kubeadm:default-node-token
 MANIFEST
+}
 
 # SystemVerification fails in a container (no kernel config to read); swap is
 # the host's business. The mandatory FileExisting-* binaries are in kindest/node.
@@ -293,14 +307,15 @@ for arg in "node-labels=${NODE_LABELS:-}" "node-ip=${NODE_IP:-}"; do
 done
 [[ -z $kubelet_args ]] || kubelet_args=$'\n'"  kubeletExtraArgs:$kubelet_args"
 
-join_configuration=$(
+# join_configuration: the JoinConfiguration of one attempt, with its token.
+join_configuration() {
 	cat <<CONFIG
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: JoinConfiguration
 discovery:
   bootstrapToken:
     apiServerEndpoint: "$endpoint"
-    token: "$token_id.$token_secret"
+    token: "$join_token"
     caCertHashes: ["$ca_hash"]
 nodeRegistration:
   name: "$NODE"
@@ -312,7 +327,7 @@ timeouts:
   kubeletHealthCheck: 1m
   kubernetesAPICall: 30s
 CONFIG
-)
+}
 
 # kubeadm join gives the kubelet the API server that kube-public/cluster-info names, not the endpoint it
 # discovered through (kubernetes cmd/kubeadm/app/discovery/discovery.go, For, as indexed for v1.36). Kamaji
@@ -375,7 +390,16 @@ join_attempt() {
 	if $machine; then
 		mark_machine || return 1
 	fi
-	node_exec -i sh -c "$in_node_join" join "$join_config_path" "$attempt_seconds" <<<"$join_configuration" >&2
+	create_bootstrap_token || {
+		warn "could not create a bootstrap token for $NODE"
+		delete_bootstrap_token
+		return 1
+	}
+	local status=0
+	node_exec -i sh -c "$in_node_join" join "$join_config_path" "$attempt_seconds" <<<"$(join_configuration)" >&2 ||
+		status=$?
+	delete_bootstrap_token
+	return "$status"
 }
 attempt=1
 until join_attempt; do

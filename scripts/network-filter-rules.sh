@@ -7,7 +7,8 @@
 # A worker of tenant T may reach T's other workers (and the pods behind them), T's API address on
 # API_PORTS, and anything off the lab's network (the outside world, DNS servers); on the host, only
 # DNS. Every other address of the network (other tenants' workers, the kind node, every MetalLB
-# address but T's API ports, Grafana) and 169.254.0.0/16 are dropped. Replies to connections made
+# address but T's API ports, Grafana), 169.254.0.0/16 and ports other containers publish on the host
+# are dropped. Replies to connections made
 # the other way (the kind node, the host) pass. Allowed traffic is not accepted here but handed back
 # to Docker's own rules: the filter only ever drops.
 #
@@ -122,11 +123,15 @@ rules() {
 		# A pod's address towards the rest of the network, which kindnet always masquerades, is dropped.
 		if [[ $seen_pods != *" $pods "* ]]; then
 			seen_pods+="$pods "
+			printf -- '-A %s -s %s -m conntrack --ctstate DNAT -j DROP\n' "$forward_chain" "$pods"
 			printf -- '-A %s -s %s -d %s -j RETURN\n' "$forward_chain" "$pods" "$pods"
 			printf -- '-A %s -s %s -d %s -j DROP\n' "$forward_chain" "$pods" "$SUBNET"
 			printf -- '-A %s -s %s -d 169.254.0.0/16 -j DROP\n' "$forward_chain" "$pods"
 		fi
 		for worker in $workers; do
+			# A port another container publishes on the host is a DNAT there, to an address off the lab's
+			# network that would pass below as the outside world: nothing of the lab's is reached that way.
+			printf -- '-A %s -s %s -m conntrack --ctstate DNAT -j DROP\n' "$forward_chain" "$worker"
 			for other in $workers; do
 				[[ $other == "$worker" ]] || printf -- '-A %s -s %s -d %s -j RETURN\n' "$forward_chain" "$worker" "$other"
 			done

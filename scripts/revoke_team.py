@@ -9,7 +9,9 @@ kubeconfigs/<tenant>-team.kubeconfig. This script:
    then on;
 2. marks that Secret in the stack's state to be replaced (`pulumi state taint`): the next `pulumi up`, this one's
    or a later one if it fails, makes a new Secret, whose token the next kubeconfigs carry;
-3. proves the revocation: the old team kubeconfig must be refused (401) within REVOKED_WITHIN seconds.
+3. proves the revocation: the old team kubeconfig must be refused (401) within REVOKED_WITHIN seconds;
+4. lists, and leaves, every binding of the team's ClusterRole but the lab's own: a ServiceAccount the team
+   bound to it keeps the team's rights, and its tokens keep working, until the operator deletes it.
 
 A revocation does not undo what the credential did: objects, roles and bindings the team made stay
 (docs/operations.md, "Team credentials").
@@ -27,7 +29,7 @@ from pathlib import Path
 # Run as a file, so make the repository importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.team_access import TEAM_ACCOUNT, TEAM_NAMESPACE, token_resource_name  # noqa: E402
+from components.team_access import TEAM_ACCOUNT, TEAM_NAMESPACE, TEAM_ROLE, token_resource_name  # noqa: E402
 from snapshot.urn import urn_named  # noqa: E402
 from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser  # noqa: E402
 from validation.host import Clock, Runner, SubprocessRunner, poll  # noqa: E402
@@ -101,6 +103,7 @@ def revoke(tenant: str, stack: str, admin_file: Path, team_file: Path, runner: R
             f"{REVOKED_WITHIN:.0f}s (last answer: {answer}); do not count it as revoked"
         )
     print(f"revoke_team: tenant {tenant}'s API server refuses the old team token (401)", file=sys.stderr)
+    report_bindings(tenant, admin_file, runner)
     if not tainted:
         raise RevokeFailed(
             "the old team token is refused, but the stack was not told to issue a new one: run "
@@ -124,6 +127,58 @@ def taint(tenant: str, stack: str, runner: Runner) -> bool:
         print(f"revoke_team: `pulumi state taint` failed: {tainted.error}", file=sys.stderr)
         return False
     return True
+
+
+LAB_SUBJECT = ("ServiceAccount", TEAM_NAMESPACE, TEAM_ACCOUNT)
+
+
+def report_bindings(tenant: str, admin_file: Path, runner: Runner) -> None:
+    """Says which bindings of the team's ClusterRole outlive the revocation; deletes none (they are the team's
+    or the operator's to judge). The lab's own binding counts too once it names anyone but the team account."""
+    answer = runner.run(
+        ["kubectl", "--kubeconfig", str(admin_file), "--request-timeout", KUBECTL_TIMEOUT, "get",
+         "clusterrolebindings,rolebindings", "--all-namespaces", "-o", "json"],
+        timeout=30,
+    )
+    try:
+        if not answer.ok:
+            raise ValueError(answer.error)
+        found = [binding for binding in json.loads(answer.stdout)["items"] if holds_team_role(binding)]
+    except (ValueError, KeyError, TypeError) as error:  # JSONDecodeError is a ValueError
+        print(f"revoke_team: could not list the bindings of ClusterRole {TEAM_ROLE} in tenant {tenant} ({error}); "
+              "ServiceAccounts the team bound to it keep its rights: look with kubectl get clusterrolebindings,"
+              "rolebindings -A", file=sys.stderr)
+        return
+    if not found:
+        print(f"revoke_team: no binding but the lab's holds ClusterRole {TEAM_ROLE} in tenant {tenant}",
+              file=sys.stderr)
+        return
+    lines = "".join(f"\n  {describe(binding)}" for binding in found)
+    print(f"revoke_team: these bindings of ClusterRole {TEAM_ROLE} stay, and their subjects keep the team's rights "
+          f"(tokens included) until you delete them with the admin kubeconfig:{lines}", file=sys.stderr)
+
+
+def holds_team_role(binding: dict) -> bool:
+    role = binding.get("roleRef") or {}
+    if role.get("kind") != "ClusterRole" or role.get("name") != TEAM_ROLE:
+        return False
+    metadata = binding.get("metadata") or {}
+    lab_own = binding.get("kind") == "ClusterRoleBinding" and metadata.get("name") == TEAM_ROLE
+    return not lab_own or any((subject.get("kind"), subject.get("namespace"), subject.get("name")) != LAB_SUBJECT
+                              for subject in binding.get("subjects") or [])
+
+
+def describe(binding: dict) -> str:
+    metadata = binding.get("metadata") or {}
+    name = "/".join(part for part in (metadata.get("namespace"), metadata.get("name")) if part)
+    # A RoleBinding's ServiceAccount without a namespace is of the binding's namespace.
+    subjects = ", ".join(
+        f"{subject.get('kind')} " + "/".join(part for part in (
+            subject.get("namespace") or (metadata.get("namespace") if subject.get("kind") == "ServiceAccount" else ""),
+            subject.get("name")) if part)
+        for subject in binding.get("subjects") or []
+    ) or "no subjects"
+    return f"{binding.get('kind')} {name}: {subjects}"
 
 
 def refused(team_file: Path, runner: Runner) -> tuple[bool, str]:

@@ -237,6 +237,32 @@ def test_a_worker_reaches_what_its_tenant_needs_and_nothing_else(namespaces, tmp
     assert network["ours"] == [f"{tool} {2 if tool == used else 0}" for tool in ("iptables-nft", "iptables-legacy")]
 
 
+PUBLISHED = 8443
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_a_port_another_container_publishes_on_the_host_is_not_a_way_around_the_filter(namespaces, tmp_path,
+                                                                                        backend):
+    # A port published on the host is a DNAT in the host's nat table (moby/moby daemon/libnetwork/drivers/bridge/
+    # internal/iptabler/port.go@docker-v29.7.2, setPerPortNAT: `! -i <its own bridge>`, so from any other): here the
+    # gateway's port 8443 sent to the world's 443, as for a container on another network. Reached through the
+    # host, it would otherwise pass as traffic to the outside world.
+    nat = "iptables-legacy" if backend == "iptables-legacy" else "iptables-nft"
+    published = f"{GATEWAY}:{PUBLISHED}"
+    steps = (f"{nat} -t nat -A PREROUTING -i br-lab -d {GATEWAY} -p tcp --dport {PUBLISHED} "
+             f"-j DNAT --to-destination {OUTSIDE}:443\nip route add 10.244.0.0/24 via {A1}\n"
+             f'echo "== before"\nprobe a1 {published}\nprobe b1 {published}\nprobe a1 --from {POD_A1} {published}\n'
+             "filter install\n"
+             f'echo "== after"\nprobe a1 {published} {OUTSIDE}:443\nprobe b1 {published}\n'
+             f"probe a1 --from {POD_A1} {published}\nprobe kind {published}")
+    network = run(tmp_path, steps, backend)
+
+    assert network["before"] == [f"a1 {published} open", f"b1 {published} open", f"a1 {published} open"], (
+        "the model: DNAT passes, from a worker and from a pod (answered through its worker)")
+    assert network["after"] == [f"a1 {published} timeout", f"a1 {OUTSIDE}:443 open", f"b1 {published} timeout",
+                                f"a1 {published} timeout", f"kind {published} open"]
+
+
 def test_a_worker_of_another_lab_on_the_network_is_not_this_labs_to_judge(namespaces, tmp_path):
     # Its own lab's filter judges it; here only a second lab's (left as it was) names it.
     steps = (f"filter install\nip -n b1 addr add 172.30.64.98/16 dev eth0\n"

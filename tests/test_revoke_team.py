@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from components.team_access import TEAM_ACCOUNT, TEAM_NAMESPACE
+from components.team_access import TEAM_ACCOUNT, TEAM_NAMESPACE, TEAM_ROLE
 from tests.plan import ROOT
 from tests.script_module import script_module
 from validation.host import CommandResult
@@ -35,6 +35,30 @@ EXPORT = {"deployment": {"resources": [{"urn": urn} for urn in URNS.values()] + 
 ]}}
 
 
+RBAC = "rbac.authorization.k8s.io"
+
+
+def rbac_binding(kind: str, name: str, role: str, *subjects: dict, namespace: str = "") -> dict:
+    """A binding as `kubectl get clusterrolebindings,rolebindings -A -o json` prints it: each item with its kind;
+    a ServiceAccount subject's apiGroup is "", left out (k8s.io/api rbac/v1 types.go Subject: omitempty)."""
+    metadata = {"name": name, "uid": f"uid-{name}", "resourceVersion": "42", **({"namespace": namespace}
+                                                                                  if namespace else {})}
+    return {"apiVersion": f"{RBAC}/v1", "kind": kind, "metadata": metadata,
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role}, "subjects": list(subjects)}
+
+
+def service_account(namespace: str | None, name: str) -> dict:
+    return {"kind": "ServiceAccount", "name": name, **({"namespace": namespace} if namespace else {})}
+
+
+LABS_OWN = rbac_binding("ClusterRoleBinding", TEAM_ROLE, TEAM_ROLE, service_account(TEAM_NAMESPACE, TEAM_ACCOUNT))
+
+
+def bindings_list(*items: dict) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+                       "items": [LABS_OWN, *items]})
+
+
 def outputs(teams: dict | None = None) -> str:
     document = {"kubeconfigs": ADMIN, "managementKubeconfig": "apiVersion: v1\n", "tenants": {}}
     if teams is not None:
@@ -49,7 +73,7 @@ class Lab:
     def __init__(self, **replies: list[tuple[int, str, str]]):
         self.replies = {"output": [(0, outputs(TEAM), "")], "delete": [(0, 'secret "team" deleted\n', "")],
                         "export": [(0, json.dumps(EXPORT), "")], "taint": [(0, "", "")],
-                        "whoami": [(1, "", UNAUTHORIZED)], **replies}
+                        "whoami": [(1, "", UNAUTHORIZED)], "bindings": [(0, bindings_list(), "")], **replies}
         self.calls: list[tuple[str, tuple[str, ...], str | None]] = []
 
     @staticmethod
@@ -57,7 +81,9 @@ class Lab:
         joined = " ".join(argv)
         for kind, pattern in (("output", r"^pulumi stack output "), ("export", r"^pulumi stack export "),
                               ("taint", r"^pulumi state taint "), ("delete", r"^kubectl .* delete secret "),
-                              ("whoami", r"^kubectl .* auth whoami ")):
+                              ("whoami", r"^kubectl .* auth whoami "),
+                              ("bindings",
+                               r"^kubectl .* get clusterrolebindings,rolebindings --all-namespaces -o json$")):
             if re.search(pattern, joined):
                 return kind
         raise AssertionError(f"unscripted command: {joined}")
@@ -102,7 +128,7 @@ def test_the_token_secret_is_deleted_with_the_admin_kubeconfig_tainted_and_the_o
 
     assert run(lab, "tenant-b") == 0
 
-    assert lab.kinds() == ["output", "delete", "export", "taint", "whoami"]
+    assert lab.kinds() == ["output", "delete", "export", "taint", "whoami", "bindings"]
     delete, kubeconfig = lab.call("delete")
     assert kubeconfig == ADMIN["tenant-b"]
     assert delete[delete.index("--namespace") + 1] == TEAM_NAMESPACE
@@ -114,6 +140,56 @@ def test_the_token_secret_is_deleted_with_the_admin_kubeconfig_tainted_and_the_o
     err = capsys.readouterr().err
     assert "refuses the old team token (401)" in err
     assert "token-of" not in err and "admin of" not in err
+    assert f"no binding but the lab's holds ClusterRole {TEAM_ROLE} in tenant tenant-b" in err
+    _, kubeconfig = lab.call("bindings")
+    assert kubeconfig == ADMIN["tenant-b"]
+
+
+def test_bindings_of_the_team_role_that_outlive_the_revocation_are_listed_and_none_deleted(capsys):
+    made = [
+        rbac_binding("ClusterRoleBinding", "ci-admin", TEAM_ROLE, service_account("team-a", "ci")),
+        rbac_binding("RoleBinding", "bot", TEAM_ROLE, service_account(None, "bot"),
+                     {"kind": "User", "apiGroup": RBAC, "name": "alice"}, namespace="team-b"),
+    ]
+    others = [
+        rbac_binding("ClusterRoleBinding", "viewers", "view", service_account("team-a", "viewer")),
+        rbac_binding("ClusterRoleBinding", "lab-team-x", "lab-team-x", service_account("team-a", "x")),
+        rbac_binding("RoleBinding", TEAM_ROLE, "edit", service_account("team-a", "y"), namespace="team-a"),
+    ]
+    lab = Lab(bindings=[(0, bindings_list(*made, *others), "")])
+
+    assert run(lab) == 0
+
+    err = capsys.readouterr().err
+    listed = err.split(f"these bindings of ClusterRole {TEAM_ROLE} stay")[1].splitlines()[1:]
+    assert listed == ["  ClusterRoleBinding ci-admin: ServiceAccount team-a/ci",
+                      "  RoleBinding team-b/bot: ServiceAccount team-b/bot, User alice"]
+    assert [kind for kind in lab.kinds() if kind == "delete"] == ["delete"], "only the token Secret is deleted"
+
+
+def test_the_labs_own_binding_is_listed_once_it_names_anyone_but_the_team_account(capsys):
+    widened = rbac_binding("ClusterRoleBinding", TEAM_ROLE, TEAM_ROLE, service_account(TEAM_NAMESPACE, TEAM_ACCOUNT),
+                           service_account("team-a", "ci"))
+    lab = Lab(bindings=[(0, json.dumps({"apiVersion": "v1", "kind": "List", "items": [widened]}), "")])
+
+    assert run(lab) == 0
+    assert (f"  ClusterRoleBinding {TEAM_ROLE}: ServiceAccount {TEAM_NAMESPACE}/{TEAM_ACCOUNT}, "
+            "ServiceAccount team-a/ci") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("reply", [
+    (1, "", "Unable to connect to the server: dial tcp 172.18.255.201:6443: i/o timeout\n"),
+    (0, "{", ""),
+    (0, json.dumps({"kind": "Status"}), ""),
+], ids=["unreachable", "not-json", "no-items"])
+def test_bindings_that_could_not_be_listed_are_never_reported_as_none(capsys, reply):
+    lab = Lab(bindings=[reply])
+
+    assert run(lab) == 0, "the token is revoked all the same"
+
+    err = capsys.readouterr().err
+    assert f"could not list the bindings of ClusterRole {TEAM_ROLE} in tenant tenant-a" in err
+    assert "no binding but the lab's" not in err
 
 
 def test_a_token_still_accepted_for_a_while_is_probed_until_refused():
@@ -165,7 +241,7 @@ def test_a_stack_not_told_still_proves_the_revocation_and_asks_to_run_it_again(c
 
     assert run(lab) == 1
 
-    assert lab.kinds()[-1] == "whoami"
+    assert lab.kinds()[-2:] == ["whoami", "bindings"]
     err = capsys.readouterr().err
     assert shown in err
     assert "the old team token is refused, but the stack was not told to issue a new one" in err

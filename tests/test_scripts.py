@@ -1249,11 +1249,20 @@ def joinable_worker(fakes: Fakes, ca_pem: str, *join_replies: dict) -> Fakes:
     return fakes.on("docker", r"^exec -i w1 sh -c", *(join_replies or (reply(),)))
 
 
+def issued_tokens(fakes: Fakes) -> list[tuple[str, str]]:
+    """Each bootstrap token the join created, in order: (id, secret)."""
+    return [(re.search(r'token-id: "([a-z0-9]{6})"', create["stdin"]).group(1),
+             re.search(r'token-secret: "([a-z0-9]{16})"', create["stdin"]).group(1))
+            for create in fakes.calls("kubectl", "create -f -")]
+
+
 def issued_token(fakes: Fakes) -> tuple[str, str]:
-    (create,) = fakes.calls("kubectl", "create -f -")
-    token_id = re.search(r'token-id: "([a-z0-9]{6})"', create["stdin"]).group(1)
-    token_secret = re.search(r'token-secret: "([a-z0-9]{16})"', create["stdin"]).group(1)
-    return token_id, token_secret
+    (token,) = issued_tokens(fakes)
+    return token
+
+
+def token_deletion(token_id: str) -> str:
+    return f"-n kube-system delete secret bootstrap-token-{token_id} --ignore-not-found"
 
 
 def test_join_worker_has_a_cluster_info_that_names_another_address_written_again_before_joining(fakes, tenant_ca):
@@ -1350,10 +1359,12 @@ def test_join_worker_joins_with_a_token_passed_only_on_stdin(fakes, tenant_ca):
     assert 'usage-bootstrap-authentication: "true"' in manifest
     assert 'usage-bootstrap-signing: "true"' in manifest
     assert "auth-extra-groups: system:bootstrappers:kubeadm:default-node-token" in manifest
-    expiration = datetime.strptime(re.search(r'expiration: "(.+)"', manifest).group(1), "%Y-%m-%dT%H:%M:%SZ")
-    assert timedelta(minutes=17) < expiration.replace(tzinfo=UTC) - datetime.now(UTC) <= timedelta(minutes=18)
-
     (join,) = fakes.calls("docker", "^exec -i w1 sh -c")
+    # It outlives the attempt (cut off inside the node after the seconds it is given) and little more: whoever
+    # reads it could join a machine of their own.
+    expiration = datetime.strptime(re.search(r'expiration: "(.+)"', manifest).group(1), "%Y-%m-%dT%H:%M:%SZ")
+    attempt = timedelta(seconds=int(join["argv"][8]))
+    assert attempt < expiration.replace(tzinfo=UTC) - datetime.now(UTC) <= attempt + timedelta(minutes=2)
     config = join["stdin"]
     assert "kind: JoinConfiguration" in config
     assert f'apiServerEndpoint: "{ENDPOINT}"' in config
@@ -1370,13 +1381,14 @@ def test_join_worker_joins_with_a_token_passed_only_on_stdin(fakes, tenant_ca):
     for call in fakes.calls("docker"):
         assert ADMIN_KEY_MARKER not in call["stdin"] + " ".join(call["argv"])
 
-    # Order: boot seen before any exec, br_netfilter before the join, token deleted after it.
+    # Order: boot seen before any exec, br_netfilter before the join, token deleted right after it.
     calls = [" ".join(c["argv"]) for c in fakes.calls()]
     first_exec = next(i for i, call in enumerate(calls) if call.startswith("exec "))
     assert any(call.startswith("logs ") for call in calls[:first_exec])
     join_index = next(i for i, call in enumerate(calls) if call.startswith("exec -i w1 sh -c"))
     assert calls.index("exec w1 modprobe br_netfilter") < join_index
-    assert calls[-1].endswith(f"-n kube-system delete secret bootstrap-token-{token_id} --ignore-not-found")
+    assert calls[join_index + 1].endswith(token_deletion(token_id))
+    assert [call for call in calls if "delete secret" in call] == [calls[join_index + 1]], "deleted once"
 
 
 def test_join_worker_deletes_the_token_even_when_join_fails(fakes, tenant_ca):
@@ -1389,10 +1401,16 @@ def test_join_worker_deletes_the_token_even_when_join_fails(fakes, tenant_ca):
     assert len(fakes.calls("docker", "^exec -i w1 sh -c")) == 2
     # Once before the first attempt, then after each failure.
     assert len(fakes.calls("docker", "kubeadm reset --force")) == 3
-    token_id, _ = issued_token(fakes)
-    (delete,) = fakes.calls("kubectl", "delete secret")
-    assert delete["argv"][-4:] == ["delete", "secret", f"bootstrap-token-{token_id}", "--ignore-not-found"]
-    assert delete["kubeconfig"]["content"] == TENANT_KUBECONFIG
+    # A token per attempt, each deleted as its attempt ends, before the reset and the next attempt.
+    (first, _), (second, _) = issued_tokens(fakes)
+    assert first != second
+    calls = [" ".join(c["argv"]) for c in fakes.calls()]
+    joins = [i for i, call in enumerate(calls) if call.startswith("exec -i w1 sh -c")]
+    for join, token_id in zip(joins, (first, second), strict=True):
+        assert calls[join + 1].endswith(token_deletion(token_id))
+    assert [call for call in calls if "delete secret" in call] == [calls[join + 1] for join in joins]
+    for delete in fakes.calls("kubectl", "delete secret"):
+        assert delete["kubeconfig"]["content"] == TENANT_KUBECONFIG
 
 
 def test_join_worker_resets_and_retries_while_the_tenant_finishes_bootstrap_rbac(fakes, tenant_ca):
@@ -1403,7 +1421,7 @@ def test_join_worker_resets_and_retries_while_the_tenant_finishes_bootstrap_rbac
     assert result.returncode == 0, result.stderr
     assert len(fakes.calls("docker", "^exec -i w1 sh -c")) == 2
     assert len(fakes.calls("docker", "kubeadm reset")) == 2  # before the first attempt and after the refusal
-    assert len(fakes.calls("kubectl", "create -f -")) == 1
+    assert len(issued_tokens(fakes)) == len(fakes.calls("kubectl", "delete secret")) == 2, "one per attempt"
 
 
 def test_join_worker_fails_naming_the_node_when_systemd_never_boots(fakes):

@@ -328,12 +328,116 @@ def test_no_grant_to_the_built_in_users_and_groups_which_would_outlive_a_revocat
                         binding(ok, {"kind": "User", "name": "alice", "apiGroup": RBAC}))
 
 
+@pytest.mark.parametrize("namespace", PROTECTED)
+def test_no_grant_to_a_service_account_of_a_lab_namespace_which_the_guards_exempt(namespace):
+    lab_account = {"kind": "ServiceAccount", "name": "hami-scheduler", "namespace": namespace}
+    ok = {"kind": "ServiceAccount", "name": "builder", "namespace": "team-a"}
+    for resource, where in (("clusterrolebindings", ""), ("rolebindings", "team-a")):
+        assert not admitted(request("CREATE", resource, where, "b", group=RBAC), binding(ok, lab_account))
+        assert not admitted(request("UPDATE", resource, where, "b", group=RBAC), binding(ok, lab_account),
+                            binding(ok))
+        assert admitted(request("CREATE", resource, where, "b", group=RBAC), binding(ok))
+
+
+def test_the_teams_own_role_and_binding_are_the_labs():
+    ours = binding({"kind": "ServiceAccount", "name": team_access.TEAM_ACCOUNT,
+                    "namespace": team_access.TEAM_NAMESPACE})
+    ours["metadata"]["name"] = ours["roleRef"]["name"] = team_access.TEAM_ROLE
+    widened = {**ours, "subjects": [*ours["subjects"], {"kind": "ServiceAccount", "name": "ci", "namespace": "team-a"}]}
+    role = {"metadata": {"name": team_access.TEAM_ROLE}, "rules": team_access.team_rules()}
+    name = team_access.TEAM_ROLE
+    assert not admitted(request("UPDATE", "clusterrolebindings", "", name, group=RBAC), widened, ours)
+    assert not admitted(request("DELETE", "clusterrolebindings", "", name, group=RBAC), None, ours)
+    assert not admitted(request("UPDATE", "clusterroles", "", name, group=RBAC), {**role, "rules": []}, role)
+    assert not admitted(request("DELETE", "clusterroles", "", "", group=RBAC), None, role), "in a delete-collection"
+    # A namespaced binding of that name, or another binding of the role, is the team's.
+    ci = {"kind": "ServiceAccount", "name": "ci", "namespace": "team-a"}
+    assert admitted(request("CREATE", "rolebindings", "team-a", name, group=RBAC),
+                    {**ours, "kind": "RoleBinding", "metadata": {"name": name, "namespace": "team-a"},
+                     "subjects": [ci]})
+    assert admitted(request("CREATE", "clusterrolebindings", "", "ci", group=RBAC),
+                    {**ours, "metadata": {"name": "ci"}, "subjects": [ci]})
+
+
+def test_a_role_binding_subject_without_namespace_is_the_bindings_own_namespaces_account():
+    unqualified = {"kind": "ServiceAccount", "name": "builder"}
+    assert admitted(request("CREATE", "rolebindings", "team-a", "b", group=RBAC), binding(unqualified))
+    assert admitted(request("CREATE", "rolebindings", "team-a", "b", group=RBAC),
+                    binding({**unqualified, "namespace": ""}))
+
+
+@pytest.mark.parametrize("subject", [
+    *({"kind": "Group", "name": group, "apiGroup": RBAC} for group in team_access.LAB_GROUPS),
+    *({"kind": "User", "name": user, "apiGroup": RBAC} for user in team_access.LAB_USERS),
+    *({"kind": "User", "name": account(namespace, "default")[0], "apiGroup": RBAC} for namespace in EXEMPT_NAMESPACES),
+], ids=lambda subject: f"{subject['kind']}-{subject['name']}")
+def test_no_identity_the_guards_exempt_can_be_lent_the_teams_rights(subject):
+    # Every user and group the policy's matchCondition lets through, named directly or as a ServiceAccount's user.
+    for resource, where in (("clusterrolebindings", ""), ("rolebindings", "team-a")):
+        assert not admitted(request("CREATE", resource, where, "b", group=RBAC), binding(subject))
+
+
 def test_the_api_servers_own_roles_are_not_the_teams():
     role = {"metadata": {"name": "system:node"}, "rules": []}
     assert not admitted(request("UPDATE", "clusterroles", "", "system:node", group=RBAC), role, role)
     assert not admitted(request("DELETE", "clusterrolebindings", "", "system:kube-scheduler", group=RBAC), None,
                         binding())
     assert admitted(request("DELETE", "clusterroles", "", "ml-reader", group=RBAC), None, role)
+
+
+def crd(conversion: dict | None) -> dict:
+    spec = {"group": "ml.example.com", "names": {"plural": "jobs", "kind": "Job"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": True, "storage": True}]}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "jobs.ml.example.com"}, "spec": {**spec, **({"conversion": conversion}
+                                                                              if conversion is not None else {})}}
+
+
+BY_URL = {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                                             "clientConfig": {"url": "https://172.18.0.1:9443/convert"}}}
+BY_SERVICE = {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": {
+    "service": {"namespace": "team-a", "name": "converter", "path": "/convert", "port": 443}}}}
+
+
+def test_a_crd_may_not_convert_through_a_url_which_the_api_server_would_dial_outside_the_filter():
+    def write(operation: str, new: dict, old: dict | None = None) -> bool:
+        return admitted(request(operation, "customresourcedefinitions", "", "jobs.ml.example.com",
+                                group="apiextensions.k8s.io"), new, old)
+
+    assert not write("CREATE", crd(BY_URL))
+    assert not write("UPDATE", crd(BY_URL), crd(BY_SERVICE))
+    assert not write("UPDATE", crd(BY_URL), crd(BY_URL)), "one made before the guard cannot be kept by an update"
+    for conversion in (BY_SERVICE, {"strategy": "None"}, None):
+        assert write("CREATE", crd(conversion))
+        assert write("UPDATE", crd(conversion), crd(BY_URL)), "and may be repaired"
+    assert admitted(request("DELETE", "customresourcedefinitions", "", "jobs.ml.example.com",
+                            group="apiextensions.k8s.io"), None, crd(BY_URL))
+
+
+def deleted_in_a_collection(resource: str, namespace: str, item: dict, group: str = "") -> bool:
+    """One item of a delete-collection, as the API server admits it: request.name empty, the item as oldObject
+    (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go DeleteCollection: its static attributes carry
+    the name ""; pkg/registry/rest/delete.go AdmissionToValidateObjectDeleteFunc adds each item as the old object)."""
+    return admitted(request("DELETE", resource, namespace, "", group=group), None, item)
+
+
+def test_a_delete_collection_is_judged_by_each_items_own_name():
+    def named(name: str) -> dict:
+        return {"metadata": {"name": name, "namespace": "default"}}
+
+    for resource, group in (("services", ""), ("endpoints", ""), ("endpointslices", "discovery.k8s.io")):
+        assert not deleted_in_a_collection(resource, "default", named("kubernetes"), group)
+        assert deleted_in_a_collection(resource, "default", named("web"), group)
+    for resource in ("clusterroles", "clusterrolebindings"):
+        assert not deleted_in_a_collection(resource, "", {"metadata": {"name": "system:node"}}, RBAC)
+        assert deleted_in_a_collection(resource, "", {"metadata": {"name": "ml-reader"}}, RBAC)
+    assert not deleted_in_a_collection("rolebindings", "team-a", {"metadata": {"name": "system:controller:x"}}, RBAC)
+    assert deleted_in_a_collection("rolebindings", "team-a", {"metadata": {"name": "ci"}}, RBAC)
+    for namespace in PROTECTED:
+        assert not deleted_in_a_collection("namespaces", "", namespace_object(namespace))
+        assert not deleted_in_a_collection("configmaps", namespace, named("x")), "its namespace is in the request"
+    assert deleted_in_a_collection("namespaces", "", namespace_object("team-a"))
+    assert deleted_in_a_collection("configmaps", "team-a", named("x"))
 
 
 # --- the role, matched as RBAC matches ---------------------------------------------------------------------------
@@ -388,6 +492,10 @@ REFUSED = [
     ("patch", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", ""),
     ("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
     ("delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+    # A webhook by URL would be dialled from the management cluster, outside the network filter.
+    ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+    ("update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
+    ("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
     ("create", "admissionregistration.k8s.io", "mutatingadmissionpolicies", ""),
     # Certificates: approval and signing (a CSR for system:masters would make a master certificate).
     ("update", "certificates.k8s.io", "certificatesigningrequests", "approval"),

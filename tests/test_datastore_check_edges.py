@@ -1,0 +1,62 @@
+"""The datastore check's edges the mutation run over validation/checks/datastore.py (issue 52) found untested.
+
+Certificates come from the openssl CLI (tests/real_etcd.py); kubectl is a runner answering one fixed output,
+as `kubectl get secret -o jsonpath={.data.server\\.crt}` prints a Secret's base64 data.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from tests.real_etcd import issue, make_ca
+from validation.checks.datastore import certificate_cn
+from validation.host import CommandResult
+from validation.kube import Kubectl
+
+USER = "6f1c2b2e-93b4-4a57-9d0c-2f1f0f3b9a11"
+
+
+class Answers:
+    """A runner that prints the same stdout for every kubectl call."""
+
+    def __init__(self, stdout: str):
+        self.stdout = stdout
+
+    def run(self, argv, stdin=None, timeout=None, **_) -> CommandResult:
+        return CommandResult(tuple(argv), 0, self.stdout, "")
+
+
+def management(stdout: str) -> Kubectl:
+    return Kubectl(Answers(stdout), Path("/nonexistent/management.kubeconfig"), "management")
+
+
+@pytest.fixture(scope="module")
+def pem(tmp_path_factory) -> str:
+    directory = tmp_path_factory.mktemp("certificates")
+    make_ca(directory)
+    cert, _ = issue(directory, "client", USER, "extendedKeyUsage=clientAuth\n")
+    return cert.read_text()
+
+
+def encoded(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_the_cn_is_read_from_the_secrets_certificate(pem):
+    assert certificate_cn(management(encoded(pem.encode()) + "\n"), "tenants", "a-datastore-certificate") == USER
+
+
+def test_a_certificate_that_is_not_pem_text_has_no_cn_and_stops_nothing(pem):
+    # A server.crt holding DER (binary) bytes: no CN can be read, and the check goes on to name the certificate
+    # without one instead of crashing on the bytes that are no UTF-8.
+    der = base64.b64decode("".join(line for line in pem.splitlines() if "-----" not in line))
+
+    assert certificate_cn(management(encoded(der)), "tenants", "a-datastore-certificate") is None
+
+
+def test_data_that_is_not_clean_base64_is_not_read_as_a_certificate(pem):
+    # Skipping what is not base64 would name a CN read from an answer that is not the Secret's data.
+    assert certificate_cn(management(encoded(pem.encode()) + "!"), "tenants", "a-datastore-certificate") is None

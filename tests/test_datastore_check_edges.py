@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.real_etcd import issue, make_ca
-from validation.checks.datastore import certificate_cn
+from validation.checks.datastore import Survey, certificate_cn, own_reach
+from validation.checks.etcd_ranges import OPEN_ENDED, Permission
 from validation.host import CommandResult
 from validation.kube import Kubectl
 
@@ -60,3 +61,18 @@ def test_a_certificate_that_is_not_pem_text_has_no_cn_and_stops_nothing(pem):
 def test_data_that_is_not_clean_base64_is_not_read_as_a_certificate(pem):
     # Skipping what is not base64 would name a CN read from an answer that is not the Secret's data.
     assert certificate_cn(management(encoded(pem.encode()) + "!"), "tenants", "a-datastore-certificate") is None
+
+
+def test_a_grant_reaching_several_tenants_names_each_of_them_apart():
+    # A role reading every key from /tenants_tenant_ on: past the tenant's own range, into tenant-b's and tenant-c's.
+    own = Permission("READWRITE", b"/tenants_tenant_a/", b"/tenants_tenant_a0")
+    wide = Permission("READ", b"/tenants_tenant_", OPEN_ENDED)
+    found = Survey({"uid-a": ["tenants_tenant_a", "wide"]}, {"tenants_tenant_a": [own], "wide": [wide]}, [])
+    owners = {"tenants_tenant_b": "tenant tenant-b", "tenants_tenant_c": "tenant tenant-c"}
+
+    (verdict,) = own_reach(found, "uid-a", "tenants_tenant_a", owners)
+
+    assert not verdict.good
+    assert verdict.what.endswith(
+        ", including tenant tenant-b's /tenants_tenant_b/, tenant tenant-c's /tenants_tenant_c/"
+    )

@@ -1,9 +1,8 @@
-"""The datastore check's edges the mutation run over validation/checks/datastore.py (issue 52) found untested.
+"""The datastore check's edges that the mutation run over validation/checks/datastore.py (issue 52) found untested.
 
-Certificates come from the openssl CLI (tests/real_etcd.py); kubectl is a runner answering one fixed output,
-as `kubectl get secret -o jsonpath={.data.server\\.crt}` prints a Secret's base64 data.
+Certificates come from the openssl CLI (tests/real_etcd.py); kubectl is a runner answering one fixed output, as
+`kubectl get secret -o jsonpath={.data.server\\.crt}` prints a Secret's base64 data; etcdctl's answers are Reads.
 """
-
 from __future__ import annotations
 
 import base64
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.real_etcd import issue, make_ca
-from validation.checks.datastore import Survey, certificate_cn, own_reach
+from validation.checks.datastore import Read, Survey, certificate_cn, own_reach, survey
 from validation.checks.etcd_ranges import OPEN_ENDED, Permission
 from validation.host import CommandResult
 from validation.kube import Kubectl
@@ -76,3 +75,14 @@ def test_a_grant_reaching_several_tenants_names_each_of_them_apart():
     assert verdict.what.endswith(
         ", including tenant tenant-b's /tenants_tenant_b/, tenant tenant-c's /tenants_tenant_c/"
     )
+
+
+def test_a_user_whose_grants_cannot_be_read_is_a_problem_naming_the_user_and_etcds_answer():
+    # What etcdctl prints when the user went away between `user list` and `user get` (etcd-io/etcd
+    # server/auth/store.go@v3.5.1: ErrUserNotFound).
+    gone = Read("etcd user uid-b", 1, "Error: etcdserver: user name not found\n")
+
+    found = survey(["uid-b"], [], {"user-0": gone})
+
+    assert found.problems == ["cannot read etcd user uid-b: Error: etcdserver: user name not found"]
+    assert found.user_roles == {}

@@ -3,6 +3,7 @@
 Certificates come from the openssl CLI (tests/real_etcd.py); kubectl is a runner answering one fixed output, as
 `kubectl get secret -o jsonpath={.data.server\\.crt}` prints a Secret's base64 data; etcdctl's answers are Reads.
 """
+
 from __future__ import annotations
 
 import base64

@@ -87,3 +87,14 @@ def test_a_user_whose_grants_cannot_be_read_is_a_problem_naming_the_user_and_etc
 
     assert found.problems == ["cannot read etcd user uid-b: Error: etcdserver: user name not found"]
     assert found.user_roles == {}
+
+
+def test_a_role_whose_permissions_cannot_be_read_is_a_problem_naming_the_role_and_etcds_answer():
+    # What etcdctl prints when the role went away between `role list` and `role get` (etcd-io/etcd
+    # server/auth/store.go@v3.5.1: ErrRoleNotFound).
+    gone = Read("etcd role tenants_tenant_b", 1, "Error: etcdserver: role name not found\n")
+
+    found = survey([], ["tenants_tenant_b"], {"role-0": gone})
+
+    assert found.problems == ["cannot read etcd role tenants_tenant_b: Error: etcdserver: role name not found"]
+    assert found.role_permissions == {}

@@ -98,3 +98,25 @@ def test_a_role_whose_permissions_cannot_be_read_is_a_problem_naming_the_role_an
 
     assert found.problems == ["cannot read etcd role tenants_tenant_b: Error: etcdserver: role name not found"]
     assert found.role_permissions == {}
+
+
+def own_reach_of(*granted: Permission) -> list[str]:
+    """What the check says of tenant-a's user uid-a when its one role grants exactly `granted`."""
+    found = Survey({"uid-a": ["tenants_tenant_a"]}, {"tenants_tenant_a": list(granted)}, [])
+    return [verdict.what for verdict in own_reach(found, "uid-a", "tenants_tenant_a", {}) if not verdict.good]
+
+
+def test_a_user_that_may_only_read_its_range_is_told_it_cannot_write_it():
+    assert own_reach_of(Permission("READ", b"/tenants_tenant_a/", b"/tenants_tenant_a0")) == [
+        "etcd user uid-a cannot write [/tenants_tenant_a/, /tenants_tenant_a0) of its own range"
+    ]
+
+
+def test_a_user_granted_part_of_its_range_is_told_every_part_it_cannot_reach():
+    # Kamaji grants the whole prefix; a grant on the ConfigMaps alone leaves the keys before and after them out.
+    granted = Permission("READWRITE", b"/tenants_tenant_a/configmaps/", b"/tenants_tenant_a/configmaps0")
+
+    assert own_reach_of(granted) == [
+        "etcd user uid-a can neither read nor write [/tenants_tenant_a/, /tenants_tenant_a/configmaps/), "
+        "[/tenants_tenant_a/configmaps0, /tenants_tenant_a0) of its own range"
+    ]

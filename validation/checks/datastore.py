@@ -286,7 +286,7 @@ class Survey:
     def reach(self, user: str) -> list[tuple[str, Permission]]:
         """(role, permission) for every permission the user holds; role root counts as every key."""
         held = []
-        for role in self.user_roles.get(user, []):
+        for role in self.user_roles[user]:  # callers ask only of users the survey read
             if role == ROOT_ROLE:
                 held.append((role, Permission("READWRITE", b"\0", OPEN_ENDED)))
             held += [(role, permission) for permission in self.role_permissions.get(role, [])]

@@ -1,0 +1,122 @@
+"""The datastore check's edges that the mutation run over validation/checks/datastore.py (issue 52) found untested.
+
+Certificates come from the openssl CLI (tests/real_etcd.py); kubectl is a runner answering one fixed output, as
+`kubectl get secret -o jsonpath={.data.server\\.crt}` prints a Secret's base64 data; etcdctl's answers are Reads.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from tests.real_etcd import issue, make_ca
+from validation.checks.datastore import Read, Survey, certificate_cn, own_reach, survey
+from validation.checks.etcd_ranges import OPEN_ENDED, Permission
+from validation.host import CommandResult
+from validation.kube import Kubectl
+
+USER = "6f1c2b2e-93b4-4a57-9d0c-2f1f0f3b9a11"
+
+
+class Answers:
+    """A runner that prints the same stdout for every kubectl call."""
+
+    def __init__(self, stdout: str):
+        self.stdout = stdout
+
+    def run(self, argv, stdin=None, timeout=None, **_) -> CommandResult:
+        return CommandResult(tuple(argv), 0, self.stdout, "")
+
+
+def management(stdout: str) -> Kubectl:
+    return Kubectl(Answers(stdout), Path("/nonexistent/management.kubeconfig"), "management")
+
+
+@pytest.fixture(scope="module")
+def pem(tmp_path_factory) -> str:
+    directory = tmp_path_factory.mktemp("certificates")
+    make_ca(directory)
+    cert, _ = issue(directory, "client", USER, "extendedKeyUsage=clientAuth\n")
+    return cert.read_text()
+
+
+def encoded(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_the_cn_is_read_from_the_secrets_certificate(pem):
+    assert certificate_cn(management(encoded(pem.encode()) + "\n"), "tenants", "a-datastore-certificate") == USER
+
+
+def test_a_certificate_that_is_not_pem_text_has_no_cn_and_stops_nothing(pem):
+    # A server.crt holding DER (binary) bytes: no CN can be read, and the check goes on to name the certificate
+    # without one instead of crashing on the bytes that are no UTF-8.
+    der = base64.b64decode("".join(line for line in pem.splitlines() if "-----" not in line))
+
+    assert certificate_cn(management(encoded(der)), "tenants", "a-datastore-certificate") is None
+
+
+def test_data_that_is_not_clean_base64_is_not_read_as_a_certificate(pem):
+    # Skipping what is not base64 would name a CN read from an answer that is not the Secret's data.
+    assert certificate_cn(management(encoded(pem.encode()) + "!"), "tenants", "a-datastore-certificate") is None
+
+
+def test_a_grant_reaching_several_tenants_names_each_of_them_apart():
+    # A role reading every key from /tenants_tenant_ on: past the tenant's own range, into tenant-b's and tenant-c's.
+    own = Permission("READWRITE", b"/tenants_tenant_a/", b"/tenants_tenant_a0")
+    wide = Permission("READ", b"/tenants_tenant_", OPEN_ENDED)
+    found = Survey({"uid-a": ["tenants_tenant_a", "wide"]}, {"tenants_tenant_a": [own], "wide": [wide]}, [])
+    owners = {"tenants_tenant_b": "tenant tenant-b", "tenants_tenant_c": "tenant tenant-c"}
+
+    (verdict,) = own_reach(found, "uid-a", "tenants_tenant_a", owners)
+
+    assert not verdict.good
+    assert verdict.what.endswith(
+        ", including tenant tenant-b's /tenants_tenant_b/, tenant tenant-c's /tenants_tenant_c/"
+    )
+
+
+def test_a_user_whose_grants_cannot_be_read_is_a_problem_naming_the_user_and_etcds_answer():
+    # What etcdctl prints when the user went away between `user list` and `user get` (etcd-io/etcd
+    # server/auth/store.go@v3.5.1: ErrUserNotFound).
+    gone = Read("etcd user uid-b", 1, "Error: etcdserver: user name not found\n")
+
+    found = survey(["uid-b"], [], {"user-0": gone})
+
+    assert found.problems == ["cannot read etcd user uid-b: Error: etcdserver: user name not found"]
+    assert found.user_roles == {}
+
+
+def test_a_role_whose_permissions_cannot_be_read_is_a_problem_naming_the_role_and_etcds_answer():
+    # What etcdctl prints when the role went away between `role list` and `role get` (etcd-io/etcd
+    # server/auth/store.go@v3.5.1: ErrRoleNotFound).
+    gone = Read("etcd role tenants_tenant_b", 1, "Error: etcdserver: role name not found\n")
+
+    found = survey([], ["tenants_tenant_b"], {"role-0": gone})
+
+    assert found.problems == ["cannot read etcd role tenants_tenant_b: Error: etcdserver: role name not found"]
+    assert found.role_permissions == {}
+
+
+def own_reach_of(*granted: Permission) -> list[str]:
+    """What the check says of tenant-a's user uid-a when its one role grants exactly `granted`."""
+    found = Survey({"uid-a": ["tenants_tenant_a"]}, {"tenants_tenant_a": list(granted)}, [])
+    return [verdict.what for verdict in own_reach(found, "uid-a", "tenants_tenant_a", {}) if not verdict.good]
+
+
+def test_a_user_that_may_only_read_its_range_is_told_it_cannot_write_it():
+    assert own_reach_of(Permission("READ", b"/tenants_tenant_a/", b"/tenants_tenant_a0")) == [
+        "etcd user uid-a cannot write [/tenants_tenant_a/, /tenants_tenant_a0) of its own range"
+    ]
+
+
+def test_a_user_granted_part_of_its_range_is_told_every_part_it_cannot_reach():
+    # Kamaji grants the whole prefix; a grant on the ConfigMaps alone leaves the keys before and after them out.
+    granted = Permission("READWRITE", b"/tenants_tenant_a/configmaps/", b"/tenants_tenant_a/configmaps0")
+
+    assert own_reach_of(granted) == [
+        "etcd user uid-a can neither read nor write [/tenants_tenant_a/, /tenants_tenant_a/configmaps/), "
+        "[/tenants_tenant_a/configmaps0, /tenants_tenant_a0) of its own range"
+    ]

@@ -17,13 +17,13 @@ from components.settings import TenantSettings
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
-READY_STATUS_PATH = "{.status.kubernetesResources.version.status}"
 # Kamaji copies the spec's version here only once that version's control plane is Ready
 # (clastix/kamaji internal/resources/k8s_deployment_resource.go@ddbabd8, UpdateTenantControlPlaneStatus).
 RUNNING_VERSION_PATH = "{.status.kubernetesResources.version.version}"
 # What Kamaji reports for a control plane scaled to 0 replicas (clastix/kamaji
 # api/v1alpha1/tenantcontrolplane_status.go@26.8.2-edge, VersionSleeping).
 SLEEPING_STATUS = "Sleeping"
+READY_STATUS = "Ready"
 # The TenantControlPlane annotation that has Kamaji's migration Job clear the target first (clastix/kamaji
 # internal/resources/datastore/datastore_migrate.go@26.8.2-edge).
 MIGRATION_CLEANUP_ANNOTATION = "kamaji.clastix.io/cleanup-prior-migration"
@@ -165,9 +165,9 @@ class TenantControlPlane(pulumi.ComponentResource):
                 # What Kamaji's KubeconfigGenerator sample selects tenants by.
                 "labels": {"tenant.clastix.io": tenant.name},
                 "annotations": {
-                    # Kamaji's CRD has no conditions. Ready alone would pass at once after an
-                    # update (the status still describes the old version), so also wait for the version.
-                    "pulumi.com/waitFor": wait_for(args.kubernetes_version, tenant.sleeping),
+                    # Kamaji's CRD has no conditions: wait for the version, which Kamaji records only once it
+                    # runs Ready (or Sleeping). The state itself is the `-datastore-moved` step's to wait for.
+                    "pulumi.com/waitFor": wait_for(args.kubernetes_version),
                     # Its replicas are the stack's, even after `make restore` held the tenant with `kubectl patch`
                     # (field manager kubectl-patch, which then owns them): an apply without force would conflict
                     # on the next sleep or wake. pulumi-kubernetes applies unforced unless told, and takes over
@@ -196,8 +196,13 @@ class TenantControlPlane(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", update="15m", delete="10m"),
             ),
         )
-        # Its workers and HAMi go on once Kamaji runs it on the DataStore its spec names: after a change of the
-        # tenant's dataStore, once Kamaji's migration has moved it (or failed, saying how to finish or undo it).
+        # Its workers and HAMi go on once Kamaji runs it on the DataStore its spec names, in the state the stack
+        # asks for: after a change of the tenant's dataStore, once Kamaji's migration has moved it (or failed,
+        # saying how to finish or undo it). This step, not the TenantControlPlane's waitFor, waits for that state:
+        # a failed move keeps Kamaji's status Migrating for good (clastix/kamaji internal/resources/datastore/
+        # datastore_migrate.go@26.8.2-edge, CreateOrUpdate: MigrationInProcessError until the Job is Complete), and
+        # a waitFor on it would leave the TenantControlPlane failing to update on every later `make up`, before
+        # this step, which deletes the failed Job, could run.
         self.ready = script_command(
             f"{name}-datastore-moved",
             "wait-datastore-move.sh",
@@ -207,6 +212,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "NAMESPACE": args.namespace,
                 "DATASTORE": tenant.data_store,
                 "DATA_STORE_KEY": "dedicated" if tenant.dedicated_data_store else "shared",
+                "WANTED_STATE": SLEEPING_STATUS if tenant.sleeping else READY_STATUS,
             },
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -247,17 +253,13 @@ class TenantControlPlane(pulumi.ComponentResource):
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
 
 
-def wait_for(kubernetes_version: str, sleeping: bool = False) -> str:
+def wait_for(kubernetes_version: str) -> str:
     """pulumi-kubernetes' waitFor: a JSON list of conditions that must all hold, on create and
     update (pulumi/pulumi-kubernetes provider/pkg/metadata/overrides.go@94977969, ReadyCondition).
 
-    Asleep, Kamaji reports Sleeping instead of Ready and still copies the spec's version into the
-    status (clastix/kamaji internal/resources/k8s_deployment_resource.go@26.8.2-edge, computeStatus
-    and UpdateTenantControlPlaneStatus)."""
-    status = SLEEPING_STATUS if sleeping else "Ready"
-    return json.dumps(
-        [f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}", f"jsonpath={READY_STATUS_PATH}={status}"]
-    )
+    Kamaji copies the spec's version into the status only once it reports Ready, or Sleeping asleep
+    (clastix/kamaji internal/resources/k8s_deployment_resource.go@26.8.2-edge, UpdateTenantControlPlaneStatus)."""
+    return json.dumps([f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}"])
 
 
 # Container workers share one host's swap and disk, which their kubelets must not act on; a

@@ -241,7 +241,7 @@ def test_its_workers_wait_for_kamaji_to_run_it_on_the_store_the_stack_names(plan
 # --- Kamaji's migration, as wait-datastore-move.sh sees it -------------------------------------------
 
 MOVE = {"KUBECONFIG_DATA": MANAGEMENT_KUBECONFIG, "TENANT": "tenant-b", "NAMESPACE": "tenants",
-        "DATASTORE": "etcd-tenant-b", "DATA_STORE_KEY": "dedicated"}
+        "DATASTORE": "etcd-tenant-b", "DATA_STORE_KEY": "dedicated", "WANTED_STATE": "Ready"}
 TCP_STATE = r"-n tenants get tenantcontrolplanes\.kamaji\.clastix\.io tenant-b -o jsonpath="
 JOBS = (r"get jobs\.batch --all-namespaces -l kamaji\.clastix\.io/component=migrate,"
         r"tcp\.kamaji\.clastix\.io/name=tenant-b,tcp\.kamaji\.clastix\.io/namespace=tenants ")
@@ -256,12 +256,30 @@ FAILED_ELSEWHERE = FAILED.replace("etcd-tenant-b", "etcd-other")
 
 
 def test_done_at_once_when_kamaji_already_runs_it_there(fakes):
-    for settled in ("etcd-tenant-b|Ready", "etcd-tenant-b|Sleeping"):
-        fakes.on("kubectl", TCP_STATE, settled)
-        result = fakes.run("wait-datastore-move.sh", **MOVE)
+    for state in ("Ready", "Sleeping"):
+        fakes.on("kubectl", TCP_STATE, f"etcd-tenant-b|{state}")
+        result = fakes.run("wait-datastore-move.sh", **{**MOVE, "WANTED_STATE": state})
         assert result.returncode == 0, result.stderr
         assert "tenant tenant-b runs on DataStore etcd-tenant-b" in result.stderr
         fakes.rules.clear()
+
+
+@pytest.mark.parametrize(("asked", "other"), [("Ready", "Sleeping"), ("Sleeping", "Ready")])
+def test_waits_for_the_state_the_stack_asks_for_not_the_one_kamaji_reported_before(fakes, asked, other):
+    # A tenant woken (or put to sleep) on its DataStore: Kamaji still reports the state it had, then the new one.
+    fakes.on("kubectl", TCP_STATE, f"etcd-tenant-b|{other}", "etcd-tenant-b|NotReady", f"etcd-tenant-b|{asked}")
+    fakes.on("kubectl", JOBS, "")
+    result = fakes.run("wait-datastore-move.sh", **{**MOVE, "WANTED_STATE": asked})
+    assert result.returncode == 0, result.stderr
+    assert len(fakes.calls("kubectl", TCP_STATE)) == 3
+    assert f"Kamaji to report tenant tenant-b {asked} on DataStore etcd-tenant-b (status NotReady)" in result.stderr
+
+
+def test_a_state_other_than_ready_or_sleeping_is_refused_naming_it(fakes):
+    result = fakes.run("wait-datastore-move.sh", **{**MOVE, "WANTED_STATE": "Migrating"})
+    assert result.returncode == 1
+    assert "WANTED_STATE must be Ready or Sleeping, got 'Migrating'" in result.stderr
+    assert fakes.calls("kubectl") == []
 
 
 def test_waits_through_kamajis_migration_until_it_reports_ready_on_the_new_store(fakes):

@@ -13,7 +13,7 @@ from components import audit, pod_security
 from components.addresses import asking_metallb_for
 from components.commands import script_command
 from components.kubeconfig import current_cluster
-from components.settings import TenantSettings
+from components.settings import TenantSettings, dedicated_data_store_name
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
@@ -83,6 +83,8 @@ class TenantControlPlaneArgs:
     """Secret; used on the host to read the tenant's admin kubeconfig."""
     platform: pulumi.Resource
     """Kamaji's webhooks reject control planes until Kamaji and its DataStore are ready."""
+    shared_data_store: str
+    """The lab's shared DataStore (kamajiDataStore): with the tenant's own, the only ones it may move between."""
     konnectivity_metrics: bool = False
     """Prometheus scrapes the konnectivity-server (observability on)."""
     reader_secret: tuple[str, str] = ("", "")
@@ -125,6 +127,26 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "READER_SECRET": args.reader_secret[1],
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.platform]),
+        )
+
+        # Kamaji's migration first deletes the tenant's prefix on the DataStore its spec comes to name: this
+        # refuses any change of it but a move between the lab's shared DataStore and the tenant's own, two etcds.
+        data_store_checked = script_command(
+            f"{name}-datastore-check",
+            "check-datastore-move.sh",
+            {
+                "KUBECONFIG_DATA": args.management_kubeconfig,
+                "TENANT": tenant.name,
+                "NAMESPACE": args.namespace,
+                "DATASTORE": tenant.data_store,
+                "SHARED_DATASTORE": args.shared_data_store,
+                "DEDICATED_DATASTORE": dedicated_data_store_name(tenant.name),
+                "KUBERNETES_VERSION": args.kubernetes_version,
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[args.platform, *([args.data_store_ready] if args.data_store_ready else [])],
+            ),
         )
 
         # The audit trail's policy and volume live beside the TenantControlPlane, out of the tenant's reach.
@@ -188,6 +210,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                 depends_on=[
                     args.platform,
                     self.version_checked,
+                    data_store_checked,
                     audit_policy,
                     admission_config,
                     audit_log,

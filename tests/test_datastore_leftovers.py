@@ -8,6 +8,7 @@ import pytest
 from tests.datastores import (
     DEDICATED,
     clean,
+    dedicated_datastore,
     everything,
     kamaji_migrate,
     kamaji_sets_up,
@@ -157,6 +158,47 @@ def test_a_datastore_that_names_the_same_etcd_as_the_tenants_is_left_alone(store
     assert code == 0, problems
     assert said == "tenant tenant-a: DataStore default-again left as it is: it names an etcd member of DataStore " \
         "default, which the tenant uses\n"
+    assert everything(stores.shared) == before
+
+
+def another_driver(stores, name: str) -> None:
+    """A DataStore on PostgreSQL, as a provided Kamaji may have (clastix/kamaji api/v1alpha1/datastore_types.go
+    @26.8.2-edge: Driver), which no etcd client can open."""
+    store = recorded("datastore-default.json")
+    store["metadata"]["name"] = name
+    store["spec"] |= {"driver": "PostgreSQL", "endpoints": ["postgres.example.com:5432"]}
+    stores.lab.on("management", rf"^get datastores\.kamaji\.clastix\.io {name} ", ok(store))
+
+
+def test_a_datastore_of_another_driver_is_never_opened_and_fails_no_tenant(stores, tmp_path):
+    # tenant-b on a PostgreSQL DataStore; tenant-a moved to the dedicated etcd, its leftovers in the shared one.
+    another_driver(stores, "postgres")
+    stores.name("tenant-b", spec="postgres", status="postgres")
+    stores.name("tenant-a", spec=DEDICATED, status=DEDICATED)
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+
+    code, said, problems = clean(stores)
+
+    assert code == 0, problems
+    assert said.startswith("tenant tenant-a: removed from DataStore default: ")
+    assert not of(everything(stores.shared), A)
+    assert "postgres" not in (tmp_path / "kubectl.log").read_text()
+
+
+def test_another_tenants_datastore_that_cannot_be_reached_is_a_warning_for_a_tenant_never_there(stores):
+    unreachable = dedicated_datastore()
+    unreachable["spec"]["endpoints"] = ["https://10.9.8.7:2379"]  # outside the cluster: no member to forward to
+    stores.lab.on("management", rf"^get datastores\.kamaji\.clastix\.io {DEDICATED} ", ok(unreachable))
+    stores.name("tenant-b", spec=DEDICATED, status=DEDICATED)
+    before = everything(stores.shared)
+
+    code, said, problems = clean(stores, "tenant-a")
+
+    assert code == 0, problems
+    assert said == f"tenant tenant-a: WARNING: DataStore {DEDICATED}, another tenant's where this one never was, " \
+        f"could not be searched: DataStore {DEDICATED}'s endpoint 10.9.8.7:2379 is no cluster DNS name " \
+        "(<pod>.<service>.<namespace>.svc... or <service>.<namespace>.svc...): the lab cannot tell which etcd it is\n"
     assert everything(stores.shared) == before
 
 

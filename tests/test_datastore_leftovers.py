@@ -102,6 +102,43 @@ def test_nothing_is_deleted_while_the_tenant_moves(stores, state, why):
     assert (everything(stores.shared), everything(stores.dedicated)) == before
 
 
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"spec": "default"}, "its TenantControlPlane names DataStore default now"),
+        ({"state": "Migrating"}, f"Kamaji is moving it to DataStore {DEDICATED} (its status is Migrating)"),
+        ({"job": True}, "Kamaji's migrate Job kamaji-system/migrate-0002 still runs"),
+    ],
+    ids=["named-again", "kamaji-says-migrating", "migrate-job-active"],
+)
+def test_a_move_started_after_the_first_read_stops_the_delete(stores, change, why):
+    """A `make up` run meanwhile turns the tenant back toward the store about to be cleaned: read again just before
+    the delete, the tenant is left as it is."""
+    stores.name("tenant-a", spec=DEDICATED, status=DEDICATED)
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+    reads = []
+
+    def tcp_now(command):
+        reads.append(command)
+        if len(reads) > 1:  # every read after the first, which decides what to clean
+            if change.get("job") and not stores.jobs:
+                stores.jobs.append(
+                    {"metadata": {"name": "migrate-0002", "namespace": "kamaji-system"}, "status": {"active": 1}})
+            stores.name("tenant-a", **{key: value for key, value in change.items() if key != "job"})
+        return ok(stores.tcps["tenant-a"])
+
+    stores.lab.on("management", r"^get tenantcontrolplanes\.kamaji\.clastix\.io tenant-a -n tenants -o json", tcp_now)
+    before = everything(stores.shared)
+
+    code, said, problems = clean(stores, "tenant-a")
+
+    assert (code, said) == (1, "")
+    assert problems == f"snapshot.leftovers: tenant tenant-a: nothing deleted: {why}; run `make datastore-clean " \
+        "TENANT=tenant-a` once it is on one DataStore\n"
+    assert everything(stores.shared) == before
+
+
 def test_nothing_is_deleted_when_the_datastore_the_tenant_uses_holds_none_of_its_keys(stores):
     kamaji_sets_up(stores.dedicated, "tenant-a")
     kamaji_migrate(stores.shared, stores.dedicated, A)

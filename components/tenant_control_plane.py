@@ -236,7 +236,12 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "DATASTORE": tenant.data_store,
                 "DATA_STORE_KEY": "dedicated" if tenant.dedicated_data_store else "shared",
                 "WANTED_STATE": SLEEPING_STATUS if tenant.sleeping else READY_STATUS,
+                # For its removal, which clears what the tenant left in other DataStores, as make up does.
+                "STACK": pulumi.get_stack(),
             },
+            # Deleted before the TenantControlPlane it depends on: Kamaji's deletion clears only the DataStore
+            # the spec names.
+            delete="leave-datastores.sh",
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[control_plane],

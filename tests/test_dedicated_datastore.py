@@ -565,3 +565,63 @@ def test_the_move_is_checked_before_the_control_plane_names_the_new_store(plans)
     (check,) = [c for c in to_dedicated.commands("check-datastore-move.sh")
                 if c.inputs["environment"]["TENANT"] == "tenant-b"]
     assert ready.urn in to_dedicated.upstream(check.urn)
+
+
+# --- a tenant removed: leave-datastores.sh ------------------------------------------------------------
+
+LEAVE = {"KUBECONFIG_DATA": MANAGEMENT_KUBECONFIG, "TENANT": "tenant-b", "NAMESPACE": "tenants", "STACK": "dev"}
+TCP_LEAVING = r"-n tenants get tenantcontrolplanes\.kamaji\.clastix\.io tenant-b --ignore-not-found -o jsonpath="
+
+
+def leave(fakes, tmp_path, tcp: str, jobs: str = "", clean_exit: int = 0):
+    """leave-datastores.sh with a stand-in for `python -m snapshot.leftovers` that records its arguments."""
+    python, record = tmp_path / "lab-python", tmp_path / "leftovers.args"
+    python.write_text(f'#!/bin/sh\necho "$@" > {record}\nexit {clean_exit}\n')
+    python.chmod(0o755)
+    fakes.on("kubectl", TCP_LEAVING, tcp)
+    fakes.on("kubectl", JOBS, jobs)
+    result = fakes.run("leave-datastores.sh", **LEAVE, LAB_PYTHON=str(python))
+    return result, (record.read_text() if record.exists() else None)
+
+
+def test_a_removed_tenant_on_one_datastore_has_what_it_left_elsewhere_cleared_first(fakes, tmp_path):
+    result, cleaned = leave(fakes, tmp_path, "etcd-tenant-b|etcd-tenant-b|Ready")
+    assert result.returncode == 0, result.stderr
+    assert cleaned == "-m snapshot.leftovers --stack dev tenant-b\n"
+
+
+@pytest.mark.parametrize(("tcp", "jobs"), [
+    ("etcd-tenant-b|default|Migrating", ""),
+    ("etcd-tenant-b|default|Ready", ""),  # the spec names another; Kamaji has not started
+    ("etcd-tenant-b|etcd-tenant-b|Ready", "kamaji-system/migrate-0b6f "),
+], ids=["migrating", "spec-and-status-differ", "job-runs"])  # fmt: skip
+def test_a_tenant_removed_mid_move_is_refused_and_nothing_is_cleared(fakes, tmp_path, tcp, jobs):
+    result, cleaned = leave(fakes, tmp_path, tcp, jobs)
+    assert result.returncode == 1
+    (said,) = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert "tenant tenant-b is between two DataStores" in said
+    assert "would leave its data in one of them for good. Nothing was removed; finish or undo the move" in said
+    assert cleaned is None
+
+
+def test_a_clean_up_that_fails_stops_the_removal_naming_the_command(fakes, tmp_path):
+    result, cleaned = leave(fakes, tmp_path, "default|default|Ready", clean_exit=1)
+    assert result.returncode == 1 and cleaned is not None
+    assert "Run make datastore-clean TENANT=tenant-b, then remove it again" in result.stderr
+
+
+def test_a_tenant_whose_control_plane_is_gone_has_nothing_to_clear(fakes, tmp_path):
+    result, cleaned = leave(fakes, tmp_path, "")
+    assert result.returncode == 0, result.stderr
+    assert cleaned is None
+
+
+def test_the_move_wait_clears_the_tenant_from_other_datastores_when_it_is_removed(plans):
+    shared_up, *_ = plans
+    for tenant in ("tenant-a", "tenant-b"):
+        (moved,) = [c for c in shared_up.commands("wait-datastore-move.sh")
+                    if c.inputs["environment"]["TENANT"] == tenant]
+        assert moved.inputs["delete"] == "exec bash scripts/leave-datastores.sh"
+        assert moved.inputs["environment"]["STACK"]
+        # Deleted before the control plane: it depends on it.
+        assert control_plane(shared_up, tenant).urn in moved.dependencies

@@ -31,7 +31,8 @@ require_env KUBECONFIG_DATA TENANT NAMESPACE DATASTORE SHARED_DATASTORE DEDICATE
 kubeconfig_file KUBECONFIG_DATA
 key="kamaji-hami-lab:tenants[].dataStore of tenant $TENANT"
 
-# member ENDPOINT: one name per etcd for an endpoint of a DataStore.
+# member ENDPOINT: one name per etcd for an endpoint of a DataStore, as validation/checks/datastore.py (etcd_of)
+# reads it.
 member() {
 	local endpoint=${1,,} host port
 	endpoint=${endpoint#*://}

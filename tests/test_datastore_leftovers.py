@@ -17,6 +17,7 @@ from tests.datastores import (
 )
 from tests.snapshot_etcd import etcdctl, root
 from tests.test_validation import SCHEMAS, USERS, ok, recorded
+from validation.checks.datastore import same_etcd
 
 A, B = SCHEMAS["tenant-a"], SCHEMAS["tenant-b"]
 
@@ -237,6 +238,37 @@ def test_another_tenants_datastore_that_cannot_be_reached_is_a_warning_for_a_ten
         f"could not be searched: DataStore {DEDICATED}'s endpoint 10.9.8.7:2379 is no cluster DNS name " \
         "(<pod>.<service>.<namespace>.svc... or <service>.<namespace>.svc...): the lab cannot tell which etcd it is\n"
     assert everything(stores.shared) == before
+
+
+def test_a_datastore_that_names_the_tenants_etcd_by_its_client_service_is_the_same_etcd(stores):
+    """The shared etcd by its client Service rather than its pods (the chart's two endpoint forms: clastix/kamaji-etcd
+    charts/kamaji-etcd/templates@92f31f0): deleting the tenant's keys there would delete its live data."""
+    alias = recorded("datastore-default.json")
+    alias["metadata"]["name"] = "default-by-service"
+    alias["spec"]["endpoints"] = ["https://Kamaji-etcd-client.kamaji-system.svc:2379"]
+    stores.lab.on("management", r"^get datastores\.kamaji\.clastix\.io default-by-service ", ok(alias))
+    stores.name("tenant-b", spec="default-by-service", status="default-by-service")
+    before = everything(stores.shared)
+
+    code, said, problems = clean(stores, "tenant-a")
+
+    assert code == 0, problems
+    assert said == "tenant tenant-a: DataStore default-by-service left as it is: it names an etcd member of " \
+        "DataStore default, which the tenant uses\n"
+    assert everything(stores.shared) == before
+
+
+@pytest.mark.parametrize(("endpoint", "other", "same"), [
+    ("kamaji-etcd-0.kamaji-etcd.kamaji-system.svc.cluster.local:2379", "kamaji-etcd-client.kamaji-system.svc:2379",
+     True),
+    ("https://etcd-a-0.etcd-a.store-of-a.svc.cluster.local.:2379", "ETCD-A-1.etcd-a.store-of-a.svc:2379", True),
+    ("kamaji-etcd-0.kamaji-etcd.kamaji-system.svc:2379", "etcd-a-0.etcd-a.store-of-a.svc:2379", False),
+    ("https://10.0.0.5:2379", "10.0.0.5:2379", True),
+    ("https://10.0.0.5:2379", "10.0.0.5:2380", False),
+    ("etcd.example.com:2379", "etcd.example.com", True),
+])  # fmt: skip
+def test_two_endpoints_are_one_etcd_by_namespace_in_cluster_and_by_host_and_port_outside(endpoint, other, same):
+    assert same_etcd({"spec": {"endpoints": [endpoint]}}, {"spec": {"endpoints": [other]}}) is same
 
 
 def test_a_datastore_that_cannot_be_reached_fails_the_tenant_and_deletes_nothing(stores):

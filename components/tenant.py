@@ -86,6 +86,7 @@ class Tenant(pulumi.ComponentResource):
                 konnectivity_metrics=lab.observability,
                 reader_secret=(MONITORING_NAMESPACE, tenant_secret_name(tenant.name)),
                 data_store_ready=data_store_ready,
+                shared_data_store=lab.kamaji_data_store,
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

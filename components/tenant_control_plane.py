@@ -13,17 +13,17 @@ from components import audit, pod_security
 from components.addresses import asking_metallb_for
 from components.commands import script_command
 from components.kubeconfig import current_cluster
-from components.settings import TenantSettings
+from components.settings import TenantSettings, dedicated_data_store_name
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
-READY_STATUS_PATH = "{.status.kubernetesResources.version.status}"
 # Kamaji copies the spec's version here only once that version's control plane is Ready
 # (clastix/kamaji internal/resources/k8s_deployment_resource.go@ddbabd8, UpdateTenantControlPlaneStatus).
 RUNNING_VERSION_PATH = "{.status.kubernetesResources.version.version}"
 # What Kamaji reports for a control plane scaled to 0 replicas (clastix/kamaji
 # api/v1alpha1/tenantcontrolplane_status.go@26.8.2-edge, VersionSleeping).
 SLEEPING_STATUS = "Sleeping"
+READY_STATUS = "Ready"
 # The TenantControlPlane annotation that has Kamaji's migration Job clear the target first (clastix/kamaji
 # internal/resources/datastore/datastore_migrate.go@26.8.2-edge).
 MIGRATION_CLEANUP_ANNOTATION = "kamaji.clastix.io/cleanup-prior-migration"
@@ -83,6 +83,8 @@ class TenantControlPlaneArgs:
     """Secret; used on the host to read the tenant's admin kubeconfig."""
     platform: pulumi.Resource
     """Kamaji's webhooks reject control planes until Kamaji and its DataStore are ready."""
+    shared_data_store: str
+    """The lab's shared DataStore (kamajiDataStore): with the tenant's own, the only ones it may move between."""
     konnectivity_metrics: bool = False
     """Prometheus scrapes the konnectivity-server (observability on)."""
     reader_secret: tuple[str, str] = ("", "")
@@ -127,6 +129,26 @@ class TenantControlPlane(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.platform]),
         )
 
+        # Kamaji's migration first deletes the tenant's prefix on the DataStore its spec comes to name: this
+        # refuses any change of it but a move between the lab's shared DataStore and the tenant's own, two etcds.
+        data_store_checked = script_command(
+            f"{name}-datastore-check",
+            "check-datastore-move.sh",
+            {
+                "KUBECONFIG_DATA": args.management_kubeconfig,
+                "TENANT": tenant.name,
+                "NAMESPACE": args.namespace,
+                "DATASTORE": tenant.data_store,
+                "SHARED_DATASTORE": args.shared_data_store,
+                "DEDICATED_DATASTORE": dedicated_data_store_name(tenant.name),
+                "KUBERNETES_VERSION": args.kubernetes_version,
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[args.platform, *([args.data_store_ready] if args.data_store_ready else [])],
+            ),
+        )
+
         # The audit trail's policy and volume live beside the TenantControlPlane, out of the tenant's reach.
         audit_policy = k8s.core.v1.ConfigMap(
             f"{name}-audit-policy",
@@ -165,9 +187,9 @@ class TenantControlPlane(pulumi.ComponentResource):
                 # What Kamaji's KubeconfigGenerator sample selects tenants by.
                 "labels": {"tenant.clastix.io": tenant.name},
                 "annotations": {
-                    # Kamaji's CRD has no conditions. Ready alone would pass at once after an
-                    # update (the status still describes the old version), so also wait for the version.
-                    "pulumi.com/waitFor": wait_for(args.kubernetes_version, tenant.sleeping),
+                    # Kamaji's CRD has no conditions: wait for the version, which Kamaji records only once it
+                    # runs Ready (or Sleeping). The state itself is the `-datastore-moved` step's to wait for.
+                    "pulumi.com/waitFor": wait_for(args.kubernetes_version),
                     # Its replicas are the stack's, even after `make restore` held the tenant with `kubectl patch`
                     # (field manager kubectl-patch, which then owns them): an apply without force would conflict
                     # on the next sleep or wake. pulumi-kubernetes applies unforced unless told, and takes over
@@ -188,6 +210,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                 depends_on=[
                     args.platform,
                     self.version_checked,
+                    data_store_checked,
                     audit_policy,
                     admission_config,
                     audit_log,
@@ -196,8 +219,13 @@ class TenantControlPlane(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create="15m", update="15m", delete="10m"),
             ),
         )
-        # Its workers and HAMi go on once Kamaji runs it on the DataStore its spec names: after a change of the
-        # tenant's dataStore, once Kamaji's migration has moved it (or failed, saying how to finish or undo it).
+        # Its workers and HAMi go on once Kamaji runs it on the DataStore its spec names, in the state the stack
+        # asks for: after a change of the tenant's dataStore, once Kamaji's migration has moved it (or failed,
+        # saying how to finish or undo it). This step, not the TenantControlPlane's waitFor, waits for that state:
+        # a failed move keeps Kamaji's status Migrating for good (clastix/kamaji internal/resources/datastore/
+        # datastore_migrate.go@26.8.2-edge, CreateOrUpdate: MigrationInProcessError until the Job is Complete), and
+        # a waitFor on it would leave the TenantControlPlane failing to update on every later `make up`, before
+        # this step, which deletes the failed Job, could run.
         self.ready = script_command(
             f"{name}-datastore-moved",
             "wait-datastore-move.sh",
@@ -207,7 +235,13 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "NAMESPACE": args.namespace,
                 "DATASTORE": tenant.data_store,
                 "DATA_STORE_KEY": "dedicated" if tenant.dedicated_data_store else "shared",
+                "WANTED_STATE": SLEEPING_STATUS if tenant.sleeping else READY_STATUS,
+                # For its removal, which clears what the tenant left in other DataStores, as make up does.
+                "STACK": pulumi.get_stack(),
             },
+            # Deleted before the TenantControlPlane it depends on: Kamaji's deletion clears only the DataStore
+            # the spec names.
+            delete="leave-datastores.sh",
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[control_plane],
@@ -247,17 +281,13 @@ class TenantControlPlane(pulumi.ComponentResource):
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
 
 
-def wait_for(kubernetes_version: str, sleeping: bool = False) -> str:
+def wait_for(kubernetes_version: str) -> str:
     """pulumi-kubernetes' waitFor: a JSON list of conditions that must all hold, on create and
     update (pulumi/pulumi-kubernetes provider/pkg/metadata/overrides.go@94977969, ReadyCondition).
 
-    Asleep, Kamaji reports Sleeping instead of Ready and still copies the spec's version into the
-    status (clastix/kamaji internal/resources/k8s_deployment_resource.go@26.8.2-edge, computeStatus
-    and UpdateTenantControlPlaneStatus)."""
-    status = SLEEPING_STATUS if sleeping else "Ready"
-    return json.dumps(
-        [f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}", f"jsonpath={READY_STATUS_PATH}={status}"]
-    )
+    Kamaji copies the spec's version into the status only once it reports Ready, or Sleeping asleep
+    (clastix/kamaji internal/resources/k8s_deployment_resource.go@26.8.2-edge, UpdateTenantControlPlaneStatus)."""
+    return json.dumps([f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}"])
 
 
 # Container workers share one host's swap and disk, which their kubelets must not act on; a

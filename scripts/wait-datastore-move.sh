@@ -13,8 +13,9 @@
 #   spec names the new DataStore: it never starts another Job on its own. Deleting the failed Job makes it
 #   start one; naming the old DataStore again ends the move with the tenant where it was, and leaves the Job,
 #   which a later move to the same DataStore would meet and never get past.
-# The TenantControlPlane's own wait (pulumi.com/waitFor) may pass before Kamaji even started, on the status it
-# had; this is the step after which its workers and HAMi go on.
+# The TenantControlPlane's own wait (pulumi.com/waitFor) holds only its version, so it passes on a failed move
+# (Migrating) and this script runs again on the next `pulumi up`; this is the step after which its workers and
+# HAMi go on, once Kamaji reports the state the stack asks for (Ready, or Sleeping for a tenant put to sleep).
 #
 # A failed Job toward this DataStore found when the script starts (an earlier `pulumi up` stopped on it, or an
 # undone move left it) is deleted, so running `pulumi up` again retries the move; one that fails while it waits
@@ -25,6 +26,7 @@
 #         NAMESPACE        its namespace
 #         DATASTORE        the DataStore its spec names
 #         DATA_STORE_KEY   the tenant's dataStore key (shared or dedicated), for the messages
+#         WANTED_STATE     the state the stack asks for: Ready, or Sleeping
 #         WAIT_TIMEOUT     optional, seconds (default 1200)
 # bound:  1260 s (WAIT_TIMEOUT 1200 + one last poll of three 20 s requests)
 # stdout: nothing
@@ -32,7 +34,8 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-require_env KUBECONFIG_DATA TENANT NAMESPACE DATASTORE DATA_STORE_KEY
+require_env KUBECONFIG_DATA TENANT NAMESPACE DATASTORE DATA_STORE_KEY WANTED_STATE
+[[ $WANTED_STATE == Ready || $WANTED_STATE == Sleeping ]] || die "WANTED_STATE must be Ready or Sleeping, got '$WANTED_STATE'"
 timeout=${WAIT_TIMEOUT:-1200}
 kubeconfig_file KUBECONFIG_DATA
 case $DATA_STORE_KEY in
@@ -43,7 +46,7 @@ esac
 
 undo="undo: set the tenant's dataStore back to $other_key and run make up (Kamaji then ends the move, the tenant where it was)"
 finish="finish: run make up again (the lab deletes the failed Job, Kamaji starts another and first clears what the failed one copied)"
-pending="Kamaji to report tenant $TENANT on DataStore $DATASTORE"
+pending="Kamaji to report tenant $TENANT $WANTED_STATE on DataStore $DATASTORE"
 first_look=true
 
 # "<namespace>/<name>|<Failed status>|<reason>|<message>|<args>|<failed pods>" of the tenant's migration Job,
@@ -63,9 +66,8 @@ moved() {
 	}
 	IFS='|' read -r source status <<<"$state"
 	# Kamaji reports Ready, or Sleeping with no replicas, once no move is under way (clastix/kamaji
-	# internal/resources/k8s_deployment_resource.go@26.8.2-edge, computeStatus); the TenantControlPlane's own
-	# waitFor holds the one the stack asks for.
-	if [[ $source == "$DATASTORE" && ($status == Ready || $status == Sleeping) ]]; then
+	# internal/resources/k8s_deployment_resource.go@26.8.2-edge, computeStatus).
+	if [[ $source == "$DATASTORE" && $status == "$WANTED_STATE" ]]; then
 		return 0
 	fi
 	job=$(migration_job) || {
@@ -86,7 +88,9 @@ moved() {
 		die "Kamaji could not move tenant $TENANT from DataStore ${source:-?} to $DATASTORE: its Job $name failed ($reason: $message; its log: kubectl -n ${name%%/*} logs job/${name#*/}). The tenant runs on ${source:-?}, whole, but its API refuses writes until the move ends. To $finish; to $undo"
 	fi
 	first_look=false
-	if [[ -n $name ]]; then
+	if [[ $source == "$DATASTORE" ]]; then
+		pending="Kamaji to report tenant $TENANT $WANTED_STATE on DataStore $DATASTORE (status ${status:-unknown})"
+	elif [[ -n $name ]]; then
 		pending="Kamaji to move tenant $TENANT from ${source:-?} to $DATASTORE (status ${status:-unknown}; its Job $name is running${retries:+, after $retries failed attempts})"
 	else
 		pending="Kamaji to move tenant $TENANT from ${source:-?} to $DATASTORE (status ${status:-unknown})"

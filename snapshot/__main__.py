@@ -13,7 +13,7 @@ from typing import TextIO
 from snapshot import archive, core, encryption
 from snapshot.archive import Refused
 from snapshot.etcd import EtcdFailed, Progress
-from snapshot.live import HOLD_ANNOTATION, LiveTenant, root_client
+from snapshot.live import HOLD_ANNOTATION, LiveTenant, Moving, root_client
 from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, ArgumentParser
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
@@ -190,6 +190,15 @@ def main(
                 )
         except Refused as refusal:
             print(escaped(f"snapshot: {args.file} refused, nothing changed: {refusal}"), file=sys.stderr)
+            return EXIT_FAILED
+        except Moving as why:
+            nothing = "nothing changed" if args.command == "restore" else "nothing written"
+            print(
+                f"snapshot: {args.command} of {args.tenant} refused, {nothing}: tenant {args.tenant} is between two "
+                f"DataStores ({why}). Let the move end or undo it (make up; docs/operations.md, moving a tenant's "
+                "datastore), then run it again",
+                file=sys.stderr,
+            )
             return EXIT_FAILED
         except core.Unfinished as stopped:
             print(f"snapshot: restore of {args.tenant} stopped: {stopped} {finish}", file=sys.stderr)

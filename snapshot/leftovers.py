@@ -13,9 +13,11 @@ What is removed: the keys under the tenant's /<schema>/, its etcd user and its r
 them: internal/datastore/etcd.go@26.8.2-edge, GrantPrivileges), in each lab DataStore its TenantControlPlane
 names in neither spec nor status. A lab DataStore is the one the stack's platform names or one a lab tenant's
 TenantControlPlane names; no other is opened. Refused, with nothing deleted: while the tenant moves (Kamaji says
-Migrating, its spec and status name two DataStores, or its migrate Job runs), while the DataStore it uses holds
+Migrating, its spec and status name two DataStores, or its migrate Job runs; read again right before each delete,
+which is also refused once it names that DataStore), while the DataStore it uses holds
 none of its keys; left alone: a DataStore that names a member of the one it uses (the same etcd under another
-name), and in a DataStore what another lab tenant there also uses (the same schema or user).
+name), and in a DataStore what another lab tenant there also uses (the same schema or user). Only etcd DataStores
+of the driver the tenant uses are opened; another tenant's own DataStore that cannot be reached is a warning.
 """
 
 from __future__ import annotations
@@ -60,10 +62,15 @@ MIGRATE_JOB = (
     "kamaji.clastix.io/component=migrate,tcp.kamaji.clastix.io/name={name},tcp.kamaji.clastix.io/namespace={namespace}"
 )
 FINISH = "run " + CLEAN + " once it is on one DataStore"
+ETCD_DRIVER = "etcd"
 
 
 class Refused(Exception):
-    """Nothing was deleted for this tenant; the message says why."""
+    """Nothing (more) was deleted for this tenant; the message says why, `removed` what was before."""
+
+    def __init__(self, why: str, removed: Sequence[Found] = ()):
+        super().__init__(why)
+        self.removed = list(removed)
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,16 @@ def moving(lab: Lab, tenant: Tenant, tcp: dict[str, Any]) -> str:
         job = running[0]["metadata"]
         return f"Kamaji's migrate Job {job.get('namespace')}/{job.get('name')} still runs"
     return ""
+
+
+def still_elsewhere(lab: Lab, tenant: Tenant, store: str) -> None:
+    """Refused unless the tenant, read again now, still names neither store nor moves: a `make up` run meanwhile
+    may have started a move to it, whose Job would then copy into what is being deleted."""
+    tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
+    if store in named_stores(tcp):
+        raise Refused(f"its TenantControlPlane names DataStore {store} now; {FINISH.format(tenant=tenant.name)}")
+    if why := moving(lab, tenant, tcp):
+        raise Refused(f"{why}; {FINISH.format(tenant=tenant.name)}")
 
 
 def held(client: EtcdClient, store: str, whose: Owner) -> Found:
@@ -174,6 +191,12 @@ def clean(lab: Lab, tenant: Tenant, stores: LabStores, tcp: dict[str, Any], say:
     others = sorted(set(stores.users) - named_stores(tcp) - {current})
     if not others:
         return []
+    used = lab.management.get(DATASTORE_RESOURCE, current)
+    driver = used.get("spec", {}).get("driver")
+    if driver != ETCD_DRIVER:
+        # Only etcd is cleaned here, and Kamaji moves a tenant only between DataStores of one driver
+        # (clastix/kamaji cmd/migrate/cmd.go@26.8.2-edge): nothing of it is in an etcd.
+        return []
     with store_client(lab, current) as client:
         if not held(client, current, whose).keys:
             raise Refused(
@@ -181,20 +204,36 @@ def clean(lab: Lab, tenant: Tenant, stores: LabStores, tcp: dict[str, Any], say:
                 "be only in the others, which are left as they are"
             )
     removed = []
-    used = lab.management.get(DATASTORE_RESOURCE, current)
     for store in others:
-        if same_etcd(lab.management.get(DATASTORE_RESOURCE, store), used):
+        other = lab.management.get(DATASTORE_RESOURCE, store)
+        if other.get("spec", {}).get("driver") != driver:
+            continue
+        if same_etcd(other, used):
             say(f"tenant {tenant.name}: DataStore {store} left as it is: it names an etcd member of DataStore "
                 f"{current}, which the tenant uses")  # fmt: skip
             continue
         if shared := stores.shared_with(store, whose):
             say(f"tenant {tenant.name}: DataStore {store} left as it is: another tenant there uses {', '.join(shared)}")
             continue
-        with store_client(lab, store) as client:
-            found = held(client, store, whose)
-            if found:
-                remove(client, found, whose)
-                removed.append(found)
+        found = None
+        try:
+            with store_client(lab, store) as client:
+                found = held(client, store, whose)
+                if found:
+                    try:
+                        still_elsewhere(lab, tenant, store)
+                    except Refused as refusal:
+                        raise Refused(str(refusal), removed) from None
+                    remove(client, found, whose)
+                    removed.append(found)
+        except (EtcdFailed, CheckFailed, CheckSkipped) as problem:
+            # The lab moves a tenant only between the shared DataStore and its own (scripts/check-datastore-move.sh):
+            # one that is not the shared one, and not the tenant's, never held its data. Reached but failing, or
+            # the shared one, it may hold some: that fails the tenant.
+            if found is not None or store == lab.outputs.platform.data_store:
+                raise
+            say(f"tenant {tenant.name}: WARNING: DataStore {store}, another tenant's where this one never was, "
+                f"could not be searched: {problem}")  # fmt: skip
     return removed
 
 
@@ -245,7 +284,10 @@ def main(
             try:
                 removed = clean(lab, tenant, stores, tcps[tenant.name], lambda line: print(line, file=out))
             except Refused as refusal:
-                print(f"snapshot.leftovers: tenant {tenant.name}: nothing deleted: {refusal}", file=sys.stderr)
+                for found in refusal.removed:
+                    print(f"tenant {tenant.name}: removed from {found}", file=out)
+                nothing = "nothing more deleted" if refusal.removed else "nothing deleted"
+                print(f"snapshot.leftovers: tenant {tenant.name}: {nothing}: {refusal}", file=sys.stderr)
                 code = EXIT_FAILED
                 continue
             except (EtcdFailed, CheckFailed, CheckSkipped) as problem:

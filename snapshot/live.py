@@ -29,7 +29,13 @@ from components.kubeconfig import current_cluster
 from snapshot.archive import IDENTITY_SECRETS
 from snapshot.core import Target
 from snapshot.etcd import EtcdClient
-from validation.checks.datastore import DATASTORE_RESOURCE, first_member, root_credentials, used_store
+from validation.checks.datastore import (
+    DATASTORE_RESOURCE,
+    between_stores,
+    first_member,
+    root_credentials,
+    used_store,
+)
 from validation.checks.tenancy import TCP_RESOURCE
 from validation.host import poll
 from validation.lab import Lab
@@ -262,10 +268,18 @@ def forwarded_port(line: str) -> int | None:
     return int(found[1]) if found else None
 
 
+class Moving(Exception):
+    """The tenant is between two DataStores: neither is known to hold all of its data; the message says why."""
+
+
 @contextmanager
 def root_client(lab: Lab, tenant: Tenant) -> Iterator[EtcdClient]:
-    """A root etcd client of the DataStore the tenant's TenantControlPlane says its data is in."""
+    """A root etcd client of the DataStore the tenant's TenantControlPlane says its data is in; Moving while Kamaji
+    moves it: its Job copies from the DataStore the status names, so a restore written there after the copy read
+    it would be lost, and a snapshot taken there may miss writes made since on the target."""
     tcp = lab.management.get(TCP_RESOURCE, tenant.name, "-n", tenant.namespace)
+    if why := between_stores(tcp):
+        raise Moving(why)
     with store_client(lab, used_store(tcp) or lab.outputs.platform.data_store) as client:
         yield client
 

@@ -8,6 +8,7 @@ import pytest
 from tests.datastores import (
     DEDICATED,
     clean,
+    dedicated_datastore,
     everything,
     kamaji_migrate,
     kamaji_sets_up,
@@ -16,6 +17,7 @@ from tests.datastores import (
 )
 from tests.snapshot_etcd import etcdctl, root
 from tests.test_validation import SCHEMAS, USERS, ok, recorded
+from validation.checks.datastore import same_etcd
 
 A, B = SCHEMAS["tenant-a"], SCHEMAS["tenant-b"]
 
@@ -101,6 +103,43 @@ def test_nothing_is_deleted_while_the_tenant_moves(stores, state, why):
     assert (everything(stores.shared), everything(stores.dedicated)) == before
 
 
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"spec": "default"}, "its TenantControlPlane names DataStore default now"),
+        ({"state": "Migrating"}, f"Kamaji is moving it to DataStore {DEDICATED} (its status is Migrating)"),
+        ({"job": True}, "Kamaji's migrate Job kamaji-system/migrate-0002 still runs"),
+    ],
+    ids=["named-again", "kamaji-says-migrating", "migrate-job-active"],
+)
+def test_a_move_started_after_the_first_read_stops_the_delete(stores, change, why):
+    """A `make up` run meanwhile turns the tenant back toward the store about to be cleaned: read again just before
+    the delete, the tenant is left as it is."""
+    stores.name("tenant-a", spec=DEDICATED, status=DEDICATED)
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+    reads = []
+
+    def tcp_now(command):
+        reads.append(command)
+        if len(reads) > 1:  # every read after the first, which decides what to clean
+            if change.get("job") and not stores.jobs:
+                stores.jobs.append(
+                    {"metadata": {"name": "migrate-0002", "namespace": "kamaji-system"}, "status": {"active": 1}})
+            stores.name("tenant-a", **{key: value for key, value in change.items() if key != "job"})
+        return ok(stores.tcps["tenant-a"])
+
+    stores.lab.on("management", r"^get tenantcontrolplanes\.kamaji\.clastix\.io tenant-a -n tenants -o json", tcp_now)
+    before = everything(stores.shared)
+
+    code, said, problems = clean(stores, "tenant-a")
+
+    assert (code, said) == (1, "")
+    assert problems == f"snapshot.leftovers: tenant tenant-a: nothing deleted: {why}; run `make datastore-clean " \
+        "TENANT=tenant-a` once it is on one DataStore\n"
+    assert everything(stores.shared) == before
+
+
 def test_nothing_is_deleted_when_the_datastore_the_tenant_uses_holds_none_of_its_keys(stores):
     kamaji_sets_up(stores.dedicated, "tenant-a")
     kamaji_migrate(stores.shared, stores.dedicated, A)
@@ -158,6 +197,78 @@ def test_a_datastore_that_names_the_same_etcd_as_the_tenants_is_left_alone(store
     assert said == "tenant tenant-a: DataStore default-again left as it is: it names an etcd member of DataStore " \
         "default, which the tenant uses\n"
     assert everything(stores.shared) == before
+
+
+def another_driver(stores, name: str) -> None:
+    """A DataStore on PostgreSQL, as a provided Kamaji may have (clastix/kamaji api/v1alpha1/datastore_types.go
+    @26.8.2-edge: Driver), which no etcd client can open."""
+    store = recorded("datastore-default.json")
+    store["metadata"]["name"] = name
+    store["spec"] |= {"driver": "PostgreSQL", "endpoints": ["postgres.example.com:5432"]}
+    stores.lab.on("management", rf"^get datastores\.kamaji\.clastix\.io {name} ", ok(store))
+
+
+def test_a_datastore_of_another_driver_is_never_opened_and_fails_no_tenant(stores, tmp_path):
+    # tenant-b on a PostgreSQL DataStore; tenant-a moved to the dedicated etcd, its leftovers in the shared one.
+    another_driver(stores, "postgres")
+    stores.name("tenant-b", spec="postgres", status="postgres")
+    stores.name("tenant-a", spec=DEDICATED, status=DEDICATED)
+    kamaji_sets_up(stores.dedicated, "tenant-a")
+    kamaji_migrate(stores.shared, stores.dedicated, A)
+
+    code, said, problems = clean(stores)
+
+    assert code == 0, problems
+    assert said.startswith("tenant tenant-a: removed from DataStore default: ")
+    assert not of(everything(stores.shared), A)
+    assert "postgres" not in (tmp_path / "kubectl.log").read_text()
+
+
+def test_another_tenants_datastore_that_cannot_be_reached_is_a_warning_for_a_tenant_never_there(stores):
+    unreachable = dedicated_datastore()
+    unreachable["spec"]["endpoints"] = ["https://10.9.8.7:2379"]  # outside the cluster: no member to forward to
+    stores.lab.on("management", rf"^get datastores\.kamaji\.clastix\.io {DEDICATED} ", ok(unreachable))
+    stores.name("tenant-b", spec=DEDICATED, status=DEDICATED)
+    before = everything(stores.shared)
+
+    code, said, problems = clean(stores, "tenant-a")
+
+    assert code == 0, problems
+    assert said == f"tenant tenant-a: WARNING: DataStore {DEDICATED}, another tenant's where this one never was, " \
+        f"could not be searched: DataStore {DEDICATED}'s endpoint 10.9.8.7:2379 is no cluster DNS name " \
+        "(<pod>.<service>.<namespace>.svc... or <service>.<namespace>.svc...): the lab cannot tell which etcd it is\n"
+    assert everything(stores.shared) == before
+
+
+def test_a_datastore_that_names_the_tenants_etcd_by_its_client_service_is_the_same_etcd(stores):
+    """The shared etcd by its client Service rather than its pods (the chart's two endpoint forms: clastix/kamaji-etcd
+    charts/kamaji-etcd/templates@92f31f0): deleting the tenant's keys there would delete its live data."""
+    alias = recorded("datastore-default.json")
+    alias["metadata"]["name"] = "default-by-service"
+    alias["spec"]["endpoints"] = ["https://Kamaji-etcd-client.kamaji-system.svc:2379"]
+    stores.lab.on("management", r"^get datastores\.kamaji\.clastix\.io default-by-service ", ok(alias))
+    stores.name("tenant-b", spec="default-by-service", status="default-by-service")
+    before = everything(stores.shared)
+
+    code, said, problems = clean(stores, "tenant-a")
+
+    assert code == 0, problems
+    assert said == "tenant tenant-a: DataStore default-by-service left as it is: it names an etcd member of " \
+        "DataStore default, which the tenant uses\n"
+    assert everything(stores.shared) == before
+
+
+@pytest.mark.parametrize(("endpoint", "other", "same"), [
+    ("kamaji-etcd-0.kamaji-etcd.kamaji-system.svc.cluster.local:2379", "kamaji-etcd-client.kamaji-system.svc:2379",
+     True),
+    ("https://etcd-a-0.etcd-a.store-of-a.svc.cluster.local.:2379", "ETCD-A-1.etcd-a.store-of-a.svc:2379", True),
+    ("kamaji-etcd-0.kamaji-etcd.kamaji-system.svc:2379", "etcd-a-0.etcd-a.store-of-a.svc:2379", False),
+    ("https://10.0.0.5:2379", "10.0.0.5:2379", True),
+    ("https://10.0.0.5:2379", "10.0.0.5:2380", False),
+    ("etcd.example.com:2379", "etcd.example.com", True),
+])  # fmt: skip
+def test_two_endpoints_are_one_etcd_by_namespace_in_cluster_and_by_host_and_port_outside(endpoint, other, same):
+    assert same_etcd({"spec": {"endpoints": [endpoint]}}, {"spec": {"endpoints": [other]}}) is same
 
 
 def test_a_datastore_that_cannot_be_reached_fails_the_tenant_and_deletes_nothing(stores):

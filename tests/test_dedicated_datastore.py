@@ -209,6 +209,7 @@ def test_its_workers_kubeconfig_and_address_are_untouched_by_a_move(plans):
         b = {r.urn for r in of_tenant(preview, "tenant-b")}
         assert {r.urn for r in moved} & restarts and {r.urn for r in moved} & restarts <= b
         assert sorted((r.type, r.name) for r in moved if r.urn not in restarts) == [
+            ("command:local:Command", "tenant-b-datastore-check"),
             ("command:local:Command", "tenant-b-datastore-moved"),
             ("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane", "tenant-b-control-plane"),
         ]
@@ -246,7 +247,7 @@ def test_its_workers_wait_for_kamaji_to_run_it_on_the_store_the_stack_names(plan
 # --- Kamaji's migration, as wait-datastore-move.sh sees it -------------------------------------------
 
 MOVE = {"KUBECONFIG_DATA": MANAGEMENT_KUBECONFIG, "TENANT": "tenant-b", "NAMESPACE": "tenants",
-        "DATASTORE": "etcd-tenant-b", "DATA_STORE_KEY": "dedicated"}
+        "DATASTORE": "etcd-tenant-b", "DATA_STORE_KEY": "dedicated", "WANTED_STATE": "Ready"}
 TCP_STATE = r"-n tenants get tenantcontrolplanes\.kamaji\.clastix\.io tenant-b -o jsonpath="
 JOBS = (r"get jobs\.batch --all-namespaces -l kamaji\.clastix\.io/component=migrate,"
         r"tcp\.kamaji\.clastix\.io/name=tenant-b,tcp\.kamaji\.clastix\.io/namespace=tenants ")
@@ -261,12 +262,30 @@ FAILED_ELSEWHERE = FAILED.replace("etcd-tenant-b", "etcd-other")
 
 
 def test_done_at_once_when_kamaji_already_runs_it_there(fakes):
-    for settled in ("etcd-tenant-b|Ready", "etcd-tenant-b|Sleeping"):
-        fakes.on("kubectl", TCP_STATE, settled)
-        result = fakes.run("wait-datastore-move.sh", **MOVE)
+    for state in ("Ready", "Sleeping"):
+        fakes.on("kubectl", TCP_STATE, f"etcd-tenant-b|{state}")
+        result = fakes.run("wait-datastore-move.sh", **{**MOVE, "WANTED_STATE": state})
         assert result.returncode == 0, result.stderr
         assert "tenant tenant-b runs on DataStore etcd-tenant-b" in result.stderr
         fakes.rules.clear()
+
+
+@pytest.mark.parametrize(("asked", "other"), [("Ready", "Sleeping"), ("Sleeping", "Ready")])
+def test_waits_for_the_state_the_stack_asks_for_not_the_one_kamaji_reported_before(fakes, asked, other):
+    # A tenant woken (or put to sleep) on its DataStore: Kamaji still reports the state it had, then the new one.
+    fakes.on("kubectl", TCP_STATE, f"etcd-tenant-b|{other}", "etcd-tenant-b|NotReady", f"etcd-tenant-b|{asked}")
+    fakes.on("kubectl", JOBS, "")
+    result = fakes.run("wait-datastore-move.sh", **{**MOVE, "WANTED_STATE": asked})
+    assert result.returncode == 0, result.stderr
+    assert len(fakes.calls("kubectl", TCP_STATE)) == 3
+    assert f"Kamaji to report tenant tenant-b {asked} on DataStore etcd-tenant-b (status NotReady)" in result.stderr
+
+
+def test_a_state_other_than_ready_or_sleeping_is_refused_naming_it(fakes):
+    result = fakes.run("wait-datastore-move.sh", **{**MOVE, "WANTED_STATE": "Migrating"})
+    assert result.returncode == 1
+    assert "WANTED_STATE must be Ready or Sleeping, got 'Migrating'" in result.stderr
+    assert fakes.calls("kubectl") == []
 
 
 def test_waits_through_kamajis_migration_until_it_reports_ready_on_the_new_store(fakes):
@@ -429,3 +448,185 @@ def test_make_check_config_names_the_tenant_whose_data_store_is_wrong(tmp_path):
     run = checked(tmp_path, stack)
     assert run.returncode == 1
     assert "kamaji-hami-lab:tenants[tenant-b].dataStore: 'Dedicated' is not one of 'shared', 'dedicated'" in run.stdout
+
+
+# --- the check before a move: check-datastore-move.sh -------------------------------------------------
+
+CHECK = {"KUBECONFIG_DATA": MANAGEMENT_KUBECONFIG, "TENANT": "tenant-b", "NAMESPACE": "tenants",
+         "DATASTORE": "etcd-tenant-b", "SHARED_DATASTORE": "default", "DEDICATED_DATASTORE": "etcd-tenant-b",
+         "KUBERNETES_VERSION": "v1.35.2"}
+TCP_NAMES = r"-n tenants get tenantcontrolplanes\.kamaji\.clastix\.io tenant-b --ignore-not-found -o jsonpath="
+# The endpoints kamaji-etcd's chart gives its DataStore: <sts>-<n>.<service>.<namespace>.svc.cluster.local:2379
+# (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml@92f31f0); the bundled one's release is
+# kamaji-etcd in kamaji-system (clastix/kamaji charts/kamaji/values.yaml@26.8.2-edge).
+SHARED_ETCD = "etcd|" + " ".join(f"kamaji-etcd-{n}.kamaji-etcd.kamaji-system.svc.cluster.local:2379" for n in range(3))
+OWN_ETCD = "etcd|etcd-tenant-b-0.etcd-tenant-b.etcd-tenant-b.svc.cluster.local:2379"
+
+
+def data_store_answer(name: str) -> str:
+    return rf"get datastores\.kamaji\.clastix\.io {name} -o jsonpath="
+
+
+def checked_move(fakes, tcp: str, stores: dict[str, str | dict] | None = None, **env):
+    fakes.on("kubectl", TCP_NAMES, tcp)
+    for name, answer in (stores or {}).items():
+        fakes.on("kubectl", data_store_answer(name), answer)
+    return fakes.run("check-datastore-move.sh", **{**CHECK, **env})
+
+
+def refusal(result) -> str:
+    assert result.returncode == 1, result.stderr
+    (said,) = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    return said
+
+
+@pytest.mark.parametrize(("tcp", "target"), [
+    ("default|default|v1.35.2", "etcd-tenant-b"),
+    ("etcd-tenant-b|etcd-tenant-b|v1.35.2", "default"),
+], ids=["to-dedicated", "back-to-shared"])  # fmt: skip
+def test_a_move_between_the_shared_store_and_its_own_two_etcds_is_allowed(fakes, tcp, target):
+    result = checked_move(fakes, tcp, {"default": SHARED_ETCD, "etcd-tenant-b": OWN_ETCD}, DATASTORE=target)
+    assert result.returncode == 0, result.stderr
+    source = tcp.split("|")[1]
+    assert result.stdout == f"tenant-b: {source} -> {target}\n"
+
+
+def test_a_new_tenant_or_one_that_stays_or_goes_back_where_it_is_reads_no_datastore(fakes):
+    for tcp in ("", "etcd-tenant-b|etcd-tenant-b|v1.35.2", "etcd-tenant-b|default|v1.36.0"):
+        # New; unchanged; and the undo of a move to etcd-tenant-b that failed (the tenant still on default).
+        target = "default" if tcp.endswith("v1.36.0") else "etcd-tenant-b"
+        result = checked_move(fakes, tcp, DATASTORE=target)
+        assert result.returncode == 0, result.stderr
+        assert fakes.calls("kubectl", "datastores") == []
+        fakes.rules.clear()
+
+
+@pytest.mark.parametrize("own", [
+    # The shared etcd's own pod, and its client Service: one etcd under another DataStore's name.
+    "etcd|kamaji-etcd-1.kamaji-etcd.kamaji-system.svc.cluster.local:2379",
+    "etcd|https://kamaji-etcd-client.kamaji-system.svc:2379",
+], ids=["same-member", "its-service"])  # fmt: skip
+def test_a_move_to_a_datastore_on_the_same_etcd_is_refused_before_kamaji_wipes_the_tenant(fakes, own):
+    said = refusal(checked_move(fakes, "default|default|v1.35.2", {"default": SHARED_ETCD, "etcd-tenant-b": own}))
+    assert "DataStores default and etcd-tenant-b are one etcd" in said
+    assert own.split("|")[1] in said
+    assert "kamaji-hami-lab:tenants[].dataStore of tenant tenant-b back" in said
+
+
+def test_a_datastore_in_another_namespace_with_the_same_member_names_is_another_etcd(fakes):
+    other = "etcd|kamaji-etcd-0.kamaji-etcd.etcd-tenant-b.svc.cluster.local:2379"
+    result = checked_move(fakes, "default|default|v1.35.2", {"default": SHARED_ETCD, "etcd-tenant-b": other})
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_changed_kamaji_datastore_is_refused_while_the_tenant_runs_on_the_old_one(fakes):
+    said = refusal(checked_move(fakes, "default|default|v1.35.2", DATASTORE="other", SHARED_DATASTORE="other"))
+    assert "tenant tenant-b runs on DataStore default, and the stack now names other for it" in said
+    assert "Set kamaji-hami-lab:kamajiDataStore back to default" in said
+    assert fakes.calls("kubectl", "datastores") == []
+
+
+def test_a_move_to_a_store_neither_shared_nor_its_own_is_refused(fakes):
+    said = refusal(checked_move(fakes, "etcd-tenant-b|etcd-tenant-b|v1.35.2", DATASTORE="etcd-tenant-a"))
+    assert "only between the shared DataStore (default" in said and "its own (etcd-tenant-b" in said
+
+
+def test_a_move_and_an_upgrade_in_one_run_are_refused(fakes):
+    said = refusal(checked_move(fakes, "default|default|v1.35.2", KUBERNETES_VERSION="v1.36.0"))
+    assert "from v1.35.2 to v1.36.0 in one run" in said
+    assert "Keep its kubernetesVersion at v1.35.2 until the move is done" in said
+
+
+def test_a_move_between_drivers_is_refused(fakes):
+    said = refusal(checked_move(fakes, "default|default|v1.35.2",
+                                {"default": SHARED_ETCD, "etcd-tenant-b": "PostgreSQL|db.example:5432"}))
+    assert "from DataStore default (etcd) to etcd-tenant-b (PostgreSQL)" in said
+
+
+def test_a_datastore_or_control_plane_that_cannot_be_read_stops_the_move_unsent(fakes):
+    said = refusal(checked_move(fakes, "default|default|v1.35.2",
+                                {"default": SHARED_ETCD, "etcd-tenant-b": reply(exit=1, stderr="timeout")}))
+    assert "cannot read DataStore etcd-tenant-b" in said and "nothing was changed" in said
+    fakes.rules.clear()
+    fakes.on("kubectl", TCP_NAMES, reply(exit=1, stderr="connection refused"))
+    said = refusal(fakes.run("check-datastore-move.sh", **CHECK))
+    assert "cannot read its TenantControlPlane" in said
+
+
+def test_the_move_is_checked_before_the_control_plane_names_the_new_store(plans):
+    _, to_dedicated, _, to_shared = plans
+    for preview in (to_dedicated, to_shared):
+        tcp = control_plane(preview, "tenant-b")
+        (check,) = [c for c in preview.commands("check-datastore-move.sh")
+                    if c.inputs["environment"]["TENANT"] == "tenant-b"]
+        environment = check.inputs["environment"]
+        assert environment["DATASTORE"] == tcp.inputs["spec"]["dataStore"]
+        assert environment["SHARED_DATASTORE"] == control_plane(preview, "tenant-a").inputs["spec"]["dataStore"]
+        assert environment["DEDICATED_DATASTORE"] == control_plane(to_dedicated, "tenant-b").inputs["spec"]["dataStore"]
+        assert environment["KUBERNETES_VERSION"] == tcp.inputs["spec"]["kubernetes"]["version"]
+        assert check.urn in tcp.dependencies
+    # Its own DataStore exists, and is ready, before the check reads it.
+    (ready,) = to_dedicated.commands("wait-datastore.sh")
+    (check,) = [c for c in to_dedicated.commands("check-datastore-move.sh")
+                if c.inputs["environment"]["TENANT"] == "tenant-b"]
+    assert ready.urn in to_dedicated.upstream(check.urn)
+
+
+# --- a tenant removed: leave-datastores.sh ------------------------------------------------------------
+
+LEAVE = {"KUBECONFIG_DATA": MANAGEMENT_KUBECONFIG, "TENANT": "tenant-b", "NAMESPACE": "tenants", "STACK": "dev"}
+TCP_LEAVING = r"-n tenants get tenantcontrolplanes\.kamaji\.clastix\.io tenant-b --ignore-not-found -o jsonpath="
+
+
+def leave(fakes, tmp_path, tcp: str, jobs: str = "", clean_exit: int = 0):
+    """leave-datastores.sh with a stand-in for `python -m snapshot.leftovers` that records its arguments."""
+    python, record = tmp_path / "lab-python", tmp_path / "leftovers.args"
+    python.write_text(f'#!/bin/sh\necho "$@" > {record}\nexit {clean_exit}\n')
+    python.chmod(0o755)
+    fakes.on("kubectl", TCP_LEAVING, tcp)
+    fakes.on("kubectl", JOBS, jobs)
+    result = fakes.run("leave-datastores.sh", **LEAVE, LAB_PYTHON=str(python))
+    return result, (record.read_text() if record.exists() else None)
+
+
+def test_a_removed_tenant_on_one_datastore_has_what_it_left_elsewhere_cleared_first(fakes, tmp_path):
+    result, cleaned = leave(fakes, tmp_path, "etcd-tenant-b|etcd-tenant-b|Ready")
+    assert result.returncode == 0, result.stderr
+    assert cleaned == "-m snapshot.leftovers --stack dev tenant-b\n"
+
+
+@pytest.mark.parametrize(("tcp", "jobs"), [
+    ("etcd-tenant-b|default|Migrating", ""),
+    ("etcd-tenant-b|default|Ready", ""),  # the spec names another; Kamaji has not started
+    ("etcd-tenant-b|etcd-tenant-b|Ready", "kamaji-system/migrate-0b6f "),
+], ids=["migrating", "spec-and-status-differ", "job-runs"])  # fmt: skip
+def test_a_tenant_removed_mid_move_is_refused_and_nothing_is_cleared(fakes, tmp_path, tcp, jobs):
+    result, cleaned = leave(fakes, tmp_path, tcp, jobs)
+    assert result.returncode == 1
+    (said,) = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert "tenant tenant-b is between two DataStores" in said
+    assert "would leave its data in one of them for good. Nothing was removed; finish or undo the move" in said
+    assert cleaned is None
+
+
+def test_a_clean_up_that_fails_stops_the_removal_naming_the_command(fakes, tmp_path):
+    result, cleaned = leave(fakes, tmp_path, "default|default|Ready", clean_exit=1)
+    assert result.returncode == 1 and cleaned is not None
+    assert "Run make datastore-clean TENANT=tenant-b, then remove it again" in result.stderr
+
+
+def test_a_tenant_whose_control_plane_is_gone_has_nothing_to_clear(fakes, tmp_path):
+    result, cleaned = leave(fakes, tmp_path, "")
+    assert result.returncode == 0, result.stderr
+    assert cleaned is None
+
+
+def test_the_move_wait_clears_the_tenant_from_other_datastores_when_it_is_removed(plans):
+    shared_up, *_ = plans
+    for tenant in ("tenant-a", "tenant-b"):
+        (moved,) = [c for c in shared_up.commands("wait-datastore-move.sh")
+                    if c.inputs["environment"]["TENANT"] == tenant]
+        assert moved.inputs["delete"] == "exec bash scripts/leave-datastores.sh"
+        assert moved.inputs["environment"]["STACK"]
+        # Deleted before the control plane: it depends on it.
+        assert control_plane(shared_up, tenant).urn in moved.dependencies

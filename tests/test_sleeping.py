@@ -106,6 +106,8 @@ def test_toggling_a_container_tenant_changes_exactly_its_control_plane_workers_a
         (CONTAINER, "kamaji-a-w1-container"),
         (CONTAINER, "kamaji-a-w2-container"),
         (TCP, "a-control-plane"),
+        # Waits for Kamaji's Sleeping, or Ready on waking.
+        ("wait-datastore-move.sh", "a-datastore-moved"),
         ("wait-gpus.sh", "a-gpus-ready"),
         ("worker-power.sh", "kamaji-a-w1-power"),
         ("worker-power.sh", "kamaji-a-w2-power"),
@@ -123,12 +125,13 @@ def test_toggling_a_tenant_replaces_and_deletes_nothing(containers, machines, di
 
 
 def test_asleep_the_control_plane_asks_for_no_replicas_and_waits_for_kamajis_sleeping(containers):
-    awake, sleep, _, wake = containers
+    awake, sleep, asleep, wake = containers
     for preview, replicas, state in ((sleep, 0, "Sleeping"), (wake, SLEEPER_REPLICAS, "Ready")):
         (tcp,) = [r for r in of_tenant(preview, "a") if r.type == TCP]
         assert tcp.inputs["spec"]["controlPlane"]["deployment"]["replicas"] == replicas
-        conditions = json.loads(tcp.inputs["metadata"]["annotations"]["pulumi.com/waitFor"])
-        assert f"jsonpath={{.status.kubernetesResources.version.status}}={state}" in conditions
+        (moved,) = [c for c in preview.commands("wait-datastore-move.sh") if c.inputs["environment"]["TENANT"] == "a"]
+        assert moved.inputs["environment"]["WANTED_STATE"] == state
+        assert moved.urn in changed(preview, awake if state == "Sleeping" else asleep)
     # Only the replicas move: same Service type, network, datastore schema, so the same address and data.
     (before,) = [r for r in of_tenant(awake, "a") if r.type == TCP]
     (after,) = [r for r in of_tenant(sleep, "a") if r.type == TCP]
@@ -219,6 +222,7 @@ def test_toggling_a_machine_tenant_changes_only_its_control_plane_kubelets_and_g
     assert what_changed(preview, previous) == [
         ("check-tenant-version.sh", "research-version-check"),
         (TCP, "research-control-plane"),
+        ("wait-datastore-move.sh", "research-datastore-moved"),
         ("wait-gpus.sh", "research-gpus-ready"),
         ("worker-power.sh", "gpu-1-power"),
         ("worker-power.sh", "gpu-2-power"),

@@ -113,20 +113,47 @@ def test_each_tenant_has_its_own_datastore_schema(dev_plan):
     assert schemas == {"tenant-a": "tenants_tenant_a", "tenant-b": "tenants_tenant_b"}
 
 
-# Kamaji's status: the phase, and the version it copies from the spec once that version is Ready
-# (clastix/kamaji api/v1alpha1/tenantcontrolplane_status.go, internal/resources/k8s_deployment_resource.go@ddbabd8).
-KAMAJI_PHASE_PATH = "{.status.kubernetesResources.version.status}"
-KAMAJI_RUNNING_VERSION_PATH = "{.status.kubernetesResources.version.version}"
+def kamaji_status(phase: str, version: str) -> dict:
+    """Kamaji's status: the phase, and the version it copies from the spec once that version is Ready (clastix/kamaji
+    api/v1alpha1/tenantcontrolplane_status.go, internal/resources/k8s_deployment_resource.go@26.8.2-edge)."""
+    return {"status": {"kubernetesResources": {"version": {"status": phase, "version": version}}}}
 
 
-def test_pulumi_waits_until_kamaji_reports_the_configured_version_ready(dev_plan):
+def waits_out(tcp, status: dict) -> bool:
+    """Whether pulumi-kubernetes' waitFor of `tcp` holds on this status: a JSON list of `jsonpath={path}=value`
+    conditions that must all hold (pulumi/pulumi-kubernetes provider/pkg/metadata/overrides.go@94977969)."""
+    for condition in json.loads(tcp.inputs["metadata"]["annotations"]["pulumi.com/waitFor"]):
+        path, _, wanted = condition.removeprefix("jsonpath={.").partition("}=")
+        value = status
+        for key in path.split("."):
+            value = value.get(key, {}) if isinstance(value, dict) else {}
+        if value != wanted:
+            return False
+    return True
+
+
+def test_pulumi_waits_until_kamaji_runs_the_configured_version(dev_plan):
     for tcp in control_planes(dev_plan).values():
-        # pulumi-kubernetes reads a JSON list as conditions that must all hold, on create and update.
-        wait_for = json.loads(tcp.inputs["metadata"]["annotations"]["pulumi.com/waitFor"])
         version = tcp.inputs["spec"]["kubernetes"]["version"]
-        assert sorted(wait_for) == sorted(
-            [f"jsonpath={KAMAJI_PHASE_PATH}=Ready", f"jsonpath={KAMAJI_RUNNING_VERSION_PATH}={version}"]
-        )
+        # Kamaji copies the version only once that version runs Ready (or Sleeping).
+        assert waits_out(tcp, kamaji_status("Ready", version))
+        assert not waits_out(tcp, kamaji_status("Upgrading", "v1.30.0"))
+        assert not waits_out(tcp, kamaji_status("Provisioning", ""))
+
+
+def test_a_failed_move_does_not_hold_the_control_planes_update(dev_plan):
+    # Kamaji keeps a tenant whose migration Job failed Migrating, at its version, until the Job goes (clastix/kamaji
+    # internal/resources/datastore/datastore_migrate.go@26.8.2-edge): the step that deletes that Job comes after.
+    for tcp in control_planes(dev_plan).values():
+        assert waits_out(tcp, kamaji_status("Migrating", tcp.inputs["spec"]["kubernetes"]["version"]))
+
+
+def test_its_workers_wait_for_kamaji_to_report_it_ready(dev_plan):
+    for tenant, tcp in control_planes(dev_plan).items():
+        (moved,) = [c for c in dev_plan.commands("wait-datastore-move.sh")
+                    if c.inputs["environment"]["TENANT"] == tenant]
+        assert moved.inputs["environment"]["WANTED_STATE"] == "Ready"
+        assert tcp.urn in moved.dependencies
 
 
 def test_kubeconfig_is_read_after_the_control_plane_is_ready_and_kept_secret(dev_plan):

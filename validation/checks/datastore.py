@@ -729,9 +729,23 @@ def lab_stores(lab: Lab) -> tuple[set[str], list[str]]:
     return stores, unread
 
 
+def etcd_of(endpoint: str) -> str:
+    """One name per etcd for a DataStore endpoint: an in-cluster one (<...>.<namespace>.svc[.cluster.local]) is its
+    namespace's etcd, so a pod's and a Service's names of one etcd match; any other its host and port, any case.
+    scripts/check-datastore-move.sh (member) reads endpoints the same way."""
+    address = endpoint.lower().split("://")[-1].split("/")[0]
+    host, colon, port = address.rpartition(":")
+    host, port = (host, port) if colon else (address, "2379")
+    host = host.rstrip(".").removesuffix(".cluster.local")
+    labels = host.split(".")
+    if len(labels) >= 3 and labels[-1] == "svc":
+        return f"namespace {labels[-2]}"
+    return f"{host}:{port}"
+
+
 def same_etcd(store: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Whether two DataStores name a member in common: then they are one etcd, whatever their names."""
-    members = [{endpoint.split("://")[-1] for endpoint in item.get("spec", {}).get("endpoints") or []}
+    """Whether two DataStores name an etcd in common (etcd_of): then they are one etcd, whatever their names."""
+    members = [{etcd_of(endpoint) for endpoint in item.get("spec", {}).get("endpoints") or []}
                for item in (store, other)]  # fmt: skip
     return bool(members[0] & members[1])
 

@@ -65,6 +65,35 @@ LAB_GROUPS: tuple[str, ...] = (
 )
 LAB_USERS: tuple[str, ...] = ("system:apiserver", "system:kube-controller-manager", "system:kube-scheduler")
 
+# Pods of the lab's namespaces run privileged, where Pod Security does not apply: writing one, or exec into one, is
+# host root. A node joined with a stolen bootstrap token may request the tokens of the lab's DaemonSet pods that
+# land on it (the Node authorizer), so exemption as a lab ServiceAccount is not enough to write pods there: only
+# the identities that must do so may. Kamaji runs kube-controller-manager with --use-service-account-credentials
+# (clastix/kamaji internal/builders/controlplane/deployment.go@26.8.2-edge), so each controller writes on a
+# kube-system ServiceAccount of its own: these are those whose bootstrap role writes pods or their subresources
+# (kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go; node lifecycle and
+# taint eviction run on node-controller's, device taint eviction on its own: cmd/kube-controller-manager/app/
+# core.go). No other lab ServiceAccount writes pods there: HAMi's scheduler and device plugins patch and bind
+# only pods that ask for its GPUs (Project-HAMi/HAMi pkg/scheduler/webhook.go, pkg/util/util.go@v2.10.0), which
+# none of the lab's do; flannel, kube-proxy (system:node-proxier), CoreDNS, Konnectivity's agent and the metrics
+# reader have no pod write at all (flannel-io/flannel chart/kube-flannel/templates/rbac.yaml@v0.28.9, clastix/kamaji
+# internal/resources/konnectivity/cluster_role_binding_resource.go@26.8.2-edge). Nor does any of them write
+# workloads (DaemonSets, Deployments...), whose pod templates the controllers above turn into pods, so RBAC alone
+# keeps those the admin's and the controllers'.
+POD_CONTROLLERS: tuple[str, ...] = (
+    "cronjob-controller", "daemon-set-controller", "deployment-controller", "device-taint-eviction-controller",
+    "disruption-controller", "ephemeral-volume-controller", "generic-garbage-collector", "job-controller",
+    "namespace-controller", "node-controller", "persistent-volume-binder", "pod-garbage-collector",
+    "replicaset-controller", "replication-controller", "resource-claim-controller", "statefulset-controller",
+    "storage-version-migrator-controller",
+)
+# The control plane's writers: they create, bind, update and delete pods, never exec nor add an ephemeral
+# container. The scheduler binds, sets the PodScheduled condition and deletes preemption victims.
+POD_WRITERS: tuple[str, ...] = (
+    "system:kube-controller-manager", "system:kube-scheduler",
+    *(f"system:serviceaccount:kube-system:{controller}" for controller in POD_CONTROLLERS),
+)
+
 
 def team_rules() -> list[dict]:
     """What the team may do, listed (RBAC has no deny, so a wildcard would include every guard).
@@ -151,13 +180,39 @@ def guard_variables() -> list[dict]:
     ]
 
 
+def lab_identity() -> str:
+    """Whether the request is made by one of the lab's own identities (LAB_USERS, LAB_GROUPS)."""
+    return (f"request.userInfo.username in {_cel_strings(LAB_USERS)} || (has(request.userInfo.groups) && "
+            f"request.userInfo.groups.exists(g, g in {_cel_strings(LAB_GROUPS)}))")
+
+
+def refused_pod_write() -> str:
+    """Whether the request writes a pod of the lab's namespaces (a subresource, exec and the other CONNECTs
+    included) without being one the lab needs: the admin's, the control plane's but exec and ephemeral containers,
+    and a kubelet's status update and delete (NodeRestriction keeps both to its own node's pods:
+    plugin/pkg/admission/noderestriction/admission.go). A kubelet's mirror pod is refused too: the lab's workers
+    run no static pods."""
+    groups = "(has(request.userInfo.groups) ? request.userInfo.groups : [])"
+    # Absent from the request, not empty, when there is none (admission.k8s.io/v1 AdmissionRequest: omitempty).
+    subresource = "(has(request.subResource) ? request.subResource : '')"
+    return (f"request.resource.group == '' && request.resource.resource == 'pods' && "
+            f"request.namespace in {_cel_strings(PROTECTED_NAMESPACES)} && "
+            f"!({groups}.exists(g, g == 'system:masters') || "
+            f"(request.userInfo.username in {_cel_strings(POD_WRITERS)} && request.operation != 'CONNECT' && "
+            f"{subresource} != 'ephemeralcontainers') || "
+            f"({groups}.exists(g, g == 'system:nodes') && "
+            f"(request.operation == 'UPDATE' && {subresource} == 'status' || "
+            f"request.operation == 'DELETE' && {subresource} == '')))")
+
+
 def guard_policy_spec() -> dict:
     """The ValidatingAdmissionPolicy that keeps the team's hands off the lab's guards.
 
     Matching (staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/matching/matching.go): resourceRules
     with `*/*` take every subresource (pods/exec is CONNECT, serviceaccounts/token is CREATE; the policy plugin
     handles CONNECT: .../policy/validating/plugin.go NewPlugin); an empty namespaceSelector matches every request,
-    a Namespace object included; matchConditions leave out the lab's own identities. For a request on a Namespace the
+    a Namespace object included; matchConditions leave out the lab's own identities but for their pod writes in
+    the lab's namespaces (refused_pod_write). For a request on a Namespace the
     API server gives its name as request.namespace too (staging/src/k8s.io/apiserver/pkg/endpoints/request/
     requestinfo.go), a create as request.name; both are checked. On UPDATE oldObject is the stored object,
     on CREATE it is null.
@@ -174,12 +229,21 @@ def guard_policy_spec() -> dict:
             }],
         },
         "matchConditions": [
-            {"name": "not-the-lab", "expression": f"!(request.userInfo.username in {_cel_strings(LAB_USERS)}) && "
-                                                  "!(has(request.userInfo.groups) && request.userInfo.groups.exists("
-                                                  f"g, g in {_cel_strings(LAB_GROUPS)}))"},
+            {"name": "not-the-lab-or-a-refused-pod-write",
+             "expression": f"!({lab_identity()}) || ({refused_pod_write()})"},
         ],
         "variables": guard_variables(),
         "validations": [
+            {
+                # First, so its message is the answer: the API server reports the first refusal (staging/src/
+                # k8s.io/apiserver/pkg/admission/plugin/policy/validating/dispatcher.go), and the next one
+                # refuses every write in those namespaces too.
+                "expression": f"!({refused_pod_write()})",
+                "message": "only the admin and the control plane may write pods of the lab's namespaces "
+                           f"({', '.join(PROTECTED_NAMESPACES)}), exec into them or add ephemeral containers; "
+                           "a kubelet may only update their status and delete its own",
+                "reason": "Forbidden",
+            },
             {
                 "expression": f"!(request.namespace in {protected}) && "
                               f"!(variables.isNamespace && variables.objectName in {protected})",

@@ -7,9 +7,11 @@ may delete any admission policy. The team's ServiceAccount is bounded three ways
 
 - RBAC (team_rules): an explicit list of what a team runs, and nothing that lifts a guard or becomes someone else.
 - A ValidatingAdmissionPolicy (guard_policy_spec) that, for every identity but the lab's, refuses writes into the
-  lab's namespaces and any change to a namespace's Pod Security labels. The team cannot change the policy: it has
-  no write to admissionregistration.k8s.io, which admission does not guard (staging/src/k8s.io/apiserver/pkg/
-  admission/plugin/webhook/predicates/rules/rules.go, IsExemptAdmissionConfigurationResource).
+  lab's namespaces and any change to a namespace's Pod Security labels; and, for the lab's too, any write to a pod of
+  the lab's namespaces that only the admin, the control plane or a kubelet makes (refused_pod_write). The team cannot
+  change the policy: it has no write to admissionregistration.k8s.io, which admission does not guard
+  (staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go,
+  IsExemptAdmissionConfigurationResource).
 - Its token is a legacy token Secret: deleting the Secret ends it at once (--service-account-lookup, the API
   server's default, which Kamaji does not set: clastix/kamaji internal/builders/controlplane/deployment.go
   @26.8.2-edge), and the team cannot mint bound tokens for the account (its namespace is guarded).
@@ -53,12 +55,12 @@ READ = ["get", "list", "watch"]
 ALL = [*READ, *WRITE]
 
 
-# Who the guards do not hold: the lab's own identities. Everyone else is held, not only the team's ServiceAccount:
-# the team may bind the rights it has to identities of its own (a ServiceAccount of its namespace), which must not
-# be a way around the guards, nor outlive a revocation with more than the team's rights.
-# system:masters: the admin kubeconfigs (the operator, Pulumi, Kamaji); system:nodes: the kubelets; the
-# ServiceAccounts of the lab's namespaces (HAMi, kube-proxy, CoreDNS, flannel, the controller-manager's
-# controllers: kubernetes/kubernetes pkg/serviceaccount/util.go MakeGroupNames); and the control plane's own users
+# Who the guards do not hold: the lab's own identities (but for pods: refused_pod_write). Everyone else is held, not
+# only the team's ServiceAccount: the team may bind the rights it has to identities of its own (a ServiceAccount of its
+# namespace), which must not be a way around the guards, nor outlive a revocation with more than the team's rights.
+# system:masters: the admin kubeconfigs (the operator, Pulumi, Kamaji); system:nodes: the kubelets; the ServiceAccounts
+# of the lab's namespaces (HAMi, kube-proxy, CoreDNS, flannel, the controller-manager's controllers:
+# kubernetes/kubernetes pkg/serviceaccount/util.go MakeGroupNames); and the control plane's own users
 # (staging/src/k8s.io/apiserver/pkg/authentication/user/user.go).
 LAB_GROUPS: tuple[str, ...] = (
     "system:masters", "system:nodes", *(f"system:serviceaccounts:{namespace}" for namespace in EXEMPT_NAMESPACES),

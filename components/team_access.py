@@ -30,6 +30,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.commands import script_command
+from components.gpu_sharing import HAMI_NAMESPACE, HAMI_RELEASE, HAMI_SCHEDULER_LEADER_LABELS
 from components.kubeconfig import current_cluster
 from components.observability_values import token_secret_data
 from components.pod_security import EXEMPT_NAMESPACES
@@ -68,20 +69,21 @@ LAB_GROUPS: tuple[str, ...] = (
 LAB_USERS: tuple[str, ...] = ("system:apiserver", "system:kube-controller-manager", "system:kube-scheduler")
 
 # Pods of the lab's namespaces run privileged, where Pod Security does not apply: writing one, or exec into one, is
-# host root. A node joined with a stolen bootstrap token may request the tokens of the lab's DaemonSet pods that
-# land on it (the Node authorizer), so exemption as a lab ServiceAccount is not enough to write pods there: only
-# the identities that must do so may. Kamaji runs kube-controller-manager with --use-service-account-credentials
+# host root. A node joined with a stolen bootstrap token may request the tokens of the lab's DaemonSet pods that land
+# on it (the Node authorizer), so exemption as a lab ServiceAccount is not enough to write pods there: only the
+# identities that must do so may. Kamaji runs kube-controller-manager with --use-service-account-credentials
 # (clastix/kamaji internal/builders/controlplane/deployment.go@26.8.2-edge), so each controller writes on a
 # kube-system ServiceAccount of its own: these are those whose bootstrap role writes pods or their subresources
 # (kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go; node lifecycle and
 # taint eviction run on node-controller's, device taint eviction on its own: cmd/kube-controller-manager/app/
-# core.go). No other lab ServiceAccount writes pods there: HAMi's scheduler and device plugins patch and bind
-# only pods that ask for its GPUs (Project-HAMi/HAMi pkg/scheduler/webhook.go, pkg/util/util.go@v2.10.0), which
-# none of the lab's do; flannel, kube-proxy (system:node-proxier), CoreDNS, Konnectivity's agent and the metrics
-# reader have no pod write at all (flannel-io/flannel chart/kube-flannel/templates/rbac.yaml@v0.28.9, clastix/kamaji
-# internal/resources/konnectivity/cluster_role_binding_resource.go@26.8.2-edge). Nor does any of them write
-# workloads (DaemonSets, Deployments...), whose pod templates the controllers above turn into pods, so RBAC alone
-# keeps those the admin's and the controllers'.
+# core.go). Of the other lab ServiceAccounts only HAMi's scheduler writes pods there, its own role label
+# (HAMI_ROLE_LABEL); it and the device plugins otherwise patch and bind only pods that ask for HAMi's GPUs
+# (Project-HAMi/HAMi pkg/scheduler/webhook.go, pkg/util/util.go@v2.10.0), which none of the lab's do; flannel,
+# kube-proxy (system:node-proxier), CoreDNS, Konnectivity's agent and the metrics reader have no pod write at all
+# (flannel-io/flannel chart/kube-flannel/templates/rbac.yaml@v0.28.9, clastix/kamaji
+# internal/resources/konnectivity/cluster_role_binding_resource.go@26.8.2-edge). Nor does any of them write workloads
+# (DaemonSets, Deployments...), whose pod templates the controllers above turn into pods, so RBAC alone keeps those
+# the admin's and the controllers'.
 POD_CONTROLLERS: tuple[str, ...] = (
     "cronjob-controller", "daemon-set-controller", "deployment-controller", "device-taint-eviction-controller",
     "disruption-controller", "ephemeral-volume-controller", "generic-garbage-collector", "job-controller",
@@ -95,6 +97,13 @@ POD_WRITERS: tuple[str, ...] = (
     "system:kube-controller-manager", "system:kube-scheduler",
     *(f"system:serviceaccount:kube-system:{controller}" for controller in POD_CONTROLLERS),
 )
+# HAMi's scheduler labels its own pods leader or follower, and its Service (and the lab's metrics Service) selects
+# the leader by that label (pkg/scheduler/scheduler.go updateSchedulerLabel, pkg/util/util.go PatchPodLabels, a
+# merge patch of the labels alone@v2.10.0). Its account is the chart's `<fullname>-scheduler`, the fullname being
+# the release's name (charts/hami/templates/_helpers.tpl@v2.10.0). That label on its own pods is all it may change.
+HAMI_SCHEDULER_ACCOUNT = f"system:serviceaccount:{HAMI_NAMESPACE}:{HAMI_RELEASE}-scheduler"
+HAMI_ROLE_LABEL = "hami.io/scheduler-role"
+HAMI_COMPONENT_LABEL = "app.kubernetes.io/component"
 
 
 def team_rules() -> list[dict]:
@@ -188,12 +197,28 @@ def lab_identity() -> str:
             f"request.userInfo.groups.exists(g, g in {_cel_strings(LAB_GROUPS)}))")
 
 
+def _hami_role_relabel(subresource: str) -> str:
+    """Whether the request is HAMi's scheduler changing nothing but HAMI_ROLE_LABEL of one of its own pods."""
+    labels = {name: f"(has({name}.metadata.labels) ? {name}.metadata.labels : {{}})"
+              for name in ("object", "oldObject")}
+    annotations = {name: f"(has({name}.metadata.annotations) ? {name}.metadata.annotations : {{}})"
+                   for name in ("object", "oldObject")}
+    new, old = labels["object"], labels["oldObject"]
+    component = HAMI_SCHEDULER_LEADER_LABELS[HAMI_COMPONENT_LABEL]
+    return (f"request.userInfo.username == '{HAMI_SCHEDULER_ACCOUNT}' && request.namespace == '{HAMI_NAMESPACE}' && "
+            f"request.operation == 'UPDATE' && {subresource} == '' && "
+            f"'{HAMI_COMPONENT_LABEL}' in {old} && {old}['{HAMI_COMPONENT_LABEL}'] == '{component}' && "
+            f"object.spec == oldObject.spec && {annotations['object']} == {annotations['oldObject']} && "
+            f"{new}.all(k, k == '{HAMI_ROLE_LABEL}' || (k in {old} && {old}[k] == {new}[k])) && "
+            f"{old}.all(k, k == '{HAMI_ROLE_LABEL}' || k in {new})")
+
+
 def refused_pod_write() -> str:
     """Whether the request writes a pod of the lab's namespaces (a subresource, exec and the other CONNECTs
     included) without being one the lab needs: the admin's, the control plane's but exec and ephemeral containers,
-    and a kubelet's status update and delete (NodeRestriction keeps both to its own node's pods:
-    plugin/pkg/admission/noderestriction/admission.go). A kubelet's mirror pod is refused too: the lab's workers
-    run no static pods."""
+    a kubelet's status update and delete (NodeRestriction keeps both to its own node's pods:
+    plugin/pkg/admission/noderestriction/admission.go), and HAMi's scheduler's role label. A kubelet's mirror pod
+    is refused too: the lab's workers run no static pods."""
     groups = "(has(request.userInfo.groups) ? request.userInfo.groups : [])"
     # Absent from the request, not empty, when there is none (admission.k8s.io/v1 AdmissionRequest: omitempty).
     subresource = "(has(request.subResource) ? request.subResource : '')"
@@ -204,7 +229,8 @@ def refused_pod_write() -> str:
             f"{subresource} != 'ephemeralcontainers') || "
             f"({groups}.exists(g, g == 'system:nodes') && "
             f"(request.operation == 'UPDATE' && {subresource} == 'status' || "
-            f"request.operation == 'DELETE' && {subresource} == '')))")
+            f"request.operation == 'DELETE' && {subresource} == '')) || "
+            f"({_hami_role_relabel(subresource)}))")
 
 
 def guard_policy_spec() -> dict:

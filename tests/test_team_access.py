@@ -589,6 +589,55 @@ def test_the_labs_other_writes_stay_admitted(user):
                     {"metadata": {"name": "w1"}})
 
 
+HAMI_POD = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "hami-scheduler-5d9c7-abcde", "namespace": "kube-system",
+                         "labels": {"app.kubernetes.io/component": "hami-scheduler", "app.kubernetes.io/name": "hami",
+                                    "app.kubernetes.io/instance": "hami", "hami.io/scheduler-role": "follower"},
+                         "annotations": {"checksum/config": "9f2"}},
+            "spec": {"containers": [{"name": "vgpu-scheduler-extender", "image": "projecthami/hami:v2.10.0"}]}}
+
+
+def relabelled(labels: dict, **changes) -> dict:
+    return {**HAMI_POD, **changes, "metadata": {**HAMI_POD["metadata"], "labels": labels}}
+
+
+HAMI_SCHEDULER = account("kube-system", "hami-scheduler")
+
+
+def hami_scheduler_update(new: dict, old: dict = HAMI_POD, user=HAMI_SCHEDULER,
+                          namespace: str = "kube-system", subresource: str = "") -> bool:
+    return admitted(request("UPDATE", "pods", namespace, old["metadata"]["name"], subresource=subresource,
+                            user=user), new, old)
+
+
+def test_hamis_scheduler_still_labels_its_own_pods_leader_or_follower():
+    # Its Service selects the leader by this label (charts/hami/templates/scheduler/service.yaml@v2.10.0): refused,
+    # the webhook and the metrics would lose their endpoint.
+    labels = HAMI_POD["metadata"]["labels"]
+    assert hami_scheduler_update(relabelled({**labels, "hami.io/scheduler-role": "leader"}))
+    unlabelled = relabelled({key: value for key, value in labels.items() if key != "hami.io/scheduler-role"})
+    assert hami_scheduler_update(relabelled(labels), unlabelled), "a new pod gets its first role label"
+
+
+def test_hamis_scheduler_token_changes_nothing_else_of_a_pod():
+    labels, leader = HAMI_POD["metadata"]["labels"], {**HAMI_POD["metadata"]["labels"],
+                                                     "hami.io/scheduler-role": "leader"}
+    rooted = {"containers": [{"name": "vgpu-scheduler-extender", "image": "attacker.example/root:1"}]}
+    assert not hami_scheduler_update(relabelled(leader, spec=rooted)), "a new image with the label"
+    assert not hami_scheduler_update(relabelled({**labels, "team": "x"})), "another label"
+    assert not hami_scheduler_update(relabelled({**labels, "app.kubernetes.io/component": "x"}))
+    changed = {**HAMI_POD, "metadata": {**HAMI_POD["metadata"], "labels": leader, "annotations": {}}}
+    assert not hami_scheduler_update(changed), "an annotation"
+    # Only its own pods, in its own namespace, by its own account, and no subresource.
+    proxy = {**POD, "metadata": {**POD["metadata"], "labels": {"k8s-app": "kube-proxy"}}}
+    assert not hami_scheduler_update({**proxy, "metadata": {**proxy["metadata"],
+                                                            "labels": {"k8s-app": "kube-proxy",
+                                                                       "hami.io/scheduler-role": "leader"}}}, proxy)
+    assert not hami_scheduler_update(relabelled(leader), namespace="kube-flannel")
+    assert not hami_scheduler_update(relabelled(leader), user=account("kube-system", "hami-device-plugin"))
+    assert not hami_scheduler_update(relabelled(leader), subresource="ephemeralcontainers")
+
+
 @pytest.mark.parametrize("operation, subresource", [("UPDATE", ""), ("CREATE", "binding")])
 @pytest.mark.parametrize("user", [account("kube-system", "hami-scheduler"), account("kube-system",
                                                                                     "hami-device-plugin")],

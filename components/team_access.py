@@ -78,7 +78,9 @@ LAB_USERS: tuple[str, ...] = ("system:apiserver", "system:kube-controller-manage
 # taint eviction run on node-controller's, device taint eviction on its own: cmd/kube-controller-manager/app/
 # core.go). Of the other lab ServiceAccounts only HAMi's scheduler writes pods there, its own role label
 # (HAMI_ROLE_LABEL); it and the device plugins otherwise patch and bind only pods that ask for HAMi's GPUs
-# (Project-HAMi/HAMi pkg/scheduler/webhook.go, pkg/util/util.go@v2.10.0), which none of the lab's do; flannel,
+# (Project-HAMi/HAMi pkg/scheduler/webhook.go, pkg/util/util.go@v2.10.0), which none of the lab's do (its
+# kube-scheduler, bound to system:kube-scheduler by charts/hami/templates/scheduler/clusterrolebinding.yaml, may
+# no longer preempt a lab pod for one); flannel,
 # kube-proxy (system:node-proxier), CoreDNS, Konnectivity's agent and the metrics reader have no pod write at all
 # (flannel-io/flannel chart/kube-flannel/templates/rbac.yaml@v0.28.9, clastix/kamaji
 # internal/resources/konnectivity/cluster_role_binding_resource.go@26.8.2-edge). Nor does any of them write workloads

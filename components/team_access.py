@@ -7,9 +7,11 @@ may delete any admission policy. The team's ServiceAccount is bounded three ways
 
 - RBAC (team_rules): an explicit list of what a team runs, and nothing that lifts a guard or becomes someone else.
 - A ValidatingAdmissionPolicy (guard_policy_spec) that, for every identity but the lab's, refuses writes into the
-  lab's namespaces and any change to a namespace's Pod Security labels. The team cannot change the policy: it has
-  no write to admissionregistration.k8s.io, which admission does not guard (staging/src/k8s.io/apiserver/pkg/
-  admission/plugin/webhook/predicates/rules/rules.go, IsExemptAdmissionConfigurationResource).
+  lab's namespaces and any change to a namespace's Pod Security labels; and, for the lab's too, any write to a pod of
+  the lab's namespaces that only the admin, the control plane or a kubelet makes (refused_pod_write). The team cannot
+  change the policy: it has no write to admissionregistration.k8s.io, which admission does not guard
+  (staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go,
+  IsExemptAdmissionConfigurationResource).
 - Its token is a legacy token Secret: deleting the Secret ends it at once (--service-account-lookup, the API
   server's default, which Kamaji does not set: clastix/kamaji internal/builders/controlplane/deployment.go
   @26.8.2-edge), and the team cannot mint bound tokens for the account (its namespace is guarded).
@@ -28,6 +30,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.commands import script_command
+from components.gpu_sharing import HAMI_NAMESPACE, HAMI_RELEASE, HAMI_SCHEDULER_LEADER_LABELS
 from components.kubeconfig import current_cluster
 from components.observability_values import token_secret_data
 from components.pod_security import EXEMPT_NAMESPACES
@@ -53,17 +56,56 @@ READ = ["get", "list", "watch"]
 ALL = [*READ, *WRITE]
 
 
-# Who the guards do not hold: the lab's own identities. Everyone else is held, not only the team's ServiceAccount:
-# the team may bind the rights it has to identities of its own (a ServiceAccount of its namespace), which must not
-# be a way around the guards, nor outlive a revocation with more than the team's rights.
-# system:masters: the admin kubeconfigs (the operator, Pulumi, Kamaji); system:nodes: the kubelets; the
-# ServiceAccounts of the lab's namespaces (HAMi, kube-proxy, CoreDNS, flannel, the controller-manager's
-# controllers: kubernetes/kubernetes pkg/serviceaccount/util.go MakeGroupNames); and the control plane's own users
+# Who the guards do not hold: the lab's own identities (but for pods: refused_pod_write). Everyone else is held, not
+# only the team's ServiceAccount: the team may bind the rights it has to identities of its own (a ServiceAccount of its
+# namespace), which must not be a way around the guards, nor outlive a revocation with more than the team's rights.
+# system:masters: the admin kubeconfigs (the operator, Pulumi, Kamaji); system:nodes: the kubelets; the ServiceAccounts
+# of the lab's namespaces (HAMi, kube-proxy, CoreDNS, flannel, the controller-manager's controllers:
+# kubernetes/kubernetes pkg/serviceaccount/util.go MakeGroupNames); and the control plane's own users
 # (staging/src/k8s.io/apiserver/pkg/authentication/user/user.go).
 LAB_GROUPS: tuple[str, ...] = (
     "system:masters", "system:nodes", *(f"system:serviceaccounts:{namespace}" for namespace in EXEMPT_NAMESPACES),
 )
 LAB_USERS: tuple[str, ...] = ("system:apiserver", "system:kube-controller-manager", "system:kube-scheduler")
+
+# Pods of the lab's namespaces run privileged, where Pod Security does not apply: writing one, or exec into one, is
+# host root. A node joined with a stolen bootstrap token may request the tokens of the lab's DaemonSet pods that land
+# on it (the Node authorizer), so exemption as a lab ServiceAccount is not enough to write pods there: only the
+# identities that must do so may. Kamaji runs kube-controller-manager with --use-service-account-credentials
+# (clastix/kamaji internal/builders/controlplane/deployment.go@26.8.2-edge), so each controller writes on a
+# kube-system ServiceAccount of its own: these are those whose bootstrap role writes pods or their subresources
+# (kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go; node lifecycle and
+# taint eviction run on node-controller's, device taint eviction on its own: cmd/kube-controller-manager/app/
+# core.go). Of the other lab ServiceAccounts only HAMi's scheduler writes pods there, its own role label
+# (HAMI_ROLE_LABEL); it and the device plugins otherwise patch and bind only pods that ask for HAMi's GPUs
+# (Project-HAMi/HAMi pkg/scheduler/webhook.go, pkg/util/util.go@v2.10.0), which none of the lab's do (its
+# kube-scheduler, bound to system:kube-scheduler by charts/hami/templates/scheduler/clusterrolebinding.yaml, may
+# no longer preempt a lab pod for one); flannel,
+# kube-proxy (system:node-proxier), CoreDNS, Konnectivity's agent and the metrics reader have no pod write at all
+# (flannel-io/flannel chart/kube-flannel/templates/rbac.yaml@v0.28.9, clastix/kamaji
+# internal/resources/konnectivity/cluster_role_binding_resource.go@26.8.2-edge). Nor does any of them write workloads
+# (DaemonSets, Deployments...), whose pod templates the controllers above turn into pods, so RBAC alone keeps those
+# the admin's and the controllers'.
+POD_CONTROLLERS: tuple[str, ...] = (
+    "cronjob-controller", "daemon-set-controller", "deployment-controller", "device-taint-eviction-controller",
+    "disruption-controller", "ephemeral-volume-controller", "generic-garbage-collector", "job-controller",
+    "namespace-controller", "node-controller", "persistent-volume-binder", "pod-garbage-collector",
+    "replicaset-controller", "replication-controller", "resource-claim-controller", "statefulset-controller",
+    "storage-version-migrator-controller",
+)
+# The control plane's writers: they create, bind, update and delete pods, never exec nor add an ephemeral
+# container. The scheduler binds, sets the PodScheduled condition and deletes preemption victims.
+POD_WRITERS: tuple[str, ...] = (
+    "system:kube-controller-manager", "system:kube-scheduler",
+    *(f"system:serviceaccount:kube-system:{controller}" for controller in POD_CONTROLLERS),
+)
+# HAMi's scheduler labels its own pods leader or follower, and its Service (and the lab's metrics Service) selects
+# the leader by that label (pkg/scheduler/scheduler.go updateSchedulerLabel, pkg/util/util.go PatchPodLabels, a
+# merge patch of the labels alone@v2.10.0). Its account is the chart's `<fullname>-scheduler`, the fullname being
+# the release's name (charts/hami/templates/_helpers.tpl@v2.10.0). That label on its own pods is all it may change.
+HAMI_SCHEDULER_ACCOUNT = f"system:serviceaccount:{HAMI_NAMESPACE}:{HAMI_RELEASE}-scheduler"
+HAMI_ROLE_LABEL = "hami.io/scheduler-role"
+HAMI_COMPONENT_LABEL = "app.kubernetes.io/component"
 
 
 def team_rules() -> list[dict]:
@@ -151,13 +193,56 @@ def guard_variables() -> list[dict]:
     ]
 
 
+def lab_identity() -> str:
+    """Whether the request is made by one of the lab's own identities (LAB_USERS, LAB_GROUPS)."""
+    return (f"request.userInfo.username in {_cel_strings(LAB_USERS)} || (has(request.userInfo.groups) && "
+            f"request.userInfo.groups.exists(g, g in {_cel_strings(LAB_GROUPS)}))")
+
+
+def _hami_role_relabel(subresource: str) -> str:
+    """Whether the request is HAMi's scheduler changing nothing but HAMI_ROLE_LABEL of one of its own pods."""
+    labels = {name: f"(has({name}.metadata.labels) ? {name}.metadata.labels : {{}})"
+              for name in ("object", "oldObject")}
+    annotations = {name: f"(has({name}.metadata.annotations) ? {name}.metadata.annotations : {{}})"
+                   for name in ("object", "oldObject")}
+    new, old = labels["object"], labels["oldObject"]
+    component = HAMI_SCHEDULER_LEADER_LABELS[HAMI_COMPONENT_LABEL]
+    return (f"request.userInfo.username == '{HAMI_SCHEDULER_ACCOUNT}' && request.namespace == '{HAMI_NAMESPACE}' && "
+            f"request.operation == 'UPDATE' && {subresource} == '' && "
+            f"'{HAMI_COMPONENT_LABEL}' in {old} && {old}['{HAMI_COMPONENT_LABEL}'] == '{component}' && "
+            f"object.spec == oldObject.spec && {annotations['object']} == {annotations['oldObject']} && "
+            f"{new}.all(k, k == '{HAMI_ROLE_LABEL}' || (k in {old} && {old}[k] == {new}[k])) && "
+            f"{old}.all(k, k == '{HAMI_ROLE_LABEL}' || k in {new})")
+
+
+def refused_pod_write() -> str:
+    """Whether the request writes a pod of the lab's namespaces (a subresource, exec and the other CONNECTs
+    included) without being one the lab needs: the admin's, the control plane's but exec and ephemeral containers,
+    a kubelet's status update and delete (NodeRestriction keeps both to its own node's pods:
+    plugin/pkg/admission/noderestriction/admission.go), and HAMi's scheduler's role label. A kubelet's mirror pod
+    is refused too: the lab's workers run no static pods."""
+    groups = "(has(request.userInfo.groups) ? request.userInfo.groups : [])"
+    # Absent from the request, not empty, when there is none (admission.k8s.io/v1 AdmissionRequest: omitempty).
+    subresource = "(has(request.subResource) ? request.subResource : '')"
+    return (f"request.resource.group == '' && request.resource.resource == 'pods' && "
+            f"request.namespace in {_cel_strings(PROTECTED_NAMESPACES)} && "
+            f"!({groups}.exists(g, g == 'system:masters') || "
+            f"(request.userInfo.username in {_cel_strings(POD_WRITERS)} && request.operation != 'CONNECT' && "
+            f"{subresource} != 'ephemeralcontainers') || "
+            f"({groups}.exists(g, g == 'system:nodes') && "
+            f"(request.operation == 'UPDATE' && {subresource} == 'status' || "
+            f"request.operation == 'DELETE' && {subresource} == '')) || "
+            f"({_hami_role_relabel(subresource)}))")
+
+
 def guard_policy_spec() -> dict:
     """The ValidatingAdmissionPolicy that keeps the team's hands off the lab's guards.
 
     Matching (staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/matching/matching.go): resourceRules
     with `*/*` take every subresource (pods/exec is CONNECT, serviceaccounts/token is CREATE; the policy plugin
     handles CONNECT: .../policy/validating/plugin.go NewPlugin); an empty namespaceSelector matches every request,
-    a Namespace object included; matchConditions leave out the lab's own identities. For a request on a Namespace the
+    a Namespace object included; matchConditions leave out the lab's own identities but for their pod writes in
+    the lab's namespaces (refused_pod_write). For a request on a Namespace the
     API server gives its name as request.namespace too (staging/src/k8s.io/apiserver/pkg/endpoints/request/
     requestinfo.go), a create as request.name; both are checked. On UPDATE oldObject is the stored object,
     on CREATE it is null.
@@ -174,12 +259,21 @@ def guard_policy_spec() -> dict:
             }],
         },
         "matchConditions": [
-            {"name": "not-the-lab", "expression": f"!(request.userInfo.username in {_cel_strings(LAB_USERS)}) && "
-                                                  "!(has(request.userInfo.groups) && request.userInfo.groups.exists("
-                                                  f"g, g in {_cel_strings(LAB_GROUPS)}))"},
+            {"name": "not-the-lab-or-a-refused-pod-write",
+             "expression": f"!({lab_identity()}) || ({refused_pod_write()})"},
         ],
         "variables": guard_variables(),
         "validations": [
+            {
+                # First, so its message is the answer: the API server reports the first refusal (staging/src/
+                # k8s.io/apiserver/pkg/admission/plugin/policy/validating/dispatcher.go), and the next one
+                # refuses every write in those namespaces too.
+                "expression": f"!({refused_pod_write()})",
+                "message": "only the admin and the control plane may write pods of the lab's namespaces "
+                           f"({', '.join(PROTECTED_NAMESPACES)}), exec into them or add ephemeral containers; "
+                           "a kubelet may only update their status and delete its own",
+                "reason": "Forbidden",
+            },
             {
                 "expression": f"!(request.namespace in {protected}) && "
                               f"!(variables.isNamespace && variables.objectName in {protected})",

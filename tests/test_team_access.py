@@ -140,7 +140,13 @@ def _evaluate(expression: str, activation: dict):
 
 
 def admitted(request: dict, new: dict | None = None, old: dict | None = None) -> bool:
-    """Whether the policy lets the request through: it does unless it matches and a validation is false.
+    return not refusals(request, new, old)
+
+
+def refusals(request: dict, new: dict | None = None, old: dict | None = None) -> list[str]:
+    """The messages of the validations that refuse the request, in order (the API server answers with the first:
+    staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/dispatcher.go); none if it is let through,
+    as it is unless it matches and a validation is false.
 
     Matching as staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/matching/matching.go: the resource rules
     (with `*` and `*/*`), then every matchCondition true. A validation that errors would deny too
@@ -152,11 +158,15 @@ def admitted(request: dict, new: dict | None = None, old: dict | None = None) ->
     full = request["resource"]["resource"] + (f"/{request['subResource']}" if request.get("subResource") else "")
     wanted = set(rule["resources"])
     if request["operation"] not in rule["operations"] or not ("*/*" in wanted if "/" in full else "*" in wanted):
-        return True
+        return []
     activation = {"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(new),
                   "oldObject": celpy.json_to_cel(old)}
-    if not all(_evaluate(condition["expression"], activation) for condition in spec["matchConditions"]):
-        return True
+    conditions = [_evaluate(condition["expression"], activation) for condition in spec["matchConditions"]]
+    for result in conditions:
+        if isinstance(result, celpy.CELEvalError):
+            raise AssertionError(f"a match condition failed to evaluate: {result}")
+    if not all(conditions):
+        return []
     values: dict = {}
     for variable in spec["variables"]:  # in order: each may use the ones before it
         activation["variables"] = celpy.celtypes.MapType(values)
@@ -166,7 +176,8 @@ def admitted(request: dict, new: dict | None = None, old: dict | None = None) ->
     for result in [*values.values(), *results]:
         if isinstance(result, celpy.CELEvalError):
             raise AssertionError(f"an expression failed to evaluate: {result}")
-    return all(bool(result) for result in results)
+    return [validation["message"] for validation, result in zip(spec["validations"], results, strict=True)
+            if not result]
 
 
 def request(operation: str, resource: str, namespace: str = "", name: str = "", *, group: str = "",
@@ -233,7 +244,8 @@ def test_other_labels_and_an_unchanged_pod_security_label_are_the_teams():
 @pytest.mark.parametrize("user", LAB, ids=[user for user, _ in LAB])
 def test_the_labs_own_identities_are_not_held(user):
     assert relabel(BASE, {**BASE, ENFORCE: "privileged"}, user=user)
-    assert admitted(request("CONNECT", "pods", "kube-system", "hami-scheduler-0", subresource="exec", user=user))
+    assert admitted(request("UPDATE", "configmaps", "kube-system", "hami-scheduler", user=user),
+                    {"metadata": {"name": "hami-scheduler"}}, {"metadata": {"name": "hami-scheduler"}})
     assert admitted(request("UPDATE", "leases", "kube-node-lease", "w1", group="coordination.k8s.io", user=user),
                     {"metadata": {"name": "w1"}}, {"metadata": {"name": "w1"}})
 
@@ -438,6 +450,207 @@ def test_a_delete_collection_is_judged_by_each_items_own_name():
         assert not deleted_in_a_collection("configmaps", namespace, named("x")), "its namespace is in the request"
     assert deleted_in_a_collection("namespaces", "", namespace_object("team-a"))
     assert deleted_in_a_collection("configmaps", "team-a", named("x"))
+
+
+# --- pods of the lab's namespaces: only who must write them (a node joined with a stolen bootstrap token) -------
+
+KUBELET = ("system:node:kamaji-tenant-a-w1", ["system:nodes", "system:authenticated"])
+ADMIN = ("kubernetes-admin", ["system:masters", "system:authenticated"])
+SCHEDULER = ("system:kube-scheduler", ["system:authenticated"])
+CONTROLLER_MANAGER = ("system:kube-controller-manager", ["system:authenticated"])
+# The lab's kube-system ServiceAccounts whose tokens a node of the attacker's may request for the pods bound to
+# it: HAMi chart 2.10.0's (charts/hami/templates/_helpers.tpl, release `hami`), kube-proxy's, flannel's, CoreDNS's
+# and Konnectivity's agent (clastix/kamaji internal/resources/addons, konnectivity@26.8.2-edge), the metrics reader.
+NOT_POD_WRITERS = [account("kube-system", "hami-scheduler"), account("kube-system", "hami-device-plugin"),
+                   account("kube-system", "hami-mock-device-plugin"), account("kube-system", "kube-proxy"),
+                   account("kube-flannel", "flannel"), account("kube-system", "coredns"),
+                   account("kube-system", "konnectivity-agent"), account("kube-system", "lab-metrics-reader"),
+                   KUBELET]
+SERVICE_ACCOUNTS = [user for user in NOT_POD_WRITERS if user != KUBELET]
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kube-proxy-x7k2p", "namespace": "kube-system"},
+       "spec": {"containers": [{"name": "kube-proxy", "image": "registry.k8s.io/kube-proxy:v1.36.0"}]}}
+ROOTED = {**POD, "spec": {"containers": [{"name": "kube-proxy", "image": "attacker.example/root:1"}]}}
+DEBUG = {**POD, "spec": {**POD["spec"], "ephemeralContainers": [{"name": "debug", "image": "attacker.example/root:1"}]}}
+
+
+def pod_write(operation: str, subresource: str = "", user=TEAM_SA, namespace: str = "kube-system") -> list[str]:
+    new = {"CREATE": ROOTED, "UPDATE": DEBUG if subresource == "ephemeralcontainers" else ROOTED}.get(operation)
+    return refusals(request(operation, "pods", namespace, "kube-proxy-x7k2p", subresource=subresource, user=user),
+                    new, POD if operation in ("UPDATE", "DELETE") else None)
+
+
+ATTACKS = [("CREATE", ""), ("UPDATE", ""), ("UPDATE", "ephemeralcontainers"), ("CONNECT", "exec"),
+           ("CONNECT", "attach"), ("CONNECT", "portforward"), ("CONNECT", "proxy")]
+
+
+@pytest.mark.parametrize("operation, subresource", ATTACKS, ids=lambda value: value or "pod")
+@pytest.mark.parametrize("user", NOT_POD_WRITERS, ids=[user for user, _ in NOT_POD_WRITERS])
+def test_a_lab_token_taken_on_a_joined_node_cannot_write_or_enter_the_labs_pods(user, operation, subresource):
+    (first, *_) = pod_write(operation, subresource, user)
+    assert first == team_access.guard_policy_spec()["validations"][0]["message"], "the answer names the rule"
+    assert "only the admin and the control plane may write pods" in first
+
+
+@pytest.mark.parametrize("namespace", PROTECTED)
+def test_the_rule_holds_in_every_lab_namespace(namespace):
+    hami = account("kube-system", "hami-device-plugin")
+    assert pod_write("CREATE", "", hami, namespace) and pod_write("CONNECT", "exec", hami, namespace)
+    assert not pod_write("CREATE", "", account("kube-system", "daemon-set-controller"), namespace)
+
+
+@pytest.mark.parametrize("user", SERVICE_ACCOUNTS, ids=[user for user, _ in SERVICE_ACCOUNTS])
+def test_a_lab_token_cannot_delete_the_labs_pods_nor_change_their_status(user):
+    assert pod_write("DELETE", user=user) and pod_write("UPDATE", "status", user=user)
+    assert pod_write("CREATE", "eviction", user=user)
+
+
+# Each write the lab needs, by whom, and where it is made (kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/
+# bootstrappolicy/controller_policy.go for the controllers' roles).
+NEEDED = [
+    (ADMIN, "CONNECT", "exec", "the lab's scripts and the validation suite, with the admin kubeconfig"),
+    (ADMIN, "UPDATE", "ephemeralcontainers", "the operator's kubectl debug"),
+    (ADMIN, "CREATE", "", "Pulumi and Kamaji's addons"),
+    (account("kube-system", "daemon-set-controller"), "CREATE", "", "kube-proxy's, flannel's, HAMi's pods"),
+    (account("kube-system", "daemon-set-controller"), "CREATE", "binding", "its role: pods/binding"),
+    (account("kube-system", "replicaset-controller"), "CREATE", "", "CoreDNS's and HAMi's scheduler's pods"),
+    (account("kube-system", "replicaset-controller"), "UPDATE", "", "adopting a pod (a patch)"),
+    (account("kube-system", "deployment-controller"), "UPDATE", "", "its role: pods update"),
+    (account("kube-system", "job-controller"), "CREATE", "", "a chart's hook Job"),
+    (account("kube-system", "statefulset-controller"), "CREATE", "", "its role: pods create"),
+    (account("kube-system", "generic-garbage-collector"), "DELETE", "", "a pod whose owner is gone"),
+    (account("kube-system", "generic-garbage-collector"), "UPDATE", "", "an owner reference removed"),
+    (account("kube-system", "pod-garbage-collector"), "UPDATE", "status", "a pod of a gone node marked"),
+    (account("kube-system", "pod-garbage-collector"), "DELETE", "", "a pod of a gone node"),
+    (account("kube-system", "node-controller"), "UPDATE", "status", "pods of a NotReady node"),
+    (account("kube-system", "node-controller"), "DELETE", "", "taint eviction, on node-controller's account"),
+    (account("kube-system", "disruption-controller"), "UPDATE", "status", "its role: pods/status"),
+    (account("kube-system", "namespace-controller"), "DELETE", "", "a namespace's pods as it goes"),
+    (CONTROLLER_MANAGER, "UPDATE", "", "kube-controller-manager's own user"),
+    (SCHEDULER, "CREATE", "binding", "binding every pod but HAMi's"),
+    (SCHEDULER, "UPDATE", "status", "PodScheduled false"),
+    (SCHEDULER, "DELETE", "", "a preemption victim"),
+    (KUBELET, "UPDATE", "status", "its pods' status"),
+    (KUBELET, "DELETE", "", "its pods, once stopped"),
+]
+
+
+@pytest.mark.parametrize("user, operation, subresource, source", NEEDED,
+                         ids=[f"{user[0].rsplit(':', 1)[-1]}-{operation}-{subresource or 'pod'}"
+                              for user, operation, subresource, _ in NEEDED])
+def test_every_pod_write_the_lab_needs_is_admitted(user, operation, subresource, source):
+    for namespace in ("kube-system", "kube-flannel"):
+        assert not pod_write(operation, subresource, user, namespace), source
+
+
+@pytest.mark.parametrize("user", [account("kube-system", "daemon-set-controller"), SCHEDULER, CONTROLLER_MANAGER],
+                         ids=["daemon-set-controller", "scheduler", "controller-manager"])
+@pytest.mark.parametrize("operation, subresource", [("CONNECT", "exec"), ("CONNECT", "attach"),
+                                                    ("UPDATE", "ephemeralcontainers")])
+def test_the_control_plane_writes_pods_but_never_enters_them(user, operation, subresource):
+    assert pod_write(operation, subresource, user)
+
+
+def test_a_kubelet_only_updates_status_and_deletes():
+    assert pod_write("CREATE", user=KUBELET), "a mirror pod: the lab's workers run no static pods"
+    assert pod_write("UPDATE", user=KUBELET) and pod_write("DELETE", "eviction", user=KUBELET)
+    assert not pod_write("UPDATE", "status", KUBELET) and not pod_write("DELETE", user=KUBELET)
+
+
+def test_a_request_without_a_subresource_key_is_judged_as_one_without_a_subresource():
+    # The API server leaves subResource out when there is none (admission.k8s.io/v1: omitempty).
+    def without_key(operation: str, user) -> list[str]:
+        bare = {key: value for key, value in request(operation, "pods", "kube-system", "p", user=user).items()
+                if key != "subResource"}
+        return refusals(bare, ROOTED if operation != "DELETE" else None, POD if operation != "CREATE" else None)
+
+    assert not without_key("DELETE", KUBELET) and without_key("UPDATE", KUBELET)
+    assert without_key("CREATE", account("kube-system", "hami-scheduler"))
+    assert not without_key("CREATE", account("kube-system", "replicaset-controller"))
+
+
+@pytest.mark.parametrize("user", [account("team-a", "daemon-set-controller"), account("kube-flannel",
+                                                                                      "daemon-set-controller"),
+                                  ("system:kube-scheduler-x", ["system:authenticated"]),
+                                  ("system:serviceaccount:kube-system:daemon-set-controller-x",
+                                   ["system:serviceaccounts", "system:serviceaccounts:kube-system"])],
+                         ids=["other-namespace", "flannel-namespace", "scheduler-prefix", "controller-prefix"])
+def test_only_the_controllers_own_accounts_write_pods(user):
+    assert pod_write("CREATE", user=user)
+
+
+@pytest.mark.parametrize("user", NOT_POD_WRITERS, ids=[user for user, _ in NOT_POD_WRITERS])
+def test_the_labs_other_writes_stay_admitted(user):
+    # Events, leases and node writes in the lab's namespaces or cluster-wide are not pods.
+    assert admitted(request("CREATE", "events", "kube-system", "e", user=user), {"metadata": {"name": "e"}})
+    lease = {"metadata": {"name": "hami-scheduler"}}
+    assert admitted(request("UPDATE", "leases", "kube-system", "hami-scheduler", group="coordination.k8s.io",
+                            user=user), lease, lease)
+    assert admitted(request("UPDATE", "nodes", "", "w1", user=user), {"metadata": {"name": "w1"}},
+                    {"metadata": {"name": "w1"}})
+
+
+HAMI_POD = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "hami-scheduler-5d9c7-abcde", "namespace": "kube-system",
+                         "labels": {"app.kubernetes.io/component": "hami-scheduler", "app.kubernetes.io/name": "hami",
+                                    "app.kubernetes.io/instance": "hami", "hami.io/scheduler-role": "follower"},
+                         "annotations": {"checksum/config": "9f2"}},
+            "spec": {"containers": [{"name": "vgpu-scheduler-extender", "image": "projecthami/hami:v2.10.0"}]}}
+
+
+def relabelled(labels: dict, **changes) -> dict:
+    return {**HAMI_POD, **changes, "metadata": {**HAMI_POD["metadata"], "labels": labels}}
+
+
+HAMI_SCHEDULER = account("kube-system", "hami-scheduler")
+
+
+def hami_scheduler_update(new: dict, old: dict = HAMI_POD, user=HAMI_SCHEDULER,
+                          namespace: str = "kube-system", subresource: str = "") -> bool:
+    return admitted(request("UPDATE", "pods", namespace, old["metadata"]["name"], subresource=subresource,
+                            user=user), new, old)
+
+
+def test_hamis_scheduler_still_labels_its_own_pods_leader_or_follower():
+    # Its Service selects the leader by this label (charts/hami/templates/scheduler/service.yaml@v2.10.0): refused,
+    # the webhook and the metrics would lose their endpoint.
+    labels = HAMI_POD["metadata"]["labels"]
+    assert hami_scheduler_update(relabelled({**labels, "hami.io/scheduler-role": "leader"}))
+    unlabelled = relabelled({key: value for key, value in labels.items() if key != "hami.io/scheduler-role"})
+    assert hami_scheduler_update(relabelled(labels), unlabelled), "a new pod gets its first role label"
+
+
+def test_hamis_scheduler_token_changes_nothing_else_of_a_pod():
+    labels, leader = HAMI_POD["metadata"]["labels"], {**HAMI_POD["metadata"]["labels"],
+                                                     "hami.io/scheduler-role": "leader"}
+    rooted = {"containers": [{"name": "vgpu-scheduler-extender", "image": "attacker.example/root:1"}]}
+    assert not hami_scheduler_update(relabelled(leader, spec=rooted)), "a new image with the label"
+    assert not hami_scheduler_update(relabelled({**labels, "team": "x"})), "another label"
+    assert not hami_scheduler_update(relabelled({**labels, "app.kubernetes.io/component": "x"}))
+    changed = {**HAMI_POD, "metadata": {**HAMI_POD["metadata"], "labels": leader, "annotations": {}}}
+    assert not hami_scheduler_update(changed), "an annotation"
+    # Only its own pods, in its own namespace, by its own account, and no subresource.
+    proxy = {**POD, "metadata": {**POD["metadata"], "labels": {"k8s-app": "kube-proxy"}}}
+    assert not hami_scheduler_update({**proxy, "metadata": {**proxy["metadata"],
+                                                            "labels": {"k8s-app": "kube-proxy",
+                                                                       "hami.io/scheduler-role": "leader"}}}, proxy)
+    assert not hami_scheduler_update(relabelled(leader), namespace="kube-flannel")
+    assert not hami_scheduler_update(relabelled(leader), user=account("kube-system", "hami-device-plugin"))
+    assert not hami_scheduler_update(relabelled(leader), subresource="ephemeralcontainers")
+
+
+@pytest.mark.parametrize("operation, subresource", [("UPDATE", ""), ("CREATE", "binding")])
+@pytest.mark.parametrize("user", [account("kube-system", "hami-scheduler"), account("kube-system",
+                                                                                    "hami-device-plugin")],
+                         ids=["hami-scheduler", "hami-device-plugin"])
+def test_hami_still_patches_and_binds_gpu_pods_in_team_namespaces(user, operation, subresource):
+    # HAMi's Bind patches the pod's annotations and binds it (Project-HAMi/HAMi pkg/scheduler/scheduler.go,
+    # pkg/util/util.go@v2.10.0); its NVIDIA plugin patches the pod it allocates for (nvinternal/plugin/server.go).
+    assert not pod_write(operation, subresource, user, "team-a")
+
+
+@pytest.mark.parametrize("operation, subresource", [*ATTACKS, ("DELETE", "")], ids=lambda value: value or "pod")
+def test_the_team_keeps_every_pod_write_in_its_own_namespaces(operation, subresource):
+    assert not pod_write(operation, subresource, TEAM_SA, "team-a")
 
 
 # --- the role, matched as RBAC matches ---------------------------------------------------------------------------

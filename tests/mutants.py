@@ -74,10 +74,10 @@ MUTANTS = (
         ("tests/test_scripts.py",),
     ),
     Mutant(
-        "control plane waits for Ready only, not for its new version",
+        "control plane waits for any running version, not its new one",
         "components/tenant_control_plane.py",
-        'f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}", ',
-        "",
+        'f"jsonpath={RUNNING_VERSION_PATH}={kubernetes_version}"',
+        'f"jsonpath={RUNNING_VERSION_PATH}"',
         ("tests/test_tenants.py",),
     ),
     Mutant(

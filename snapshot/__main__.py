@@ -18,7 +18,7 @@ from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, Argu
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
 from validation.results import CheckFailed, CheckSkipped
-from validation.stack_outputs import DEFAULT_STACK, OneTenantUnusable, outputs_with_tenant
+from validation.stack_outputs import OneTenantUnusable, add_outputs_arguments, outputs_with_tenant
 
 SNAPSHOTS = Path("snapshots")
 # After every restore: where the tenant is, against where the snapshot recorded it (docs/operations.md).
@@ -94,8 +94,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         epilog=f"exit status: 0 done, {EXIT_FAILED} refused or failed (nothing deleted when refused), "
         f"{EXIT_NO_OUTPUTS} the stack outputs could not be read, {EXIT_USAGE} wrong arguments",
     )
-    parser.add_argument("--stack", default=DEFAULT_STACK, help=f"the stack to read; default: {DEFAULT_STACK}")
-    parser.add_argument("--outputs", metavar="FILE|-", help="stack outputs JSON instead of asking pulumi")
+    add_outputs_arguments(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     take = commands.add_parser("take", help="write snapshots/<tenant>-<UTC time>.tar.gz")
     take.add_argument("tenant")

@@ -48,10 +48,10 @@ from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
 from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import (
-    DEFAULT_STACK,
     OneTenantUnusable,
     OutputsError,
     Tenant,
+    add_outputs_arguments,
     outputs_with_tenant,
     parse_outputs,
     read_outputs_document,
@@ -244,8 +244,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         epilog=f"exit status: 0 done, {EXIT_FAILED} refused or failed for a tenant, {EXIT_NO_OUTPUTS} the stack "
         f"outputs could not be read, {EXIT_USAGE} wrong arguments",
     )
-    parser.add_argument("--stack", default=DEFAULT_STACK, help=f"the stack to read; default: {DEFAULT_STACK}")
-    parser.add_argument("--outputs", metavar="FILE|-", help="stack outputs JSON instead of asking pulumi")
+    add_outputs_arguments(parser)
     parser.add_argument("tenant", nargs="?", help="the tenant; default: every tenant")
     return parser.parse_args(argv)
 

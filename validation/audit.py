@@ -25,7 +25,7 @@ from validation.exit_codes import EXIT_FAILED, EXIT_NO_OUTPUTS, EXIT_USAGE, Argu
 from validation.host import Clock, Runner, SubprocessRunner
 from validation.lab import Lab
 from validation.results import CheckFailed, CheckSkipped
-from validation.stack_outputs import DEFAULT_STACK, OneTenantUnusable, Tenant, outputs_with_tenant
+from validation.stack_outputs import OneTenantUnusable, Tenant, add_outputs_arguments, outputs_with_tenant
 
 # What each group says about the credential (kubeadm's admin.conf is in system:masters up to v1.28 and in
 # kubeadm:cluster-admins from v1.29: kubernetes/kubernetes cmd/kubeadm/app/constants/constants.go@v1.36.0).
@@ -258,8 +258,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"could not be read, {EXIT_USAGE} wrong arguments",
     )
     parser.add_argument("tenant")
-    parser.add_argument("--stack", default=DEFAULT_STACK, help=f"the stack to read; default: {DEFAULT_STACK}")
-    parser.add_argument("--outputs", metavar="FILE|-", help="stack outputs JSON instead of asking pulumi")
+    add_outputs_arguments(parser)
     parser.add_argument("--since", type=since, help="only events this recent: 30m, 1h, 7d")
     parser.add_argument("--user", default="", help="only this user (exactly as the log names it)")
     parser.add_argument("--verb", default="", help="only this verb: get, list, create, delete, ...")

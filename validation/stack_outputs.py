@@ -5,6 +5,7 @@ Shared by ``python -m validation`` and ``scripts/write_kubeconfigs.py``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -139,6 +140,12 @@ class StackOutputs:
     """Tenants left out of `tenants`: only parse_fleet leaves any, parse_outputs refuses the document."""
     team_kubeconfigs: dict[str, str] | None = None
     """Each tenant's team credential (the TEAM_KUBECONFIGS output); None for a stack made before it existed."""
+
+
+def add_outputs_arguments(parser: argparse.ArgumentParser) -> None:
+    """--stack and --outputs, as every command that reads the stack outputs takes them."""
+    parser.add_argument("--stack", default=DEFAULT_STACK, help=f"the stack to read; default: {DEFAULT_STACK}")
+    parser.add_argument("--outputs", metavar="FILE|-", help="stack outputs JSON instead of asking pulumi")
 
 
 def pulumi_environment() -> dict[str, str]:

@@ -337,6 +337,11 @@ def check_manifest_values(manifest: Manifest) -> None:
         raise Refused(f"manifest.json: endpoint {manifest.endpoint!r} is not https://<host>:<port>")
     if not is_created(manifest.created):
         raise Refused(f"manifest.json: created {manifest.created!r} is not a UTC time to the second")
+    for resource in manifest.skipped_leased:
+        # A resource is the first path segment of an etcd key below the tenant's prefix: never empty, never
+        # holding a slash, and printed when the restore reports what the snapshot left out.
+        if not resource or "/" in resource or not resource.isprintable():
+            raise Refused(f"manifest.json: skipped_leased names {resource!r}, which is not a resource")
     counts = [manifest.etcd_revision, manifest.key_count, *manifest.skipped_leased.values()]
     if any(type(count) is not int or count < 0 for count in counts):
         raise Refused("manifest.json holds a negative or non-integer count (etcd_revision, key_count, skipped_leased)")

@@ -194,6 +194,7 @@ def printable(value: Any) -> bool:
 @example(name="endpoint", value="https://172.30.255.2:6443" + ESCAPE)
 @example(name="created", value="2026-12-04T18:30:05+00:00\x1b[2J")
 @example(name="skipped_leased", value={"events": -1})
+@example(name="skipped_leased", value={"\x1f": 0})
 @example(name="members", value={archive.KEYS: {"sha256": "0", "size": 0}})
 def test_any_value_in_any_manifest_field_is_read_only_when_it_is_what_the_lab_writes(name, value):
     try:

@@ -323,6 +323,9 @@ def read_manifest(data: bytes) -> Manifest:
                         endpoint=document.get("endpoint"))
     if manifest.checksum != manifest.computed_checksum():
         raise Refused("manifest.json does not match its own checksum: it was edited or corrupted")
+    # Its checksum covers the values, not the layout: a tab for a newline would parse the same, yet is not ours.
+    if data != manifest.document():
+        raise Refused("manifest.json is not laid out as this lab writes it: the file was altered")
     check_manifest_values(manifest)
     return manifest
 

@@ -14,11 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.test_scripts import (
-    REGISTER_JSON,
-    installed_files,
-    node_booted,
-    node_joined,
-    node_takes_files_and_units,
+    installed_register_script,
 )
 
 
@@ -149,17 +145,7 @@ def node_writes(kubectl_calls: list[dict], kubelet_conf: str) -> list[dict]:
 
 
 def test_the_mock_gpu_registration_writes_only_what_node_restriction_lets_a_node_write(fakes, tmp_path):
-    node_takes_files_and_units(node_joined(node_booted(fakes), joined=True))
-    assert fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="10").returncode == 0
-    files = installed_files(fakes)
-    config_dir = tmp_path / "config"
-    config_dir.mkdir()
-    for name in ("node-name", "node-nvidia-register.json", "gpu-capacity"):
-        (config_dir / name).write_text(files[f"/etc/hami-mock-gpu/{name}"][1])
-    node_script = tmp_path / "hami-mock-gpu-register"
-    node_script.write_text(files["/usr/local/bin/hami-mock-gpu-register"][1].replace("/etc/hami-mock-gpu",
-                                                                                    str(config_dir)))
-    fakes.log.unlink()
+    node_script = installed_register_script(fakes, tmp_path)
     fakes.on("kubectl", r" (annotate|label|taint|patch) node ", "")
 
     assert fakes.run(node_script).returncode == 0

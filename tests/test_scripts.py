@@ -1698,12 +1698,12 @@ def test_register_gpus_installs_a_timer_that_uses_the_kubelet_identity(fakes):
     ]
 
 
-def test_registration_script_round_trips_the_annotation_and_patches_status_capacity(fakes, tmp_path):
+def installed_register_script(fakes, tmp_path) -> Path:
+    """register-gpus.sh run on a joined node, and the node script it installs, to run here with its config
+    directory moved into tmp_path; the fake tools' log is cleared for what that script calls."""
     node_takes_files_and_units(node_joined(node_booted(fakes), joined=True))
     assert fakes.run("register-gpus.sh", NODE="w1", GPU_REGISTER_JSON=REGISTER_JSON, GPU_CAPACITY="10").returncode == 0
     files = installed_files(fakes)
-
-    # Run the installed script here, with its config directory moved into tmp_path.
     config_dir = tmp_path / "config"
     config_dir.mkdir()
     for name in ("node-name", "node-nvidia-register.json", "gpu-capacity"):
@@ -1713,6 +1713,11 @@ def test_registration_script_round_trips_the_annotation_and_patches_status_capac
         files["/usr/local/bin/hami-mock-gpu-register"][1].replace("/etc/hami-mock-gpu", str(config_dir))
     )
     fakes.log.unlink()
+    return node_script
+
+
+def test_registration_script_round_trips_the_annotation_and_patches_status_capacity(fakes, tmp_path):
+    node_script = installed_register_script(fakes, tmp_path)
     # No rule for hostname: a machine's hostname need not be its node name, so the script must not ask.
     fakes.on("kubectl", r" annotate node w1 ", "").on("kubectl", r" patch node w1 ", "")
 

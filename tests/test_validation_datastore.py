@@ -4,7 +4,7 @@ The check runs against a real etcd (tests/real_etcd.py), provisioned as Kamaji's
 kamaji-etcd's setup job provision it; its etcdctl pods' containers run their own argv against
 that server (tests/etcd_pods.py: only the pod machinery around them is hand-made, there being
 no cluster here). healthy_lab() shares one segregated server; the setups that change the
-server start their own (the real_etcd fixture).
+server get this module's other one, as a fresh start leaves it (the real_etcd fixture).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import runpy
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +125,9 @@ class Plan:
     component_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """What each component passed to register_outputs, by URN."""
 
-    @property
+    @cached_property
     def by_urn(self) -> dict[str, Registration]:
+        # Made once: a plan is read, never changed, and the graph walks below look URNs up for every resource.
         return {r.urn: r for r in self.registrations}
 
     def of_type(self, type_: str) -> list[Registration]:

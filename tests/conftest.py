@@ -13,7 +13,7 @@ from hypothesis import settings
 
 from tests.datastores import TwoStores
 from tests.etcd_pods import stop_shared
-from tests.plan import dev_config, plan, sleeping_containers_lab
+from tests.plan import dev_config, plan, sleeping_containers_lab, tenants
 from tests.real_etcd import SharedServers
 from tests.snapshot_etcd import seeded
 from tests.sshd import KUBEADM_EXECUTABLES, machine_fakes
@@ -61,6 +61,16 @@ def up_plan(shared):
 def preview_plan(shared):
     """The dev stack as a first `pulumi preview` on an empty stack."""
     return shared("dev-True", lambda: plan(dev_config(), preview=True))
+
+
+@pytest.fixture
+def tenants_preview(shared):
+    """`tenants_preview(count)`: the first preview of the dev stack with tenants t0, t1... (tests/plan.py `tenants`)."""
+
+    def get(count: int):
+        return shared(f"tenants-{count}-preview", lambda: plan(dev_config(tenants=tenants(count)), preview=True))
+
+    return get
 
 
 @pytest.fixture

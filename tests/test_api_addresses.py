@@ -94,8 +94,8 @@ def test_the_pool_hands_out_only_addresses_asked_for_by_name(eight):
     assert pool.inputs["spec"]["autoAssign"] is False
 
 
-def test_addresses_are_known_at_the_first_preview(shared):
-    preview = shared("eight-tenants-preview", lambda: plan(dev_config(tenants=tenants(8)), preview=True))
+def test_addresses_are_known_at_the_first_preview(tenants_preview):
+    preview = tenants_preview(8)
     pinned = planned(preview)
     assert len(set(pinned.values())) == 8
     assert pinned == addresses(tenants(8))

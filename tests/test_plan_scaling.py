@@ -1,9 +1,12 @@
 """The benchmark's chain arithmetic, and the property it measures: tenants add no waiting."""
 
+import pytest
+
+from benchmarks import upgrade_time
 from benchmarks.plan_scaling import longest_chain, main
 from benchmarks.upgrade_time import main as upgrade_main
-from benchmarks.upgrade_time import per_worker_seconds, upgrade_seconds
-from tests.plan import Plan, Registration, dev_config, plan, tenants
+from benchmarks.upgrade_time import per_worker_seconds
+from tests.plan import Plan, Registration
 
 
 def command(name, script, dependencies=()):
@@ -34,9 +37,9 @@ def test_longest_chain_follows_the_most_expensive_dependencies():
     assert (seconds, path) == (150, ["kind", "dear", "last"])
 
 
-def test_eight_tenants_take_no_longer_than_one():
-    one = longest_chain(plan(dev_config(tenants=tenants(1)), preview=True))[0]
-    eight = longest_chain(plan(dev_config(tenants=tenants(8)), preview=True))[0]
+def test_eight_tenants_take_no_longer_than_one(tenants_preview):
+    one = longest_chain(tenants_preview(1))[0]
+    eight = longest_chain(tenants_preview(8))[0]
     assert eight == one
 
 
@@ -50,7 +53,19 @@ def test_the_table_gives_resources_per_added_tenant_and_none_for_the_first_row(c
     assert float(second.split()[2]) == two - one > 0
 
 
-def test_an_upgrade_takes_one_worker_replacement_more_per_worker_and_nothing_per_other_tenant():
+@pytest.fixture
+def upgrade_seconds(shared, monkeypatch):
+    """The benchmark's upgrade_seconds, each (workers, others) measured once for the session: the table's too."""
+    measure = upgrade_time.upgrade_seconds
+
+    def measured(workers: int, others: int) -> tuple[int, list[str]]:
+        return shared(f"upgrade-{workers}-{others}", lambda: measure(workers, others))
+
+    monkeypatch.setattr(upgrade_time, "upgrade_seconds", measured)
+    return measured
+
+
+def test_an_upgrade_takes_one_worker_replacement_more_per_worker_and_nothing_per_other_tenant(upgrade_seconds):
     one, _ = upgrade_seconds(workers=1, others=0)
     one_among_three, _ = upgrade_seconds(workers=1, others=3)
     two, chain = upgrade_seconds(workers=2, others=0)
@@ -62,7 +77,7 @@ def test_an_upgrade_takes_one_worker_replacement_more_per_worker_and_nothing_per
     assert chain[0] == "up-version-check"
 
 
-def test_the_upgrade_table_has_a_row_per_worker_count_and_a_column_per_other_tenant_count(capsys):
+def test_the_upgrade_table_has_a_row_per_worker_count_and_a_column_per_other_tenant_count(capsys, upgrade_seconds):
     assert upgrade_main(["--workers", "1", "2", "--others", "0", "--check"]) == 0
 
     lines = capsys.readouterr().out.splitlines()

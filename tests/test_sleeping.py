@@ -302,11 +302,14 @@ def observed_asleep(observability: bool) -> dict:
 
 
 @pytest.fixture
-def observability_toggled(shared):
+def observability_toggled(shared, containers):
     """{turned on: (previous up, preview)} with tenant a asleep throughout."""
+    # The dev stack has observability on: the lab with it on is `containers`' asleep up.
+    assert observed_asleep(True) == sleeping_containers_lab(True)
+    _, _, on, _ = containers
 
     def build():
-        off, on = plan(observed_asleep(False), preview=False), plan(observed_asleep(True), preview=False)
+        off = plan(observed_asleep(False), preview=False)
         return {True: (off, plan(observed_asleep(True), True, off)),
                 False: (on, plan(observed_asleep(False), True, on))}
 

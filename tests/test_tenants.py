@@ -255,8 +255,8 @@ def test_no_tenant_waits_on_another(t4_tenants):
             assert not others, f"{resource.name} waits on tenants {others}"
 
 
-def test_resources_grow_by_a_constant_per_tenant():
-    counts = {n: len(plan(dev_config(tenants=tenants(n)), preview=True).registrations) for n in (1, 2, 16)}
+def test_resources_grow_by_a_constant_per_tenant(tenants_preview):
+    counts = {n: len(tenants_preview(n).registrations) for n in (1, 2, 16)}
     per_tenant = counts[2] - counts[1]
     assert per_tenant > 0
     assert counts[16] == counts[1] + 15 * per_tenant

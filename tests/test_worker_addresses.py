@@ -14,7 +14,6 @@ from components.addresses import DEFAULT_KIND_SUBNET, worker_part
 from components.config import ConfigError, parse_settings
 from components.kind_management_cluster import KIND_NETWORK
 from tests.plan import dev_config, plan, resolve, tenants
-from tests.test_management_modes import EXISTING_KUBECONFIG, INSTALLED
 from tests.test_tenant_versions import CONTAINER
 
 # Docker refuses a fixed address outside the subnets a network was created with, and picks addresses for the
@@ -86,16 +85,16 @@ def test_a_worker_keeps_its_address_when_other_tenants_come_and_go(many):
     assert len(set(after.values())) == len(after)
 
 
-def test_two_labs_on_one_kind_network_pin_the_same_tenant_to_different_addresses():
+def test_two_labs_on_one_kind_network_pin_the_same_tenant_to_different_addresses(tenants_preview):
     # Two checkouts with other managementClusterNames share the kind network and their tenants' names.
-    ours = pinned(plan(dev_config(tenants=tenants(2)), preview=True))
+    ours = pinned(tenants_preview(2))
     theirs = pinned(plan(dev_config(tenants=tenants(2), managementClusterName="lab2"), preview=True))
     assert not set(ours.values()) & set(theirs.values())
 
 
-def test_workers_on_an_existing_clusters_docker_network_are_left_to_docker():
+def test_workers_on_an_existing_clusters_docker_network_are_left_to_docker(existing_plan):
     # That network is the platform team's: the lab does not lay it out, so it pins nothing there.
-    preview = plan(dev_config(**INSTALLED), preview=True, secrets={"managementKubeconfig": EXISTING_KUBECONFIG})
+    preview = existing_plan("installed", True)
     for container in preview.of_type(CONTAINER):
         (network,) = container.inputs["networksAdvanced"]
         assert network == {"name": "lab-net"}
@@ -119,9 +118,9 @@ def test_each_worker_address_is_checked_on_the_host_before_its_container_exists(
         assert checks[worker].inputs.get("delete") is None
 
 
-def test_workers_docker_places_get_no_address_check():
+def test_workers_docker_places_get_no_address_check(existing_plan):
     # On an existing cluster's network Docker picks the workers' addresses: there is nothing planned to check.
-    preview = plan(dev_config(**INSTALLED), preview=True, secrets={"managementKubeconfig": EXISTING_KUBECONFIG})
+    preview = existing_plan("installed", True)
     assert preview.of_type(CONTAINER)
     assert preview.commands("check-worker-address.sh") == []
 

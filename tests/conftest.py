@@ -4,6 +4,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from tests.real_etcd import SharedServers
 from tests.snapshot_etcd import seeded
 from tests.sshd import KUBEADM_EXECUTABLES, machine_fakes
 from tests.test_scripts import Fakes
+
+# The pytester fixture: tests that run pytest itself on a module (its module-level guards), in this process.
+pytest_plugins = ["pytester"]
 
 # Property tests judge what a parser returns, not how fast: on the 2-core machine, with several xdist workers and
 # real etcd and sshd servers beside them, one example may take far longer than Hypothesis' 200 ms default.
@@ -114,6 +118,25 @@ def real_etcd(etcd_servers):
     """A real etcd server on loopback with client-certificate auth, as a fresh start leaves it (the module's, reset:
     tests/real_etcd.py SharedServers)."""
     return etcd_servers.get("default")
+
+
+@pytest.fixture
+def fresh_pytest(pytester, monkeypatch):
+    """`fresh_pytest(module, selection, **environ)`: pytest, in this process, on a test module imported anew in the
+    environment given (None unsets a variable): its module-level guards run again, what it imports is loaded already,
+    so a run takes a fraction of the seconds a new interpreter would."""
+
+    def run(module: Path, selection: str, **environ: str | None) -> pytest.RunResult:
+        for name, value in environ.items():
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        for name in (module.stem, f"tests.{module.stem}"):
+            monkeypatch.delitem(sys.modules, name, raising=False)
+        return pytester.runpytest_inprocess(str(module), "-q", "-p", "no:cacheprovider", "-k", selection)
+
+    return run
 
 
 @pytest.fixture

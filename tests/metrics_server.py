@@ -51,5 +51,6 @@ def serve(bodies: dict[str, str], token: str | None = None, context: ssl.SSLCont
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     if context:
         server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # Polled often, so a stop (a tenant going to sleep, a test's teardown) takes no half-second per server.
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     return Fake(server, server.server_address[1], seen, bodies)

@@ -44,21 +44,14 @@ def test_pip_and_pulumi_plugins_are_cached():
     assert "hashFiles('requirements.txt')" in plugins["with"]["key"]
 
 
-def test_the_pr_job_installs_prometheus_before_the_tests_which_fail_without_it_under_ci(tmp_path):
-    import os
-    import subprocess
-    import sys
-
+def test_the_pr_job_installs_prometheus_before_the_tests_which_fail_without_it_under_ci(tmp_path, fresh_pytest):
     runs = [step.get("run", "") for step in steps()]
     install = next(i for i, run in enumerate(runs) if "apt-get install" in run and " prometheus " in f"{run} ")
     assert install < next(i for i, run in enumerate(runs) if " test" in run and run.startswith("make "))
     # Without the binaries: skipped on a laptop, a failure where CI is set.
-    bare = {**os.environ, "PATH": str(tmp_path)}
-    bare.pop("CI", None)
-    module = str(ROOT / "tests" / "test_observability_prometheus.py")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", module, "-k", "promtool_refuses"]
-    laptop = subprocess.run(command, env=bare, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert laptop.returncode == 0 and "skipped" in laptop.stdout, laptop.stdout
-    ci = subprocess.run(command, env={**bare, "CI": "true"}, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert ci.returncode != 0, ci.stdout
-    assert "CI is set but these are not installed: prometheus, promtool, openssl" in ci.stdout, ci.stdout
+    module = ROOT / "tests" / "test_observability_prometheus.py"
+    laptop = fresh_pytest(module, "promtool_refuses", PATH=str(tmp_path), CI=None)
+    assert laptop.ret == 0 and laptop.parseoutcomes().get("skipped"), laptop.stdout.str()
+    ci = fresh_pytest(module, "promtool_refuses", PATH=str(tmp_path), CI="true")
+    assert ci.ret != 0, ci.stdout.str()
+    assert "CI is set but these are not installed: prometheus, promtool, openssl" in ci.stdout.str(), ci.stdout.str()

@@ -27,7 +27,9 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,8 @@ TENANTS = [tenant.name for tenant in LAB.tenants]
 VERSIONS = {tenant.name: tenant.kubernetes_version for tenant in LAB.tenants}
 WITH_QUOTA = {tenant.name for tenant in LAB.tenants if tenant.quotas}
 STARTUP_SECONDS = 60
+# Scrapes of every target before the tests query: a rate needs two samples; a third leaves one to spare.
+SCRAPES_BEFORE_TESTS = 3
 
 # Upstream facts (kubernetes-sigs/apiserver-network-proxy pkg/server/metrics/metrics.go@v0.33.0, DialFailureReason;
 # cmd/server/app/server.go@v0.33.0 and @v0.34.0: where /metrics is served).
@@ -264,8 +268,10 @@ def konnectivity_targets(fakes: dict[str, Fake], decoy: Fake) -> list[dict]:
 def prometheus(tmp_path_factory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("prometheus")
     fakes: dict[str, Fake] = {}
-    for tenant in TENANTS:
-        context = tenant_ca(root / "secrets" / tenant, tenant)
+    with ThreadPoolExecutor() as pool:  # each is openssl's RSA key generation: side by side
+        contexts = dict(zip(TENANTS, pool.map(lambda tenant: tenant_ca(root / "secrets" / tenant, tenant), TENANTS),
+                            strict=True))
+    for tenant, context in contexts.items():
         token = f"token-of-{tenant}"
         (root / "secrets" / tenant / "token").write_text(token)
         # The tenant's API server: both Services through its proxy.
@@ -321,19 +327,27 @@ def api(lab: Lab, path: str, **params: str) -> dict:
 
 
 def wait_for_scrapes(lab: Lab, process: subprocess.Popen, log: Path) -> None:
-    """Until every target is up and has been scraped a few times (rates need two samples)."""
+    """Until every target is up and has been scraped a few times (rates need two samples), and every rule group
+    has been evaluated since (an alert is pending only from the evaluation that first sees its series)."""
     deadline = time.monotonic() + STARTUP_SECONDS
+    scraped_by = None
     while time.monotonic() < deadline:
         assert process.poll() is None, f"prometheus exited: {log.read_text()[-2000:]}"
         try:
-            targets = api(lab, "/api/v1/targets")["activeTargets"]
-            if targets and all(t["health"] == "up" for t in targets):
-                time.sleep(4)
-                return
+            if scraped_by is None:
+                targets = api(lab, "/api/v1/targets")["activeTargets"]
+                scrapes = [float(r["value"][1]) for r in query(lab, "count_over_time(up[1m])")]
+                if (targets and all(t["health"] == "up" for t in targets) and len(scrapes) == len(targets)
+                        and min(scrapes) >= SCRAPES_BEFORE_TESTS):
+                    scraped_by = time.time()
+            else:
+                groups = api(lab, "/api/v1/rules")["groups"]
+                if all(datetime.fromisoformat(group["lastEvaluation"]).timestamp() > scraped_by for group in groups):
+                    return
         except OSError:
             pass
-        time.sleep(0.5)
-    raise AssertionError(f"targets not all up within {STARTUP_SECONDS}s: {log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"targets not all up and scraped within {STARTUP_SECONDS}s: {log.read_text()[-2000:]}")
 
 
 def query(lab: Lab, expr: str) -> list[dict]:

@@ -45,6 +45,8 @@ GPUS = 2
 SHARED = (1, 0)  # containers on each GPU: the second is free
 MIB = 1024 * 1024
 STARTUP_SECONDS = 60
+# Points of each series before the sleep: a rate needs two, so a stale rate would show; a third to spare.
+SCRAPES_BEFORE_SLEEP = 3
 
 
 def hami(tenant: str) -> str:
@@ -143,7 +145,7 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
         statuses[SLEEPER] = ("Sleeping", "false")
         lab.fakes["kamaji"].bodies["/metrics"] = kamaji(statuses)
         lab.slept_at = time.time()
-        time.sleep(4)  # a few failed scrapes: Prometheus marks the series stale
+        wait_until_stale(lab)
         yield lab
     finally:
         process.terminate()
@@ -163,14 +165,29 @@ def wait_until_scraped(lab: Lab, process: subprocess.Popen, log: Path) -> None:
         assert process.poll() is None, f"prometheus exited: {log.read_text()[-2000:]}"
         try:
             targets = api(lab, "/api/v1/targets")["activeTargets"]
-            scraped = [t for t in targets if t["lastScrape"] > "0001-01-02"]
-            if targets and len(scraped) == len(targets):
-                time.sleep(5)  # several points of each series before the sleep
+            counts = api(lab, "/api/v1/query", query="count_over_time(up[1m])")["result"]
+            scrapes = [float(r["value"][1]) for r in counts]
+            if targets and len(scrapes) == len(targets) and min(scrapes) >= SCRAPES_BEFORE_SLEEP:
                 return
         except OSError:
             pass
-        time.sleep(0.5)
+        time.sleep(0.1)
     raise AssertionError(f"not every target scraped within {STARTUP_SECONDS}s: {log.read_text()[-2000:]}")
+
+
+def wait_until_stale(lab: Lab) -> None:
+    """Until every target has been scraped since the sleeper's sources went away, and each of the sleeper's
+    scrapes failed: a failed scrape's commit carries the staleness markers of the series the target had
+    (prometheus/prometheus scrape/scrape.go@v2.42.0, scrapeAndReport), and `up` is written in that commit."""
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        scraped_at = api(lab, "/api/v1/query", query="timestamp(up)")["result"]
+        sleeper_up = api(lab, "/api/v1/query", query=f'up{{tenant="{SLEEPER}"}}')["result"]
+        if (scraped_at and all(float(r["value"][1]) > lab.slept_at for r in scraped_at)
+                and sleeper_up and all(float(r["value"][1]) == 0 for r in sleeper_up)):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not every target scraped again within {STARTUP_SECONDS}s of {SLEEPER}'s sleep")
 
 
 def as_grafana_runs(lab: Lab, target: dict, tenants: str) -> list[tuple[dict, float | None]]:

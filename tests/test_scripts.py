@@ -1925,12 +1925,28 @@ def test_the_lab_identity_is_128_random_bits_new_on_every_run(fakes):
     assert made[0].stdout != made[1].stdout
 
 
-def test_scripts_are_shellcheck_clean():
-    shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
-    if not shellcheck:
-        pytest.skip("shellcheck is not installed")
-    result = subprocess.run([shellcheck, "-x", *map(str, sorted(SCRIPTS.glob("*.sh")))], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+# `make lint` runs shellcheck (requirements.txt installs it; CI runs `make venv lint test`, which
+# tests/test_make_and_workflows.py checks), so running it again here only repeated those 20 s. What a test adds is
+# that lint leaves no script out (lib.sh among them: shellcheck follows `source` only into files it is given) and
+# fails on a finding.
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize("finding", [False, True], ids=["clean", "a-finding"])
+def test_make_lint_shellchecks_every_script_and_fails_on_a_finding(tmp_path, finding):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / ".requirements-installed").touch()  # newer than requirements.txt: make builds no venv
+    (venv / "bin" / "ruff").write_text("#!/bin/sh\n")
+    shellcheck = tmp_path / "shellcheck"
+    shellcheck.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp_path}/checked"\nexit {int(finding)}\n')
+    for tool in (venv / "bin" / "ruff", shellcheck):
+        tool.chmod(0o755)
+
+    lint = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "lint", f"VENV={venv}",
+                           f"SHELLCHECK={shellcheck}", "ACTIONLINT="], capture_output=True, text=True, check=False)
+
+    assert (lint.returncode != 0) == finding, lint.stdout + lint.stderr
+    checked = (tmp_path / "checked").read_text().splitlines()
+    assert sorted(checked) == sorted(str(path.relative_to(ROOT)) for path in SCRIPTS.glob("*.sh"))
 
 
 def test_release_object_adds_helm_ownership_to_existing_annotations():

@@ -7,7 +7,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -263,18 +262,16 @@ def test_make_restore_of_an_encrypted_file_asks_for_the_identity_before_any_venv
     assert not (tmp_path / "venv").exists() and "pulumi" not in done.stdout
 
 
-def test_ci_installs_age_before_the_tests_which_fail_without_it_under_ci(tmp_path):
+def test_ci_installs_age_before_the_tests_which_fail_without_it_under_ci(tmp_path, fresh_pytest):
     runs = [step.get("run", "") for step in workflow("ci.yml")["jobs"]["test"]["steps"]]
     install = next(i for i, run in enumerate(runs) if "apt-get install" in run and "age" in run.split())
     assert install < next(i for i, run in enumerate(runs) if " test" in run and run.startswith("make "))
     (apt,) = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if "apt-get install" in line]
     assert "age" in apt.split()
     # Without the binaries: skipped on a laptop, a failure where CI is set.
-    bare = {**os.environ, "PATH": str(tmp_path)}
-    bare.pop("CI", None)
-    module = str(ROOT / "tests" / "test_snapshot_encryption.py")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", module, "-k", "the_age_cli_decrypts"]
-    laptop = subprocess.run(command, env=bare, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert laptop.returncode == 0 and "skipped" in laptop.stdout, laptop.stdout
-    ci = subprocess.run(command, env={**bare, "CI": "true"}, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert ci.returncode != 0 and "CI is set but these are not installed: age, age-keygen" in ci.stdout, ci.stdout
+    module = ROOT / "tests" / "test_snapshot_encryption.py"
+    laptop = fresh_pytest(module, "the_age_cli_decrypts", PATH=str(tmp_path), CI=None)
+    assert laptop.ret == 0 and laptop.parseoutcomes().get("skipped"), laptop.stdout.str()
+    ci = fresh_pytest(module, "the_age_cli_decrypts", PATH=str(tmp_path), CI="true")
+    assert ci.ret != 0, ci.stdout.str()
+    assert "CI is set but these are not installed: age, age-keygen" in ci.stdout.str(), ci.stdout.str()

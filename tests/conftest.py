@@ -17,7 +17,7 @@ from tests.etcd_pods import stop_shared
 from tests.plan import dev_config, plan, sleeping_containers_lab, tenants
 from tests.real_etcd import SharedServers
 from tests.snapshot_etcd import seeded
-from tests.sshd import KUBEADM_EXECUTABLES, machine_fakes
+from tests.sshd import KUBEADM_EXECUTABLES, Sshd, machine_fakes, needs_sshd
 from tests.test_scripts import Fakes
 
 # The pytester fixture: tests that run pytest itself on a module (its module-level guards), in this process.
@@ -176,21 +176,26 @@ def other_tenant_ca(tmp_path_factory) -> str:
     return throwaway_ca(tmp_path_factory.mktemp("other-ca"), "other")
 
 
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """One loopback sshd per worker (tests/sshd.py); each test's machine points its sessions at its own fakes."""
+    needs_sshd()
+    server = Sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def machine(tmp_path):
+def machine(tmp_path, sshd):
     """A machine worker behind a loopback sshd (tests/sshd.py) whose shell and node tools are fakes."""
-    fakes = machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl"))
-    yield fakes
-    fakes.stop()
+    return machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl"), sshd)
 
 
 @pytest.fixture
-def probed(tmp_path):
+def probed(tmp_path, sshd):
     """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
-    fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
-                                     "nvidia-ctk", "sysctl", "crictl", *KUBEADM_EXECUTABLES))
-    yield fakes
-    fakes.stop()
+    return machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
+                                    "nvidia-ctk", "sysctl", "crictl", *KUBEADM_EXECUTABLES), sshd)
 
 
 @pytest.fixture(scope="session", autouse=True)

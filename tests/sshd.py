@@ -6,6 +6,10 @@ tests/fakebin shims first on the session's PATH, so every remote call is
 recorded (tool names prefixed "machine-") and answered from the test's rules,
 which reach the session through a file. The host side keeps its own fakes
 (`Fakes`), plus an `ssh` that records its command line before running the real one.
+
+A server (`Sshd`) is started once per worker and shared (conftest's `sshd`): each test's machine points
+its sessions at that test's own tools, rules and log. A test that stops or reconfigures its sshd starts
+one of its own (`machine_fakes` without a server).
 """
 
 from __future__ import annotations
@@ -39,12 +43,93 @@ def keygen(path: Path) -> tuple[str, str]:
     return path.read_text(), f"{public[0]} {public[1]}"
 
 
-class MachineFakes(Fakes):
-    """Host fakes plus a loopback sshd whose sessions find `remote_tools` as fakes."""
+def needs_sshd() -> None:
+    if not SSHD.exists() or not shutil.which("ssh-keygen"):
+        pytest.skip("needs Debian's openssh-server (.ci/run installs it)")
 
-    def __init__(self, tmp_path: Path, remote_tools: tuple[str, ...], wrap: tuple[str, ...] = ()):
+
+class Sshd:
+    """A real OpenSSH server on loopback, with its host key and the one client key it takes.
+
+    Which fake machine its sessions play is set by `serve`: sshd reads authorized_keys, and with it the
+    session's environment, at each login, so one server can play each test's machine in turn.
+    """
+
+    def __init__(self, directory: Path, wrap: tuple[str, ...] = ()):
         """`wrap`: a command line sshd runs under (it must exec sshd's), e.g. in a namespace of its own."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self.key_file = directory / "client"
+        self.private_key, self.client_public = keygen(self.key_file)
+        _, self.host_key = keygen(directory / "host")
+        self.authorized_keys = directory / "authorized_keys"
+        self.authorized_keys.write_text("")
+        self.port = free_port()
+        config = directory / "sshd_config"
+        config.write_text(
+            "\n".join([
+                f"Port {self.port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {directory / 'host'}",
+                f"AuthorizedKeysFile {self.authorized_keys}",
+                f"PidFile {directory / 'sshd.pid'}",
+                # OpenSSH 9.2 (Debian 12) offers sntrup761x25519 first (openssh-portable myproposal.h KEX_SERVER_KEX
+                # @V_9_2_P1), about half of each login's time here; the scripts ask for no key exchange of their own.
+                "KexAlgorithms curve25519-sha256",
+                "PubkeyAuthentication yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PermitRootLogin prohibit-password",
+                "PermitUserEnvironment yes",
+                "StrictModes no",
+                "UsePAM no",
+                "",
+            ])
+        )
+        # Its log ("Accepted publickey ..." per connection) goes to a file a test can read while it runs.
+        self.log = directory / "sshd.log"
+        self.process = subprocess.Popen([*wrap, str(SSHD), "-D", "-E", str(self.log), "-f", str(config)])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError as refused:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    said = self.log.read_text() if self.log.exists() else ""
+                    raise RuntimeError(f"sshd did not start: {said}") from refused
+                time.sleep(0.05)
+
+    def serve(self, environment: dict[str, str]) -> int:
+        """Sessions from the next login on get `environment`; returns where the log stands now (see `accepted`)."""
+        if self.process.poll() is not None:
+            raise RuntimeError("the shared sshd has stopped: a test that stops its machine's sshd needs one of its own")
+        options = ",".join(f'environment="{key}={value}"' for key, value in environment.items())
+        self.authorized_keys.write_text(f"{options} {self.client_public}\n")
+        return self.log.stat().st_size if self.log.exists() else 0
+
+    def accepted(self, since: int) -> int:
+        """How many connections the server accepted after the log stood at `since`."""
+        if not self.log.exists():
+            return 0
+        with self.log.open("rb") as log:
+            log.seek(since)
+            return log.read().decode(errors="replace").count("Accepted publickey")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+class MachineFakes(Fakes):
+    """Host fakes plus a machine behind a loopback sshd whose sessions find `remote_tools` as fakes.
+
+    Everything the machine's sessions see (tools, rules, call log, home) is this test's; only the server and its
+    keys may be shared, and `own` says whether this machine started its server (then `stop` stops it).
+    """
+
+    def __init__(self, tmp_path: Path, remote_tools: tuple[str, ...], server: Sshd, own: bool):
         super().__init__(tmp_path)
+        self.server, self.own = server, own
         self.rules_file = tmp_path / "rules.json"
         self.runtime = tmp_path / "runtime"
         self.runtime.mkdir()
@@ -57,50 +142,16 @@ class MachineFakes(Fakes):
         remote_bin.mkdir()
         write_shims(remote_bin, remote_tools, label=MACHINE)
 
-        self.private_key, client_public = keygen(tmp_path / "client")
-        _, self.host_key = keygen(tmp_path / "host")
+        self.private_key, self.host_key, self.port = server.private_key, server.host_key, server.port
+        self.key_file = server.key_file
         # The session's home is the test's: bash run by sshd sources ~/.bashrc, and this host user's
         # (e.g. a pyenv init that waits on a lock) is no part of the machine being played.
-        environment = {"PATH": f"{remote_bin}:/usr/local/bin:/usr/bin:/bin", "FAKE_LOG": str(self.log),
-                       "FAKE_RULES_FILE": str(self.rules_file), "HOME": str(self.home)}
-        options = ",".join(f'environment="{key}={value}"' for key, value in environment.items())
-        (tmp_path / "authorized_keys").write_text(f"{options} {client_public}\n")
-        self.port = free_port()
-        config = tmp_path / "sshd_config"
-        config.write_text(
-            "\n".join([
-                f"Port {self.port}",
-                "ListenAddress 127.0.0.1",
-                f"HostKey {tmp_path / 'host'}",
-                f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}",
-                f"PidFile {tmp_path / 'sshd.pid'}",
-                "PubkeyAuthentication yes",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "PermitRootLogin prohibit-password",
-                "PermitUserEnvironment yes",
-                "StrictModes no",
-                "UsePAM no",
-                "",
-            ])
-        )
-        # Its log ("Accepted publickey ..." per connection) goes to a file a test can read while it runs.
-        self.sshd_log = tmp_path / "sshd.log"
-        self.sshd = subprocess.Popen([*wrap, str(SSHD), "-D", "-E", str(self.sshd_log), "-f", str(config)])
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError as refused:
-                if self.sshd.poll() is not None or time.monotonic() > deadline:
-                    said = self.sshd_log.read_text() if self.sshd_log.exists() else ""
-                    raise RuntimeError(f"sshd did not start: {said}") from refused
-                time.sleep(0.05)
+        self.log_start = server.serve({"PATH": f"{remote_bin}:/usr/local/bin:/usr/bin:/bin", "FAKE_LOG": str(self.log),
+                                       "FAKE_RULES_FILE": str(self.rules_file), "HOME": str(self.home)})
 
     def connections(self) -> int:
-        """How many ssh connections the server accepted so far."""
-        return self.sshd_log.read_text().count("Accepted publickey") if self.sshd_log.exists() else 0
+        """How many ssh connections the server accepted since this machine was set up."""
+        return self.server.accepted(self.log_start)
 
     def ssh_runs(self) -> int:
         """How many times the scripts ran ssh (each logged command line starts with its options)."""
@@ -144,11 +195,15 @@ class MachineFakes(Fakes):
         return super().run(script, **{"XDG_RUNTIME_DIR": str(self.runtime), **env})
 
     def stop(self) -> None:
-        self.sshd.terminate()
-        self.sshd.wait(timeout=10)
+        """Stops the machine's sshd: only one it started, never the one other tests share."""
+        if not self.own:
+            raise RuntimeError("this machine's sshd is shared with other tests; only one of its own may be stopped")
+        self.server.stop()
 
 
-def machine_fakes(tmp_path: Path, remote_tools: tuple[str, ...], wrap: tuple[str, ...] = ()):
-    if not SSHD.exists() or not shutil.which("ssh-keygen"):
-        pytest.skip("needs Debian's openssh-server (.ci/run installs it)")
-    return MachineFakes(tmp_path, remote_tools, wrap)
+def machine_fakes(tmp_path: Path, remote_tools: tuple[str, ...], server: Sshd | None = None,
+                  wrap: tuple[str, ...] = ()) -> MachineFakes:
+    """A fake machine behind `server` (e.g. conftest's `sshd`), else behind an sshd of its own run under `wrap`."""
+    needs_sshd()
+    own = server is None
+    return MachineFakes(tmp_path, remote_tools, Sshd(tmp_path / "sshd", wrap) if own else server, own)

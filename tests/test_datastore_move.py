@@ -229,10 +229,8 @@ def test_a_kubelet_not_active_after_its_restart_fails_the_step(fakes):
 
 
 @pytest.fixture
-def machine(tmp_path):
-    fakes = machine_fakes(tmp_path, ("systemctl",))
-    yield fakes
-    fakes.stop()
+def machine(tmp_path, sshd):
+    return machine_fakes(tmp_path, ("systemctl",), sshd)
 
 
 def test_a_machines_kubelet_is_restarted_over_ssh(machine):

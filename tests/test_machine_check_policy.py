@@ -273,13 +273,12 @@ def test_kubeadms_executables_missing_refuse_or_warn_as_kubeadm_does(machine, mi
 
 
 @pytest.fixture
-def bare(tmp_path):
+def bare(tmp_path, sshd):
     """A machine whose PATH holds the node tools and, of kubeadm's executables, only what the test host has."""
     from tests.sshd import machine_fakes
 
-    fakes = machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "sysctl", "crictl"))
-    yield fakes
-    fakes.stop()
+    return machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "sysctl", "crictl"),
+                         sshd)
 
 
 def test_the_probe_names_each_executable_kubeadm_looks_for_that_the_machine_lacks(bare):

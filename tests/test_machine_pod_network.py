@@ -41,10 +41,8 @@ RESTART = r"delete pod"
 
 
 @pytest.fixture
-def machine(tmp_path):
-    fakes = machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl", "ip"))
-    yield fakes
-    fakes.stop()
+def machine(tmp_path, sshd):
+    return machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl", "ip"), sshd)
 
 
 def fresh(machine, ca_pem: str, seen: str = " "):

@@ -264,11 +264,9 @@ def test_a_machine_whose_reset_could_not_be_decided_is_left_as_it_is(machine, te
 
 
 @pytest.fixture
-def looked_at(tmp_path):
+def looked_at(tmp_path, sshd):
     """The join's look at the machine runs in its real shell; the node tools it asks are fakes."""
-    fakes = machine_fakes(tmp_path, ("kubectl", "systemctl", "crictl", "ip", "timeout"))
-    yield fakes
-    fakes.stop()
+    return machine_fakes(tmp_path, ("kubectl", "systemctl", "crictl", "ip", "timeout"), sshd)
 
 
 def test_the_look_at_the_machine_sees_a_kubelet_that_kubeadm_did_not_set_up(looked_at, tenant_ca):
@@ -339,7 +337,7 @@ def test_a_machine_behind_a_bastion_is_reached_through_it(machine, tenant_ca, tm
     bastion_known = tmp_path / "bastion_known_hosts"
     bastion_known.write_text(f"[127.0.0.1]:{machine.port} {machine.host_key}\n")
     user_config = (f"Host bastion\n  HostName 127.0.0.1\n  Port {machine.port}\n  User {getpass.getuser()}\n"
-                   f"  IdentityFile {tmp_path / 'client'}\n  UserKnownHostsFile {bastion_known}\n"
+                   f"  IdentityFile {machine.key_file}\n  UserKnownHostsFile {bastion_known}\n"
                    "  StrictHostKeyChecking yes\n  BatchMode yes\n")
     if configured == "ssh-config":
         user_config = "Host 127.0.0.1\n  ProxyJump bastion\n" + user_config
@@ -412,11 +410,19 @@ def test_leaving_does_not_reset_a_machine_that_already_joined_another_tenant(mac
     assert "not bound to this tenant (10.0.0.9:6443" in result.stderr
 
 
-def test_leaving_an_unreachable_machine_warns_and_lets_destroy_go_on(machine, tenant_ca):
-    tenant_api(machine, tenant_ca)
-    machine.stop()
+@pytest.fixture
+def stoppable(tmp_path):
+    """A machine behind an sshd of its own, for a test that stops it."""
+    fakes = machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl"))
+    yield fakes
+    fakes.stop()
 
-    result = leave(machine)
+
+def test_leaving_an_unreachable_machine_warns_and_lets_destroy_go_on(stoppable, tenant_ca):
+    tenant_api(stoppable, tenant_ca)
+    stoppable.stop()
+
+    result = leave(stoppable)
 
     assert result.returncode == 0, result.stderr
     assert "machine m1 is unreachable over ssh" in result.stderr

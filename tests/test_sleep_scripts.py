@@ -98,10 +98,8 @@ def test_an_unknown_state_is_refused_before_anything_runs(fakes, state):
 
 
 @pytest.fixture
-def machine(tmp_path):
-    fakes = machine_fakes(tmp_path, ("systemctl",))
-    yield fakes
-    fakes.stop()
+def machine(tmp_path, sshd):
+    return machine_fakes(tmp_path, ("systemctl",), sshd)
 
 
 @pytest.mark.parametrize(("state", "verb"), [("asleep", "stop"), ("awake", "start")])

@@ -1,10 +1,12 @@
 """Plans of the dev stack, made once per test session (tests only read them)."""
 
+import fcntl
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,8 +193,32 @@ def machine(tmp_path, sshd):
     return machine_fakes(tmp_path, ("sh", "timeout", "kubectl", "modprobe", "systemctl"), sshd)
 
 
+class HostPort10250:
+    """The real host's port 10250, which the machine check's probe reads (/proc/net/tcp): probes hold it shared, and
+    a test that listens on it takes it alone, so a probe on another worker never sees that test's listener."""
+
+    LOCK = Path(tempfile.gettempdir()) / "kamaji-hami-lab-tests-port-10250.lock"
+
+    def __init__(self) -> None:
+        self.file = self.LOCK.open("a")
+        fcntl.flock(self.file, fcntl.LOCK_SH)
+
+    def take(self) -> None:
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        self.file.close()  # drops the lock
+
+
 @pytest.fixture
-def probed(tmp_path, sshd):
+def host_port_10250():
+    port = HostPort10250()
+    yield port
+    port.release()
+
+
+@pytest.fixture
+def probed(tmp_path, sshd, host_port_10250):
     """The machine check's probe runs in the machine's real shell; only the node tools are fakes."""
     return machine_fakes(tmp_path, ("kubeadm", "kubelet", "kubectl", "systemctl", "containerd", "nvidia-smi",
                                     "nvidia-ctk", "sysctl", "crictl", *KUBEADM_EXECUTABLES), sshd)

@@ -308,7 +308,8 @@ def test_port_10250_taken_by_anything_but_a_kubelet_is_refused(machine, kubelet_
     assert any(e.startswith("port 10250, the kubelet's, is in use") for e in errors(result)) == refused
 
 
-def test_the_probe_sees_a_listener_on_port_10250(probed):
+def test_the_probe_sees_a_listener_on_port_10250(probed, host_port_10250):
+    host_port_10250.take()  # no other worker's probe runs while this listens
     ready_tools(probed).on("machine-systemctl", "is-active kubelet", reply("inactive\n", exit=3))
     listener = socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET)
     try:

@@ -1294,7 +1294,7 @@ def test_join_worker_deletes_cluster_info_again_while_kamaji_writes_the_old_addr
              'configmap "cluster-info" deleted\n')
     joinable_worker(fakes, tenant_ca)
 
-    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1", CLUSTER_INFO_TIMEOUT="2")
+    result = fakes.run("join-worker.sh", KUBECONFIG_DATA=TENANT_KUBECONFIG, NODE="w1")
 
     assert result.returncode == 0, result.stderr
     assert len(fakes.calls("kubectl", "delete configmap cluster-info")) == 2

@@ -86,6 +86,7 @@ def test_a_half_copied_target_is_cleaned_on_undo_and_the_source_left_whole(store
     ids=["spec-and-status-differ", "kamaji-says-migrating", "migrate-job-active"],
 )
 def test_nothing_is_deleted_while_the_tenant_moves(stores, state, why):
+    state = dict(state)  # the parameter itself serves every run of the test in this process (mutmut's are several)
     kamaji_sets_up(stores.dedicated, "tenant-a")
     kamaji_migrate(stores.shared, stores.dedicated, A)
     if state.pop("job", False):

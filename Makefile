@@ -60,15 +60,16 @@ lint: venv ## ruff, shellcheck on scripts/*.sh and actionlint on the workflows (
 
 # mutmut lives in requirements-dev.txt: CI never installs it.
 DEV_INSTALLED := $(VENV)/.requirements-dev-installed
-# mutmut's mutant-name globs, e.g. MUTANTS='validation.checks.*'; empty means all of components/ and validation/.
+# mutmut's mutant-name globs, e.g. MUTANTS='validation.checks.*'; empty means all of components/, validation/ and scripts/.
 MUTANTS ?=
 
 $(DEV_INSTALLED): requirements-dev.txt $(INSTALLED)
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-mutants: $(DEV_INSTALLED) ## mutation testing, slow, not in CI: mutmut over components/ and validation/, then tests/mutants.py
-	$(VENV)/bin/mutmut run $(MUTANTS)
+mutants: $(DEV_INSTALLED) ## mutation testing, slow, not in CI: mutmut over components/, validation/ and scripts/*.py, then tests/mutants.py
+	# The venv first on PATH: the scripts run scripts/*.py with python3, and a mutated one imports mutmut.
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/mutmut run $(MUTANTS)
 	$(VENV)/bin/mutmut results
 	$(PY) tests/mutation_score.py
 	$(PY) tests/mutants.py

@@ -11,9 +11,10 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
 def script_module(name: str) -> ModuleType:
-    """scripts/<name>.py, registered in sys.modules as `import` would (its dataclasses need that)."""
+    """scripts/<name>.py, registered in sys.modules as `import` would (its dataclasses need that). Its module is
+    named scripts.<name>, as `make mutants` names the mutants of scripts/ (mutmut activates a mutant by its module)."""
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-        module = sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec = importlib.util.spec_from_file_location(f"scripts.{name}", SCRIPTS / f"{name}.py")
+        module = sys.modules[name] = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     return sys.modules[name]

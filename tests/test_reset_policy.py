@@ -106,6 +106,34 @@ def test_which_machines_a_join_may_reset(machine, adopt, action, says):
     assert [part for part in says if part not in decision.reason] == []
 
 
+# What a refusal tells the user, whole: why the machine is not provably the lab's and how to allow the reset.
+REFUSALS = {
+    "ours-bound-elsewhere":
+        f"{NODE} carries this lab's mark (tenant tenant-b, bound to {MARKED}), but its kubelet is now bound to "
+        f"{FOREIGN}, which this lab never joined it to (reset by hand and joined elsewhere?); a reset would take it "
+        "from that cluster. If it may be wiped, set adopt: true on it",
+    "older-mark":
+        f"{NODE} carries the mark of an earlier kamaji-hami-lab (lab={LAB_ID}), which named a lab only by project, "
+        "stack and cluster name: two clones with default names would take each other's machines. Marks now hold a "
+        "random identity kept in this stack's state, which this mark lacks, so the lab cannot tell it is its own. "
+        f"Found: {KUBELET_CONF}, {ETCD}. If this machine is this lab's, set adopt: true on it for one pulumi up: the "
+        "join then resets it and marks it as this stack's",
+    "signs-no-mark":
+        f"{NODE} holds Kubernetes state that is not this lab's, and a reset would delete it: found {KUBELET_CONF}, "
+        f"{ETCD}; bound to {FOREIGN}; lab mark:   (this lab is {LAB_ID} {IDENTITY}). Check the machine's address; if "
+        "it may be wiped, set adopt: true on it",
+}
+
+
+@pytest.mark.parametrize("row", REFUSALS)
+def test_a_refusal_says_in_full_why_and_how_to_allow_the_reset(row):
+    machine, adopt, _, _ = TABLE[row]
+
+    decision = reset_policy.decide(machine, ThisJoin(NODE, LAB_ID, IDENTITY, THIS, adopt))
+
+    assert (decision.action, decision.reason) == ("refuse", REFUSALS[row])
+
+
 def test_a_decision_names_the_node_it_is_about():
     for machine, adopt, _, _ in TABLE.values():
         reason = reset_policy.decide(machine, ThisJoin("gpu-box-7", LAB_ID, IDENTITY, THIS, adopt)).reason
@@ -142,6 +170,14 @@ def test_a_field_the_mark_holds_twice_counts_once_and_other_lines_not_at_all():
               "Welcome to the machine\nfound=/etc/kubernetes/admin.conf\n")
 
     assert reset_policy.parse_state(output) == MachineState(True, {"lab": "first"}, ("/etc/kubernetes/admin.conf",))
+
+
+def test_a_line_is_split_at_its_first_equals_sign_so_a_value_may_hold_one():
+    # The mark is a file on someone's machine, and a sign is whatever the look at it printed.
+    output = "mark=present\nmark_tenant=team=gpu\nfound=kubelet --config=/var/lib/kubelet/config.yaml\n"
+
+    assert reset_policy.parse_state(output) == MachineState(
+        True, {"tenant": "team=gpu"}, ("kubelet --config=/var/lib/kubelet/config.yaml",))
 
 
 @pytest.mark.parametrize("line", ["mark=present ", " mark=present", "mark=presently", "mark=absent", "mark=present\r"])

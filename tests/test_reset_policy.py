@@ -6,6 +6,7 @@ How join-worker.sh reads a machine over ssh and acts on the decision: tests/test
 from __future__ import annotations
 
 import ast
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -206,6 +207,24 @@ def test_the_command_prints_the_decision_then_its_reason_and_only_true_adopts(ad
     assert len(done.stdout.splitlines()) == 1
 
 
+# (what the machine printed, its kubelet's binding now): a machine that is not the lab's, and the lab's own one
+# bound to the tenant this join binds it to.
+COMMAND_CASES = {
+    "not-the-labs": (f"found={KUBELET_CONF}\n", FOREIGN),
+    "ours-bound-to-this-tenant": (f"mark=present\nmark_lab={LAB_ID}\nmark_id={IDENTITY}\nmark_binding={MARKED}\n"
+                                  f"found={KUBELET_CONF}\n", THIS),
+}
+
+
+@pytest.mark.parametrize(("printed_state", "bound_now"), COMMAND_CASES.values(), ids=COMMAND_CASES.keys())
+def test_the_command_prints_the_decision_the_policy_makes_on_its_arguments(printed_state, bound_now):
+    done = decide_as_join_worker_does(*JOIN_ARGS, "--bound-now", bound_now, stdin=printed_state)
+
+    decision = reset_policy.decide(reset_policy.parse_state(printed_state, bound_now),
+                                   ThisJoin(NODE, LAB_ID, IDENTITY, THIS))
+    assert done.stdout == f"{decision.action} {decision.reason}\n"
+
+
 def test_the_command_reads_the_binding_of_the_kubelet_now_from_its_argument():
     state = f"mark=present\nmark_lab={LAB_ID}\nmark_id={IDENTITY}\nmark_binding={MARKED}\nfound={KUBELET_CONF}\n"
 
@@ -229,7 +248,41 @@ def test_an_empty_identity_is_refused_as_it_would_match_every_mark_without_one()
                                       stdin="mark=present\nfound=/etc/kubernetes/kubelet.conf\n")
 
     assert done.returncode == 2 and done.stdout == ""
-    assert "--identity is empty" in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "reset_policy.py: error: --identity is empty: an empty identity would match every mark without one")
+
+
+def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """The command in this process, on a machine that printed nothing: (exit status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    monkeypatch.setenv("COLUMNS", "120")  # argparse wraps its help to the terminal
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT)])
+    try:
+        code = reset_policy.main(list(args))
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("option", ["--node", "--lab-id", "--identity", "--binding"])
+def test_each_thing_the_join_must_say_is_a_required_option(monkeypatch, capsys, option):
+    pairs = zip(JOIN_ARGS[::2], JOIN_ARGS[1::2], strict=True)
+    args = [arg for name, value in pairs if name != option for arg in (name, value)]
+
+    code, out, err = run_main(monkeypatch, capsys, *args)
+
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == f"reset_policy.py: error: the following arguments are required: {option}"
+
+
+def test_the_help_is_the_scripts_description_as_written_and_says_what_adopt_takes(monkeypatch, capsys):
+    code, out, _ = run_main(monkeypatch, capsys, "--help")
+
+    assert code == 0
+    assert reset_policy.__doc__.strip() in out  # line by line, as written: stdin, argv and stdout
+    (adopt,) = [line.split(None, 2) for line in out.splitlines() if line.lstrip().startswith("--adopt")]
+    assert adopt == ["--adopt", "ADOPT", "true lets a join reset what is not provably the lab's"]
 
 
 def test_the_policy_needs_only_the_standard_library():

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.script_module import script_module
 
 preflight = script_module("preflight")
@@ -125,6 +127,11 @@ def run_preflight(host, capsys, *args):
     return code, capsys.readouterr().out
 
 
+def only_error(problem: str, fix: str) -> str:
+    """What the preflight prints, whole, for a host whose one problem is this error."""
+    return f"ERROR   {problem}\n        fix: {fix}\npreflight: 1 error(s), 0 warning(s)\n"
+
+
 def test_a_tuned_host_passes(tmp_path, capsys):
     host, docker_calls = make_host(tmp_path)
 
@@ -215,11 +222,11 @@ def test_missing_openssl_is_an_error(tmp_path, capsys):
 def test_docker_desktop_is_an_error_explaining_the_unreachable_addresses(tmp_path, capsys):
     host, _ = make_host(tmp_path, docker=(0, "Docker Desktop"))
 
-    code, out = run_preflight(host, capsys)
-
-    assert code == 1
-    assert "Docker Desktop" in out and "MetalLB" in out and "unreachable" in out
-    assert "docker context use default" in out
+    assert run_preflight(host, capsys) == (1, only_error(
+        "docker talks to Docker Desktop, which runs containers in a VM: the tenant API servers' MetalLB addresses on "
+        "the lab's docker network kamaji-hami-lab would be unreachable from this host",
+        "use Docker Engine on Linux (https://docs.docker.com/engine/install/); if it is installed next to Docker "
+        "Desktop, switch to it with: docker context use default"))
 
 
 def test_missing_tools_say_what_to_install_and_skip_the_daemon_check(tmp_path, capsys):
@@ -233,13 +240,15 @@ def test_missing_tools_say_what_to_install_and_skip_the_daemon_check(tmp_path, c
     assert docker_calls == []
 
 
-def test_unreachable_docker_daemon_is_an_error(tmp_path, capsys):
-    host, _ = make_host(tmp_path, docker=DOCKER_DOWN)
+# What docker said; a docker that failed without a word is said to have given no answer.
+@pytest.mark.parametrize(("docker", "said"), [(DOCKER_DOWN, DOCKER_DOWN[1]), ((1, ""), "no answer")])
+def test_unreachable_docker_daemon_is_an_error(tmp_path, capsys, docker, said):
+    host, _ = make_host(tmp_path, docker=docker)
 
-    code, out = run_preflight(host, capsys)
-
-    assert code == 1
-    assert "Cannot connect to the Docker daemon" in out and "sudo systemctl start docker" in out
+    assert run_preflight(host, capsys) == (1, only_error(
+        f"the Docker daemon is not reachable: {said}",
+        "start it (sudo systemctl start docker) and let your user use it (sudo usermod -aG docker $USER, then log in "
+        "again)"))
 
 
 def test_tools_mode_checks_only_the_named_programs(tmp_path, capsys):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.test_preflight import DOCKER_DOWN, make_host, preflight, run_preflight
+from tests.test_preflight import DOCKER_DOWN, make_host, only_error, preflight, run_preflight
 
 
 def test_a_local_root_engine_on_overlay2_passes(tmp_path, capsys):
@@ -25,22 +25,33 @@ def test_rootless_docker_is_refused_with_the_reason(tmp_path, capsys):
         context="unix:///run/user/1000/docker.sock",
     )
 
-    code, out = run_preflight(host, capsys)
+    assert run_preflight(host, capsys) == (1, only_error(
+        "Docker runs rootless: its networks live in a user namespace, so the tenant API servers' MetalLB addresses "
+        "are unreachable from the host (moby/moby#43625)",
+        "use the root Docker daemon: docker context use default (or install Docker Engine: "
+        "https://docs.docker.com/engine/install/)"))
 
-    assert code == 1
-    assert "ERROR   Docker runs rootless" in out and "unreachable from the host" in out
-    assert "docker context use default" in out
 
-
-@pytest.mark.parametrize("docker_host", ["tcp://10.0.0.5:2376", "ssh://me@build-box"])
+# Without a scheme, docker reads DOCKER_HOST as a TCP address (docker/cli opts/hosts.go@v29.7.2,
+# parseDockerDaemonHost).
+@pytest.mark.parametrize("docker_host", ["tcp://10.0.0.5:2376", "ssh://me@build-box", "10.0.0.5:2376"])
 def test_a_remote_docker_host_is_refused(tmp_path, capsys, docker_host):
     host, _ = make_host(tmp_path, env={"DOCKER_HOST": docker_host})
 
-    code, out = run_preflight(host, capsys)
+    assert run_preflight(host, capsys) == (1, only_error(
+        f"docker talks to a remote daemon ({docker_host}): the lab's docker network kamaji-hami-lab and its MetalLB "
+        "addresses (the tenant API servers) would be on that machine, out of this host's reach",
+        "run the lab on the Docker host itself: unset DOCKER_HOST, or docker context use default"))
 
-    assert code == 1
-    assert f"remote daemon ({docker_host})" in out and "out of this host's reach" in out
-    assert "unset DOCKER_HOST" in out
+
+def test_a_docker_without_contexts_talks_to_its_local_daemon(tmp_path, capsys):
+    # A docker CLI older than 19.03 has no contexts; with no DOCKER_HOST it uses the local socket.
+    host, _ = make_host(tmp_path)
+    answers = host.run
+    host = dataclasses.replace(host, run=lambda argv: (1, "docker: 'context' is not a docker command.")
+                               if argv[1] == "context" else answers(argv))
+
+    assert run_preflight(host, capsys) == (0, "preflight: all good\n")
 
 
 def test_a_remote_docker_context_is_refused(tmp_path, capsys):
@@ -52,7 +63,10 @@ def test_a_remote_docker_context_is_refused(tmp_path, capsys):
     assert "remote daemon (ssh://me@build-box)" in out
 
 
-@pytest.mark.parametrize("docker_host", ["unix:///var/run/docker.sock", "tcp://127.0.0.1:2375", "tcp://localhost:2375"])
+# An ssh URL's host is what follows its last "@", as Go's net/url reads the URL docker/cli's ssh helper parses
+# (docker/cli cli/connhelper/ssh/ssh.go@v29.7.2, ParseURL; golang/go src/net/url/url.go, parseAuthority).
+@pytest.mark.parametrize("docker_host", ["unix:///var/run/docker.sock", "tcp://127.0.0.1:2375", "tcp://localhost:2375",
+                                         "tcp://[::1]:2375", "ssh://me@localhost", "ssh://me@example.org@localhost"])
 def test_a_local_daemon_over_any_transport_passes(tmp_path, capsys, docker_host):
     host, _ = make_host(tmp_path, env={"DOCKER_HOST": docker_host})
 
@@ -60,18 +74,21 @@ def test_a_local_daemon_over_any_transport_passes(tmp_path, capsys, docker_host)
 
 
 @pytest.mark.parametrize(
-    ("driver", "backing"),
+    ("driver", "status", "stores_on"),
     # kubernetes-sigs/kind pkg/cluster/internal/providers/docker/util.go (mountDevMapper): these get /dev/mapper.
-    [("btrfs", None), ("zfs", None), ("devicemapper", None), ("overlay2", "xfs"), ("overlay2", "btrfs")],
+    # Only overlay2 names a backing filesystem in its status; btrfs and zfs name none (moby/moby
+    # daemon/graphdriver/{overlay2/overlay.go,btrfs/btrfs.go,zfs/zfs.go}@v28.5.2, Status).
+    [("btrfs", [["Btrfs", ""]], "btrfs"), ("zfs", [["Zpool", "tank"]], "zfs"), ("devicemapper", [], "devicemapper"),
+     ("overlay2", [["Backing Filesystem", "xfs"]], "overlay2 over xfs"),
+     ("overlay2", [["Backing Filesystem", "btrfs"]], "overlay2 over btrfs")],
 )
-def test_hosts_where_kind_mounts_dev_mapper_are_refused(tmp_path, capsys, driver, backing):
-    status = [["Backing Filesystem", backing]] if backing else []
+def test_hosts_where_kind_mounts_dev_mapper_are_refused(tmp_path, capsys, driver, status, stores_on):
     host, _ = make_host(tmp_path, info={"Driver": driver, "DriverStatus": status})
 
-    code, out = run_preflight(host, capsys)
-
-    assert code == 1
-    assert f"Docker stores containers on {driver}" in out and "/dev/mapper" in out
+    assert run_preflight(host, capsys) == (1, only_error(
+        f"Docker stores containers on {stores_on}; kind mounts /dev/mapper into nodes on such hosts so the kubelet "
+        "finds its disk, and the lab's workers do not",
+        "use a Docker host whose storage driver is overlay2 on ext4 (docker info -f '{{.Driver}}')"))
 
 
 @pytest.mark.parametrize("variable", ["HTTPS_PROXY", "http_proxy"])

@@ -6,6 +6,7 @@ How join-worker.sh reads a machine over ssh and acts on the decision: tests/test
 from __future__ import annotations
 
 import ast
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -106,6 +107,34 @@ def test_which_machines_a_join_may_reset(machine, adopt, action, says):
     assert [part for part in says if part not in decision.reason] == []
 
 
+# What a refusal tells the user, whole: why the machine is not provably the lab's and how to allow the reset.
+REFUSALS = {
+    "ours-bound-elsewhere":
+        f"{NODE} carries this lab's mark (tenant tenant-b, bound to {MARKED}), but its kubelet is now bound to "
+        f"{FOREIGN}, which this lab never joined it to (reset by hand and joined elsewhere?); a reset would take it "
+        "from that cluster. If it may be wiped, set adopt: true on it",
+    "older-mark":
+        f"{NODE} carries the mark of an earlier kamaji-hami-lab (lab={LAB_ID}), which named a lab only by project, "
+        "stack and cluster name: two clones with default names would take each other's machines. Marks now hold a "
+        "random identity kept in this stack's state, which this mark lacks, so the lab cannot tell it is its own. "
+        f"Found: {KUBELET_CONF}, {ETCD}. If this machine is this lab's, set adopt: true on it for one pulumi up: the "
+        "join then resets it and marks it as this stack's",
+    "signs-no-mark":
+        f"{NODE} holds Kubernetes state that is not this lab's, and a reset would delete it: found {KUBELET_CONF}, "
+        f"{ETCD}; bound to {FOREIGN}; lab mark:   (this lab is {LAB_ID} {IDENTITY}). Check the machine's address; if "
+        "it may be wiped, set adopt: true on it",
+}
+
+
+@pytest.mark.parametrize("row", REFUSALS)
+def test_a_refusal_says_in_full_why_and_how_to_allow_the_reset(row):
+    machine, adopt, _, _ = TABLE[row]
+
+    decision = reset_policy.decide(machine, ThisJoin(NODE, LAB_ID, IDENTITY, THIS, adopt))
+
+    assert (decision.action, decision.reason) == ("refuse", REFUSALS[row])
+
+
 def test_a_decision_names_the_node_it_is_about():
     for machine, adopt, _, _ in TABLE.values():
         reason = reset_policy.decide(machine, ThisJoin("gpu-box-7", LAB_ID, IDENTITY, THIS, adopt)).reason
@@ -144,6 +173,14 @@ def test_a_field_the_mark_holds_twice_counts_once_and_other_lines_not_at_all():
     assert reset_policy.parse_state(output) == MachineState(True, {"lab": "first"}, ("/etc/kubernetes/admin.conf",))
 
 
+def test_a_line_is_split_at_its_first_equals_sign_so_a_value_may_hold_one():
+    # The mark is a file on someone's machine, and a sign is whatever the look at it printed.
+    output = "mark=present\nmark_tenant=team=gpu\nfound=kubelet --config=/var/lib/kubelet/config.yaml\n"
+
+    assert reset_policy.parse_state(output) == MachineState(
+        True, {"tenant": "team=gpu"}, ("kubelet --config=/var/lib/kubelet/config.yaml",))
+
+
 @pytest.mark.parametrize("line", ["mark=present ", " mark=present", "mark=presently", "mark=absent", "mark=present\r"])
 def test_only_the_whole_line_says_the_machine_is_marked(line):
     assert reset_policy.parse_state(f"{line}\nmark_id={IDENTITY}\n").marked is False
@@ -170,6 +207,24 @@ def test_the_command_prints_the_decision_then_its_reason_and_only_true_adopts(ad
     assert len(done.stdout.splitlines()) == 1
 
 
+# (what the machine printed, its kubelet's binding now): a machine that is not the lab's, and the lab's own one
+# bound to the tenant this join binds it to.
+COMMAND_CASES = {
+    "not-the-labs": (f"found={KUBELET_CONF}\n", FOREIGN),
+    "ours-bound-to-this-tenant": (f"mark=present\nmark_lab={LAB_ID}\nmark_id={IDENTITY}\nmark_binding={MARKED}\n"
+                                  f"found={KUBELET_CONF}\n", THIS),
+}
+
+
+@pytest.mark.parametrize(("printed_state", "bound_now"), COMMAND_CASES.values(), ids=COMMAND_CASES.keys())
+def test_the_command_prints_the_decision_the_policy_makes_on_its_arguments(printed_state, bound_now):
+    done = decide_as_join_worker_does(*JOIN_ARGS, "--bound-now", bound_now, stdin=printed_state)
+
+    decision = reset_policy.decide(reset_policy.parse_state(printed_state, bound_now),
+                                   ThisJoin(NODE, LAB_ID, IDENTITY, THIS))
+    assert done.stdout == f"{decision.action} {decision.reason}\n"
+
+
 def test_the_command_reads_the_binding_of_the_kubelet_now_from_its_argument():
     state = f"mark=present\nmark_lab={LAB_ID}\nmark_id={IDENTITY}\nmark_binding={MARKED}\nfound={KUBELET_CONF}\n"
 
@@ -193,7 +248,41 @@ def test_an_empty_identity_is_refused_as_it_would_match_every_mark_without_one()
                                       stdin="mark=present\nfound=/etc/kubernetes/kubelet.conf\n")
 
     assert done.returncode == 2 and done.stdout == ""
-    assert "--identity is empty" in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "reset_policy.py: error: --identity is empty: an empty identity would match every mark without one")
+
+
+def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """The command in this process, on a machine that printed nothing: (exit status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    monkeypatch.setenv("COLUMNS", "120")  # argparse wraps its help to the terminal
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT)])
+    try:
+        code = reset_policy.main(list(args))
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("option", ["--node", "--lab-id", "--identity", "--binding"])
+def test_each_thing_the_join_must_say_is_a_required_option(monkeypatch, capsys, option):
+    pairs = zip(JOIN_ARGS[::2], JOIN_ARGS[1::2], strict=True)
+    args = [arg for name, value in pairs if name != option for arg in (name, value)]
+
+    code, out, err = run_main(monkeypatch, capsys, *args)
+
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == f"reset_policy.py: error: the following arguments are required: {option}"
+
+
+def test_the_help_is_the_scripts_description_as_written_and_says_what_adopt_takes(monkeypatch, capsys):
+    code, out, _ = run_main(monkeypatch, capsys, "--help")
+
+    assert code == 0
+    assert reset_policy.__doc__.strip() in out  # line by line, as written: stdin, argv and stdout
+    (adopt,) = [line.split(None, 2) for line in out.splitlines() if line.lstrip().startswith("--adopt")]
+    assert adopt == ["--adopt", "ADOPT", "true lets a join reset what is not provably the lab's"]
 
 
 def test_the_policy_needs_only_the_standard_library():

@@ -257,7 +257,10 @@ def docker_endpoint(host: Host) -> str:
 
 
 def _is_remote(endpoint: str) -> bool:
-    scheme, _, rest = endpoint.partition("://")
+    scheme, separator, rest = endpoint.partition("://")
+    # Without a scheme, docker reads it as tcp:// (docker/cli opts/hosts.go@v29.7.2, parseDockerDaemonHost).
+    if endpoint and not separator:
+        scheme, rest = "tcp", endpoint
     if scheme in ("", "unix"):
         return False
     address = rest.rsplit("@", 1)[-1]  # ssh://user@host

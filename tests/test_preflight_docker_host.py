@@ -66,7 +66,8 @@ def test_a_remote_docker_context_is_refused(tmp_path, capsys):
 # An ssh URL's host is what follows its last "@", as Go's net/url reads the URL docker/cli's ssh helper parses
 # (docker/cli cli/connhelper/ssh/ssh.go@v29.7.2, ParseURL; golang/go src/net/url/url.go, parseAuthority).
 @pytest.mark.parametrize("docker_host", ["unix:///var/run/docker.sock", "tcp://127.0.0.1:2375", "tcp://localhost:2375",
-                                         "tcp://[::1]:2375", "ssh://me@localhost", "ssh://me@example.org@localhost"])
+                                         "tcp://[::1]:2375", "ssh://me@localhost", "ssh://me@example.org@localhost",
+                                         "localhost:2375", "127.0.0.1:2375"])
 def test_a_local_daemon_over_any_transport_passes(tmp_path, capsys, docker_host):
     host, _ = make_host(tmp_path, env={"DOCKER_HOST": docker_host})
 

@@ -200,4 +200,5 @@ def test_without_the_management_cluster_a_sleeping_tenant_s_state_and_datastore_
     fake = fake_with()
     fake.unreachable.add("management")
     _, text, _ = run(tmp_path, fake=fake)
-    assert under_header(text) == "  control plane unknown; holds address 172.30.149.40, 1 stopped worker, 2 mock GPUs (45 GiB)"
+    holds = "holds address 172.30.149.40, 1 stopped worker, 2 mock GPUs (45 GiB)"
+    assert under_header(text) == f"  control plane unknown; {holds}"

@@ -382,6 +382,15 @@ def test_a_token_answer_without_a_token_or_ca_is_refused(answer):
         observability_values.token_secret_data(answer)
 
 
+@pytest.mark.parametrize(("answer", "lacking"), [
+    ("{}", "token"), ('{"token": "", "ca.crt": "Q0E="}', "token"), ('{"token": "dG9rZW4="}', "ca.crt"),
+])
+def test_a_refused_token_answer_names_the_key_it_lacks(answer, lacking):
+    with pytest.raises(ValueError) as refused:
+        observability_values.token_secret_data(answer)
+    assert str(refused.value) == f"the tenant's token Secret has no {lacking}"
+
+
 def test_machine_workers_get_the_same_reader_and_job(machine_plan):
     lab = machine_plan("mock", False)
     assert [r.name for r in lab.registrations if r.type == "kubernetes:rbac.authorization.k8s.io/v1:Role"

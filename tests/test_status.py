@@ -946,6 +946,21 @@ def test_a_tenant_between_two_datastores_is_unhealthy_on_the_one_its_data_is_in(
     assert code == 1
 
 
+def test_a_tenant_control_plane_without_a_namespace_is_a_malformed_management_answer():
+    # A TenantControlPlane is namespaced: one listed without a namespace is no answer Kubernetes gives.
+    tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-b", "tenant-c")]
+    del tcps[2]["metadata"]["namespace"]
+    _, doc = status_json(fake=FakeKubectl(answers={("management", "tenantcontrolplanes"): as_list(tcps)}))
+    assert doc["management"] == {
+        "reachable": False,
+        "error": "TenantControlPlane 2: metadata has no namespace",
+        "internalError": False,
+    }
+    c = tenant(doc, "tenant-c")
+    assert c["problems"] == ["control plane unknown (management cluster not read)"]
+    assert c["controlPlaneReady"] is None
+
+
 def test_a_datastore_name_that_is_no_string_is_a_malformed_answer_not_a_crash():
     tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-b", "tenant-c")]
     tcps[2]["status"]["storage"]["dataStoreName"] = ["default"]

@@ -613,6 +613,15 @@ def test_a_reader_that_never_returns_is_left_behind_when_the_wait_ends():
     assert isinstance(answers["stuck"], TimeoutError) and str(answers["stuck"]) == "no answer within 0.3s"
 
 
+def test_each_reader_runs_in_a_thread_named_for_its_cluster():
+    # A thread dump of a refresh that hangs (py-spy, faulthandler) names the cluster each thread waits on.
+    def thread_name() -> str:
+        return threading.current_thread().name
+
+    answers = read_side_by_side({"management": thread_name, "tenant-a": thread_name}, wait=5)
+    assert answers == {"management": "status-management", "tenant-a": "status-tenant-a"}
+
+
 def test_kubectl_s_request_timeout_ends_before_each_call_is_stopped_and_a_call_before_the_cluster_s_bound():
     assert STATUS_REQUEST_TIMEOUT < STATUS_CALL_TIMEOUT < CLUSTER_BOUND
     assert GRACE > 0  # the view waits for a reader past its bound, never less

@@ -696,3 +696,17 @@ def test_the_dashboard_url_names_the_provisioned_dashboards_uid():
     from components.dashboard import DASHBOARD_UID
 
     assert f"/d/{DASHBOARD_UID} " in (Path(__file__).parent.parent / "scripts" / "dashboard.sh").read_text()
+
+
+def test_each_alert_s_summary_says_what_fails_for_whom():
+    # What the dashboard's "Alerts firing" panel shows, whole (Prometheus fills in the {{ }} templates).
+    rules = {rule["alert"]: rule for rule in observability_values.alerting_rules()["groups"][0]["rules"]}
+    assert {name: rule["annotations"]["summary"] for name, rule in rules.items()} == {
+        "KonnectivityNoAgents": "{{ $labels.tenant }} is awake but no Konnectivity agent is connected: its API server "
+        "cannot reach its nodes (logs, exec, HAMi's webhook).",
+        "KonnectivityDialFailures": "{{ $labels.tenant }}: the API server's dials to its nodes fail "
+        "({{ $labels.reason }}, {{ $value | humanize }} in 10 minutes).",
+        "GpuPodsPending": "{{ $labels.tenant }} has had GPU pods waiting for HAMi's scheduler for 5 minutes "
+        "({{ $value }} now): `make status` shows why.",
+        "ControlPlaneNotReady": "Kamaji reports {{ $labels.tenant }}'s control plane {{ $labels.status }}, not ready.",
+    }

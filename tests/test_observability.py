@@ -376,10 +376,20 @@ def test_no_tenant_admin_credential_reaches_the_management_cluster(up_plan):
 @pytest.mark.parametrize("answer", [
     "{}", '{"token": "", "ca.crt": "Q0E="}', '{"token": "dG9rZW4=", "ca.crt": ""}',
     '{"token": "not base64!", "ca.crt": "Q0E="}',
+    '{"token": "dG9r!ZW4=", "ca.crt": "Q0E="}',  # base64 but for one stray character, which is not skipped
 ])
 def test_a_token_answer_without_a_token_or_ca_is_refused(answer):
     with pytest.raises(ValueError):
         observability_values.token_secret_data(answer)
+
+
+@pytest.mark.parametrize(("answer", "lacking"), [
+    ("{}", "token"), ('{"token": "", "ca.crt": "Q0E="}', "token"), ('{"token": "dG9rZW4="}', "ca.crt"),
+])
+def test_a_refused_token_answer_names_the_key_it_lacks(answer, lacking):
+    with pytest.raises(ValueError) as refused:
+        observability_values.token_secret_data(answer)
+    assert str(refused.value) == f"the tenant's token Secret has no {lacking}"
 
 
 def test_machine_workers_get_the_same_reader_and_job(machine_plan):
@@ -686,3 +696,17 @@ def test_the_dashboard_url_names_the_provisioned_dashboards_uid():
     from components.dashboard import DASHBOARD_UID
 
     assert f"/d/{DASHBOARD_UID} " in (Path(__file__).parent.parent / "scripts" / "dashboard.sh").read_text()
+
+
+def test_each_alert_s_summary_says_what_fails_for_whom():
+    # What the dashboard's "Alerts firing" panel shows, whole (Prometheus fills in the {{ }} templates).
+    rules = {rule["alert"]: rule for rule in observability_values.alerting_rules()["groups"][0]["rules"]}
+    assert {name: rule["annotations"]["summary"] for name, rule in rules.items()} == {
+        "KonnectivityNoAgents": "{{ $labels.tenant }} is awake but no Konnectivity agent is connected: its API server "
+        "cannot reach its nodes (logs, exec, HAMi's webhook).",
+        "KonnectivityDialFailures": "{{ $labels.tenant }}: the API server's dials to its nodes fail "
+        "({{ $labels.reason }}, {{ $value | humanize }} in 10 minutes).",
+        "GpuPodsPending": "{{ $labels.tenant }} has had GPU pods waiting for HAMi's scheduler for 5 minutes "
+        "({{ $value }} now): `make status` shows why.",
+        "ControlPlaneNotReady": "Kamaji reports {{ $labels.tenant }}'s control plane {{ $labels.status }}, not ready.",
+    }

@@ -613,6 +613,15 @@ def test_a_reader_that_never_returns_is_left_behind_when_the_wait_ends():
     assert isinstance(answers["stuck"], TimeoutError) and str(answers["stuck"]) == "no answer within 0.3s"
 
 
+def test_each_reader_runs_in_a_thread_named_for_its_cluster():
+    # A thread dump of a refresh that hangs (py-spy, faulthandler) names the cluster each thread waits on.
+    def thread_name() -> str:
+        return threading.current_thread().name
+
+    answers = read_side_by_side({"management": thread_name, "tenant-a": thread_name}, wait=5)
+    assert answers == {"management": "status-management", "tenant-a": "status-tenant-a"}
+
+
 def test_kubectl_s_request_timeout_ends_before_each_call_is_stopped_and_a_call_before_the_cluster_s_bound():
     assert STATUS_REQUEST_TIMEOUT < STATUS_CALL_TIMEOUT < CLUSTER_BOUND
     assert GRACE > 0  # the view waits for a reader past its bound, never less
@@ -944,6 +953,21 @@ def test_a_tenant_between_two_datastores_is_unhealthy_on_the_one_its_data_is_in(
     assert c["dataStore"] == "default" and c["healthy"] is False
     assert problem in c["problems"]
     assert code == 1
+
+
+def test_a_tenant_control_plane_without_a_namespace_is_a_malformed_management_answer():
+    # A TenantControlPlane is namespaced: one listed without a namespace is no answer Kubernetes gives.
+    tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-b", "tenant-c")]
+    del tcps[2]["metadata"]["namespace"]
+    _, doc = status_json(fake=FakeKubectl(answers={("management", "tenantcontrolplanes"): as_list(tcps)}))
+    assert doc["management"] == {
+        "reachable": False,
+        "error": "TenantControlPlane 2: metadata has no namespace",
+        "internalError": False,
+    }
+    c = tenant(doc, "tenant-c")
+    assert c["problems"] == ["control plane unknown (management cluster not read)"]
+    assert c["controlPlaneReady"] is None
 
 
 def test_a_datastore_name_that_is_no_string_is_a_malformed_answer_not_a_crash():

@@ -210,3 +210,11 @@ def test_any_entry_of_one_tenant_leaves_the_others_readable(entry, kubeconfig, n
     # Only a readable tenant's kubeconfig is ever written, under a name that is a file name.
     assert set(outputs.kubeconfigs) == {"management", *outputs.tenants}
     assert all("/" not in written and written not in (".", "..") for written in outputs.kubeconfigs)
+
+
+def test_a_bad_entry_s_row_has_one_problem_and_its_error_names_the_key(tmp_path):
+    outputs = outputs_with(tmp_path, tenant_spec("tenant-b", "workers", "w1"))
+    _, text = status(outputs, "--json")
+    bad = tenant(json.loads(text), "tenant-b")
+    assert bad["problems"] == ["unreadable in the stack outputs"]
+    assert bad["error"] == "stack outputs: tenants.tenant-b.workers: expected a list, got str"

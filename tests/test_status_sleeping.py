@@ -10,9 +10,11 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from tests.test_status import FIXTURES, REFRESHED, FakeKubectl, as_list, fixture, tenant
 from validation.status.cli import main
-from validation.status.render import WIDTH
+from validation.status.render import WIDTH, Style, render
 
 ASLEEP = "tenant-b"
 
@@ -25,25 +27,37 @@ def sleeping_tcp(state: str = "Sleeping") -> dict:
 
 
 def fake_with(state: str = "Sleeping") -> FakeKubectl:
-    tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-c")] + [sleeping_tcp(state)]
+    return fake_serving(sleeping_tcp(state))
+
+
+def fake_serving(asleep_tcp: dict | None) -> FakeKubectl:
+    """The management cluster with the fixtures' TenantControlPlanes, tenant-b's as given (None: it has none)."""
+    tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-c")]
     # tenant-b's API server is down, as it is while it sleeps: asking it would only time out.
-    answers = {("management", "tenantcontrolplanes"): as_list(tcps)}
+    answers = {("management", "tenantcontrolplanes"): as_list(tcps + ([asleep_tcp] if asleep_tcp else []))}
     return FakeKubectl(unreachable=(ASLEEP,), gpus_healthy=True, answers=answers)
 
 
-def outputs_asleep(tmp_path) -> str:
+def outputs_asleep(tmp_path, **changes) -> str:
+    """The fixtures' outputs with tenant-b asleep, and its outputs' keys changed as given."""
     document = json.loads((FIXTURES / "outputs.json").read_text())
-    document["tenants"][ASLEEP]["sleeping"] = True
+    document["tenants"][ASLEEP].update(sleeping=True, **changes)
     path = tmp_path / "outputs.json"
     path.write_text(json.dumps(document))
     return str(path)
 
 
-def run(tmp_path, *args: str, fake: FakeKubectl | None = None) -> tuple[int, str, FakeKubectl]:
+def run(tmp_path, *args: str, fake: FakeKubectl | None = None, **changes) -> tuple[int, str, FakeKubectl]:
     fake = fake or fake_with()
     stdout = io.StringIO()
-    code = main(["--outputs", outputs_asleep(tmp_path), *args], runner=fake, stdout=stdout, clock=fake)
+    code = main(["--outputs", outputs_asleep(tmp_path, **changes), *args], runner=fake, stdout=stdout, clock=fake)
     return code, stdout.getvalue(), fake
+
+
+def under_header(text: str) -> str:
+    """The line under tenant-b's header in a frame."""
+    lines = text.splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith(f"{ASLEEP}  ")) + 1]
 
 
 def test_a_sleeping_tenant_is_asleep_and_healthy_and_its_cluster_is_not_asked(tmp_path):
@@ -98,3 +112,93 @@ def test_a_sleeping_tenant_without_the_management_cluster_is_unknown(tmp_path):
     b = tenant(json.loads(text), ASLEEP)
     assert b["controlPlaneReady"] is None and b["problems"] == ["control plane unknown (management cluster not read)"]
     assert code == 1
+
+
+A1, A2 = "kamaji-tenant-b-w1", "kamaji-tenant-b-w2"
+
+
+@pytest.mark.parametrize(
+    ("changes", "args", "holds"),
+    [
+        ({}, (), "1 stopped worker, 2 mock GPUs (45 GiB)"),  # 2 x 23034 MiB, rounded to a tenth of a GiB
+        ({}, ("--wide",), "1 stopped worker, 2 mock GPUs (46068 MiB)"),
+        ({"workers": [A1, A2]}, (), "2 stopped workers, 4 mock GPUs (90 GiB)"),
+        ({"workers": []}, (), "0 stopped workers, no GPUs"),
+        ({"gpusPerWorker": []}, (), "1 stopped worker, no GPUs"),
+        ({"gpusPerWorker": [], "gpuDevices": "real"}, (), "1 stopped worker, real GPUs"),
+    ],
+    ids=["one-worker", "wide", "two-workers", "no-workers", "no-gpus", "real-gpus"],
+)
+def test_the_line_under_a_sleeping_tenant_counts_its_workers_and_says_which_gpus_it_keeps(
+    tmp_path, changes, args, holds
+):
+    _, text, _ = run(tmp_path, *args, **changes)
+    assert under_header(text) == f"  control plane Sleeping; holds address 172.30.149.40, {holds}"
+    _, doc, _ = run(tmp_path, "--json", **changes)
+    assert tenant(json.loads(doc), ASLEEP)["holds"]["gpuDevices"] == changes.get("gpuDevices", "mock")
+
+
+GREEN, RED, RESET = "\033[32m", "\033[31m", "\033[0m"
+
+
+def test_a_sleeping_tenant_is_green_while_it_sleeps_as_it_should_and_red_with_each_problem(tmp_path):
+    header = "tenant-b  v1.36.4  {}  https://172.30.149.40:6443  datastore default"
+    _, doc, _ = run(tmp_path, "--json")
+    lines = render(json.loads(doc), Style(True)).splitlines()
+    assert f"{GREEN}{header.format('asleep')}{RESET}" in lines
+    _, doc, _ = run(tmp_path, "--json", fake=fake_with("Ready"))
+    lines = render(json.loads(doc), Style(True)).splitlines()
+    start = lines.index(f"{RED}{header.format('UNHEALTHY, asleep')}{RESET}")
+    assert lines[start + 1].startswith("  control plane Ready; holds address ")  # what it holds is no problem
+    assert lines[start + 2] == f"{RED}  control plane Ready, not Sleeping: run pulumi up{RESET}"
+    assert lines[start + 3] == ""
+
+
+def without_status() -> dict:
+    tcp = sleeping_tcp()
+    del tcp["status"]  # as created, before Kamaji first writes its status
+    return tcp
+
+
+def naming_a_number_as_its_datastore() -> dict:
+    tcp = sleeping_tcp()
+    tcp["spec"]["dataStore"] = 7
+    return tcp
+
+
+@pytest.mark.parametrize(
+    ("tcp", "problem", "state", "store"),
+    [
+        (None, "no TenantControlPlane tenants/tenant-b", None, None),
+        (without_status(), "control plane without status, not Sleeping: run pulumi up", None, "default"),
+        (
+            naming_a_number_as_its_datastore(),
+            "DataStore unknown (TenantControlPlane tenants/tenant-b: dataStore is a number, not a string)",
+            "Sleeping",
+            None,
+        ),
+    ],
+    ids=["no-control-plane", "control-plane-without-status", "datastore-malformed"],
+)
+def test_a_sleeping_tenant_whose_control_plane_is_missing_or_unreadable_says_so(tmp_path, tcp, problem, state, store):
+    code, doc, _ = run(tmp_path, "--json", fake=fake_serving(tcp))
+    b = tenant(json.loads(doc), ASLEEP)
+    assert (b["healthy"], b["problems"], b["internalError"]) == (False, [problem], False)
+    assert (b["controlPlaneState"], b["dataStore"]) == (state, store)
+    assert b["controlPlaneReady"] is False  # Kamaji was asked: not unknown
+    assert code == 1
+    _, text, _ = run(tmp_path, fake=fake_serving(tcp))
+    assert under_header(text).startswith(f"  control plane {state or 'unknown'}; holds address ")
+
+
+def test_without_the_management_cluster_a_sleeping_tenant_s_state_and_datastore_are_unknown(tmp_path):
+    fake = fake_with()
+    fake.unreachable.add("management")
+    _, doc, _ = run(tmp_path, "--json", fake=fake)
+    b = tenant(json.loads(doc), ASLEEP)
+    assert (b["controlPlaneState"], b["dataStore"], b["controlPlaneReady"]) == (None, None, None)
+    fake = fake_with()
+    fake.unreachable.add("management")
+    _, text, _ = run(tmp_path, fake=fake)
+    holds = "holds address 172.30.149.40, 1 stopped worker, 2 mock GPUs (45 GiB)"
+    assert under_header(text) == f"  control plane unknown; {holds}"

@@ -197,6 +197,18 @@ def test_every_key_of_an_own_datastore_is_under_the_prefix_and_client_warnings_a
     assert not only_its_keys(Read("every key", 1, "Error: permission denied\n"), f"/{A}/", DEDICATED).good
 
 
+@pytest.mark.parametrize(
+    "key",
+    ['{"level":"warn"}', '{"msg":"retrying of unary invoker failed"}', '["level","msg"]', '"level msg"', "{}", "42"],
+    ids=["level-only", "msg-only", "list", "string", "empty-object", "number"],
+)
+def test_a_key_that_parses_as_json_is_still_a_key_unless_it_is_a_log_line_with_level_and_msg(key):
+    # etcd keys are any bytes; only etcdctl's own log lines (an object with both) are skipped.
+    listed = Read("every key", 0, f"/{A}/configmaps/a\n{WARNING}\n{key}\n")
+    assert only_its_keys(listed, f"/{A}/", DEDICATED) == (
+        False, f"DataStore {DEDICATED} is this tenant's own, yet 1 of its keys are outside /{A}/, e.g. {key}")
+
+
 def test_another_lab_datastore_whose_etcd_cannot_be_found_leaves_the_result_unproven(stores):
     on_the_dedicated_store(stores, "tenant-a")
     shared = recorded("datastore-default.json")

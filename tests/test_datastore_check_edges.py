@@ -112,6 +112,17 @@ def test_the_roles_its_own_user_holds_are_no_strangers_in_a_tenants_own_datastor
         False, "DataStore tenant-a-etcd is this tenant's own, yet it also has role wide")
 
 
+def test_a_tenants_own_datastore_whose_user_could_not_be_read_still_names_every_stranger():
+    # uid-a's `user get` failed (the survey says so apart): only Kamaji's role <schema> counts as its own.
+    found = Survey({}, {}, ["cannot read etcd user uid-a: Error: etcdserver: user name not found"])
+    roles = ["tenants_tenant_a", "metrics-reader"]
+
+    assert alone(found, ["uid-a", "uid-b"], roles, "uid-a", "tenants_tenant_a", {"uid-b": "tenant-b"},
+                 "tenant-a-etcd") == (
+        False, "DataStore tenant-a-etcd is this tenant's own, yet it also has etcd user uid-b (tenant tenant-b), "
+        "role metrics-reader")
+
+
 def own_reach_of(*granted: Permission) -> list[str]:
     """What the check says of tenant-a's user uid-a when its one role grants exactly `granted`."""
     found = Survey({"uid-a": ["tenants_tenant_a"]}, {"tenants_tenant_a": list(granted)}, [])

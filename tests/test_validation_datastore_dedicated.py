@@ -194,7 +194,8 @@ def test_every_key_of_an_own_datastore_is_under_the_prefix_and_client_warnings_a
     outside = only_its_keys(Read("every key", 0, look_alike), f"/{A}/", DEDICATED)
     assert outside == (False, f"DataStore {DEDICATED} is this tenant's own, yet 1 of its keys are outside /{A}/, "
                        f"e.g. /{A}x/configmaps/b")
-    assert not only_its_keys(Read("every key", 1, "Error: permission denied\n"), f"/{A}/", DEDICATED).good
+    unreadable = only_its_keys(Read("every key", 1, "Error: permission denied\n"), f"/{A}/", DEDICATED)
+    assert unreadable == (False, f"cannot read every key of DataStore {DEDICATED}: Error: permission denied")
 
 
 @pytest.mark.parametrize(

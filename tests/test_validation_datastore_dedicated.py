@@ -173,18 +173,22 @@ def test_keys_left_under_the_prefix_fail_and_an_empty_listing_passes():
 
 
 @pytest.mark.parametrize(
-    ("output", "code", "good"),
+    ("output", "code", "verdict"),
     [
-        ("Error: etcdserver: user name not found\n", 1, True),
-        ("Error: etcdserver: role name not found\n", 1, True),
-        ("Error: etcdserver: permission denied\n", 1, False),  # not seen is not gone
-        ('{"header":{"revision":7},"roles":["x"]}\n', 0, False),
+        ("Error: etcdserver: user name not found\n", 1, (True, "no etcd user x")),
+        ("Error: etcdserver: role name not found\n", 1, (True, "no etcd user x")),
+        # not seen is not gone
+        ("Error: etcdserver: permission denied\n", 1,
+         (False, "cannot read etcd user x: Error: etcdserver: permission denied")),
+        ('{"header":{"revision":7},"roles":["x"]}\n', 0,
+         (False, "DataStore default, which tenant tenant-a no longer uses, still has etcd user x: "
+                 "`make datastore-clean TENANT=tenant-a` removes it")),
     ],
     ids=["user-gone", "role-gone", "refused", "present"],
 )
-def test_only_etcds_not_found_proves_a_user_or_role_gone(output, code, good):
+def test_only_etcds_not_found_proves_a_user_or_role_gone(output, code, verdict):
     not_found = "etcdserver: role name not found" if "role" in output else "etcdserver: user name not found"
-    assert absent(Read("etcd user x", code, output), not_found, "default", "tenant-a").good is good
+    assert absent(Read("etcd user x", code, output), not_found, "default", "tenant-a") == verdict
 
 
 def test_every_key_of_an_own_datastore_is_under_the_prefix_and_client_warnings_are_no_keys():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.real_etcd import issue, make_ca
-from validation.checks.datastore import Read, Survey, certificate_cn, own_reach, survey
+from validation.checks.datastore import Read, Survey, alone, certificate_cn, own_reach, survey
 from validation.checks.etcd_ranges import OPEN_ENDED, Permission
 from validation.host import CommandResult
 from validation.kube import Kubectl
@@ -98,6 +98,30 @@ def test_a_role_whose_permissions_cannot_be_read_is_a_problem_naming_the_role_an
 
     assert found.problems == ["cannot read etcd role tenants_tenant_b: Error: etcdserver: role name not found"]
     assert found.role_permissions == {}
+
+
+def test_the_roles_its_own_user_holds_are_no_strangers_in_a_tenants_own_datastore():
+    # Roles granted to the tenant's own user (besides Kamaji's role <schema>) are its own; a role nobody of the
+    # tenant holds is a stranger's.
+    found = Survey({"uid-a": ["tenants_tenant_a", "metrics-reader"]}, {}, [])
+    roles = ["tenants_tenant_a", "metrics-reader"]
+
+    assert alone(found, ["uid-a"], roles, "uid-a", "tenants_tenant_a", {}, "tenant-a-etcd") == (
+        True, "DataStore tenant-a-etcd has no etcd user or role but root and this tenant's")
+    assert alone(found, ["uid-a"], [*roles, "wide"], "uid-a", "tenants_tenant_a", {}, "tenant-a-etcd") == (
+        False, "DataStore tenant-a-etcd is this tenant's own, yet it also has role wide")
+
+
+def test_a_tenants_own_datastore_whose_user_could_not_be_read_still_names_every_stranger():
+    # uid-a's `user get` failed (the survey says so apart): only Kamaji's role <schema> counts as its own.
+    found = Survey({}, {}, ["cannot read etcd user uid-a: Error: etcdserver: user name not found"])
+    roles = ["tenants_tenant_a", "metrics-reader"]
+
+    # uid-b is a lab tenant's user, uid-x nobody's the lab knows.
+    assert alone(found, ["uid-a", "uid-b", "uid-x"], roles, "uid-a", "tenants_tenant_a", {"uid-b": "tenant-b"},
+                 "tenant-a-etcd") == (
+        False, "DataStore tenant-a-etcd is this tenant's own, yet it also has etcd user uid-b (tenant tenant-b), "
+        "etcd user uid-x, role metrics-reader")
 
 
 def own_reach_of(*granted: Permission) -> list[str]:

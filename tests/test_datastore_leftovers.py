@@ -267,6 +267,7 @@ def test_a_datastore_that_names_the_tenants_etcd_by_its_client_service_is_the_sa
     ("https://10.0.0.5:2379", "10.0.0.5:2379", True),
     ("https://10.0.0.5:2379", "10.0.0.5:2380", False),
     ("etcd.example.com:2379", "etcd.example.com", True),
+    ("https://10.0.0.5:2379/", "10.0.0.5:2379", True),  # a URL's path names no other etcd
 ])  # fmt: skip
 def test_two_endpoints_are_one_etcd_by_namespace_in_cluster_and_by_host_and_port_outside(endpoint, other, same):
     assert same_etcd({"spec": {"endpoints": [endpoint]}}, {"spec": {"endpoints": [other]}}) is same

@@ -173,18 +173,22 @@ def test_keys_left_under_the_prefix_fail_and_an_empty_listing_passes():
 
 
 @pytest.mark.parametrize(
-    ("output", "code", "good"),
+    ("output", "code", "verdict"),
     [
-        ("Error: etcdserver: user name not found\n", 1, True),
-        ("Error: etcdserver: role name not found\n", 1, True),
-        ("Error: etcdserver: permission denied\n", 1, False),  # not seen is not gone
-        ('{"header":{"revision":7},"roles":["x"]}\n', 0, False),
+        ("Error: etcdserver: user name not found\n", 1, (True, "no etcd user x")),
+        ("Error: etcdserver: role name not found\n", 1, (True, "no etcd user x")),
+        # not seen is not gone
+        ("Error: etcdserver: permission denied\n", 1,
+         (False, "cannot read etcd user x: Error: etcdserver: permission denied")),
+        ('{"header":{"revision":7},"roles":["x"]}\n', 0,
+         (False, "DataStore default, which tenant tenant-a no longer uses, still has etcd user x: "
+                 "`make datastore-clean TENANT=tenant-a` removes it")),
     ],
     ids=["user-gone", "role-gone", "refused", "present"],
 )
-def test_only_etcds_not_found_proves_a_user_or_role_gone(output, code, good):
+def test_only_etcds_not_found_proves_a_user_or_role_gone(output, code, verdict):
     not_found = "etcdserver: role name not found" if "role" in output else "etcdserver: user name not found"
-    assert absent(Read("etcd user x", code, output), not_found, "default", "tenant-a").good is good
+    assert absent(Read("etcd user x", code, output), not_found, "default", "tenant-a") == verdict
 
 
 def test_every_key_of_an_own_datastore_is_under_the_prefix_and_client_warnings_are_no_keys():
@@ -194,7 +198,20 @@ def test_every_key_of_an_own_datastore_is_under_the_prefix_and_client_warnings_a
     outside = only_its_keys(Read("every key", 0, look_alike), f"/{A}/", DEDICATED)
     assert outside == (False, f"DataStore {DEDICATED} is this tenant's own, yet 1 of its keys are outside /{A}/, "
                        f"e.g. /{A}x/configmaps/b")
-    assert not only_its_keys(Read("every key", 1, "Error: permission denied\n"), f"/{A}/", DEDICATED).good
+    unreadable = only_its_keys(Read("every key", 1, "Error: permission denied\n"), f"/{A}/", DEDICATED)
+    assert unreadable == (False, f"cannot read every key of DataStore {DEDICATED}: Error: permission denied")
+
+
+@pytest.mark.parametrize(
+    "key",
+    ['{"level":"warn"}', '{"msg":"retrying of unary invoker failed"}', '["level","msg"]', '"level msg"', "{}", "42"],
+    ids=["level-only", "msg-only", "list", "string", "empty-object", "number"],
+)
+def test_a_key_that_parses_as_json_is_still_a_key_unless_it_is_a_log_line_with_level_and_msg(key):
+    # etcd keys are any bytes; only etcdctl's own log lines (an object with both) are skipped.
+    listed = Read("every key", 0, f"/{A}/configmaps/a\n{WARNING}\n{key}\n")
+    assert only_its_keys(listed, f"/{A}/", DEDICATED) == (
+        False, f"DataStore {DEDICATED} is this tenant's own, yet 1 of its keys are outside /{A}/, e.g. {key}")
 
 
 def test_another_lab_datastore_whose_etcd_cannot_be_found_leaves_the_result_unproven(stores):

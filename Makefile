@@ -42,9 +42,10 @@ $(INSTALLED): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
-# Two workers per core: much of the suite waits on real servers and subprocesses (etcd, sshd, iptables), and on
-# the 2-core machine four workers finish in 6.6 minutes where two took 8.3 (2026-12-06). A test module stays on one
-# worker, so the plans it shares are built once.
+# Two workers per core: much of the suite waits on real servers and subprocesses (etcd, sshd, iptables). On the
+# 2-core machine, with nothing else running, four workers took 3.8 minutes for 3,848 tests (2026-12-06). That was
+# after a module's tests began sharing their etcd servers and a worker's tests their sshd and plans; before, it
+# took 6.6 minutes, and two workers 8.3. A test module stays on one worker, so its shared setup is built once.
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 test: venv ## run the offline test suite (what CI runs)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile

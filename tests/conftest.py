@@ -142,6 +142,21 @@ def fresh_pytest(pytester, monkeypatch):
 
 
 @pytest.fixture
+def ci_guard(fresh_pytest, tmp_path):
+    """`ci_guard(module, selection, message)`: with none of the binaries on PATH, the selected tests skip on a laptop
+    and fail where CI is set, saying message."""
+
+    def check(module: Path, selection: str, message: str) -> None:
+        laptop = fresh_pytest(module, selection, PATH=str(tmp_path), CI=None)
+        assert laptop.ret == 0 and laptop.parseoutcomes().get("skipped"), laptop.stdout.str()
+        ci = fresh_pytest(module, selection, PATH=str(tmp_path), CI="true")
+        assert ci.ret != 0, ci.stdout.str()
+        assert message in ci.stdout.str(), ci.stdout.str()
+
+    return check
+
+
+@pytest.fixture
 def namespaces():
     """Skips unless the test may make private network namespaces with Debian's iptables in them (test_*_netns.py)."""
     if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("iptables-legacy"):

@@ -39,7 +39,10 @@ member() {
 	endpoint=${endpoint%%/*}
 	host=${endpoint%:*}
 	port=${endpoint##*:}
-	[[ $endpoint == *:* ]] || port=2379
+	# No port, an IPv6 literal's last colon included ("[fd00::1]").
+	if [[ $endpoint != *:* || $port == *\]* ]]; then
+		host=$endpoint port=2379
+	fi
 	host=${host%.}
 	host=${host%.cluster.local}
 	if [[ $host =~ \.([a-z0-9-]+)\.svc$ ]]; then

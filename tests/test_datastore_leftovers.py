@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from tests.datastores import (
@@ -15,9 +17,10 @@ from tests.datastores import (
     on_the_dedicated_store,
     users_and_roles,
 )
+from tests.plan import ROOT
 from tests.snapshot_etcd import etcdctl, root
 from tests.test_validation import SCHEMAS, USERS, ok, recorded
-from validation.checks.datastore import same_etcd
+from validation.checks.datastore import etcd_of, same_etcd
 
 A, B = SCHEMAS["tenant-a"], SCHEMAS["tenant-b"]
 
@@ -259,7 +262,7 @@ def test_a_datastore_that_names_the_tenants_etcd_by_its_client_service_is_the_sa
     assert everything(stores.shared) == before
 
 
-@pytest.mark.parametrize(("endpoint", "other", "same"), [
+ENDPOINT_PAIRS = [
     ("kamaji-etcd-0.kamaji-etcd.kamaji-system.svc.cluster.local:2379", "kamaji-etcd-client.kamaji-system.svc:2379",
      True),
     ("https://etcd-a-0.etcd-a.store-of-a.svc.cluster.local.:2379", "ETCD-A-1.etcd-a.store-of-a.svc:2379", True),
@@ -268,9 +271,24 @@ def test_a_datastore_that_names_the_tenants_etcd_by_its_client_service_is_the_sa
     ("https://10.0.0.5:2379", "10.0.0.5:2380", False),
     ("etcd.example.com:2379", "etcd.example.com", True),
     ("https://10.0.0.5:2379/", "10.0.0.5:2379", True),  # a URL's path names no other etcd
-])  # fmt: skip
+    ("https://[fd00::1]", "[FD00::1]:2379", True),  # an IPv6 literal's colons are no port
+    ("[fd00::1]:2379", "[fd00::1]:2380", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("endpoint", "other", "same"), ENDPOINT_PAIRS)
 def test_two_endpoints_are_one_etcd_by_namespace_in_cluster_and_by_host_and_port_outside(endpoint, other, same):
     assert same_etcd({"spec": {"endpoints": [endpoint]}}, {"spec": {"endpoints": [other]}}) is same
+
+
+def test_the_move_check_names_each_etcd_as_the_clean_up_does():
+    """scripts/check-datastore-move.sh refuses a move onto the tenant's own etcd by the same names (its member)."""
+    script = (ROOT / "scripts" / "check-datastore-move.sh").read_text()
+    member = script[script.index("member() {"):script.index("\n}\n", script.index("member() {")) + 3]
+    endpoints = sorted({endpoint for pair in ENDPOINT_PAIRS for endpoint in pair[:2]})
+    named = subprocess.run(["bash", "-c", member + 'for e in "$@"; do member "$e"; done', "member", *endpoints],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert named == [etcd_of(endpoint) for endpoint in endpoints]
 
 
 def test_a_datastore_that_cannot_be_reached_fails_the_tenant_and_deletes_nothing(stores):

@@ -735,7 +735,8 @@ def etcd_of(endpoint: str) -> str:
     scripts/check-datastore-move.sh (member) reads endpoints the same way."""
     address = endpoint.lower().split("://")[-1].split("/")[0]
     host, colon, port = address.rpartition(":")
-    host, port = (host, port) if colon else (address, "2379")
+    if not colon or "]" in port:  # no port, an IPv6 literal's last colon included ("[fd00::1]")
+        host, port = address, "2379"
     host = host.rstrip(".").removesuffix(".cluster.local")
     labels = host.split(".")
     if len(labels) >= 3 and labels[-1] == "svc":

@@ -143,8 +143,9 @@ def report_bindings(tenant: str, admin_file: Path, runner: Runner) -> None:
     try:
         if not answer.ok:
             raise ValueError(answer.error)
-        found = [binding for binding in json.loads(answer.stdout)["items"] if holds_team_role(binding)]
-    except (ValueError, KeyError, TypeError) as error:  # JSONDecodeError is a ValueError
+        found = [describe(binding) for binding in json.loads(answer.stdout)["items"] if holds_team_role(binding)]
+    # JSONDecodeError is a ValueError; an item or subject that is no object has no .get.
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
         print(f"revoke_team: could not list the bindings of ClusterRole {TEAM_ROLE} in tenant {tenant} ({error}); "
               "ServiceAccounts the team bound to it keep its rights: look with kubectl get clusterrolebindings,"
               "rolebindings -A", file=sys.stderr)
@@ -153,7 +154,7 @@ def report_bindings(tenant: str, admin_file: Path, runner: Runner) -> None:
         print(f"revoke_team: no binding but the lab's holds ClusterRole {TEAM_ROLE} in tenant {tenant}",
               file=sys.stderr)
         return
-    lines = "".join(f"\n  {describe(binding)}" for binding in found)
+    lines = "".join(f"\n  {binding}" for binding in found)
     print(f"revoke_team: these bindings of ClusterRole {TEAM_ROLE} stay, and their subjects keep the team's rights "
           f"(tokens included) until you delete them with the admin kubeconfig:{lines}", file=sys.stderr)
 

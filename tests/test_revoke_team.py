@@ -181,7 +181,10 @@ def test_the_labs_own_binding_is_listed_once_it_names_anyone_but_the_team_accoun
     (1, "", "Unable to connect to the server: dial tcp 172.18.255.201:6443: i/o timeout\n"),
     (0, "{", ""),
     (0, json.dumps({"kind": "Status"}), ""),
-], ids=["unreachable", "not-json", "no-items"])
+    (0, json.dumps({"items": ["not a binding"]}), ""),
+    (0, json.dumps({"items": [{"kind": "RoleBinding", "roleRef": {"kind": "ClusterRole", "name": TEAM_ROLE},
+                               "subjects": ["not a subject"]}]}), ""),
+], ids=["unreachable", "not-json", "no-items", "an-item-no-object", "a-subject-no-object"])
 def test_bindings_that_could_not_be_listed_are_never_reported_as_none(capsys, reply):
     lab = Lab(bindings=[reply])
 

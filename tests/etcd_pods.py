@@ -155,7 +155,8 @@ class EtcdPods:
         manifest = json.loads(call.stdin)
         if manifest["kind"] == "Secret":
             namespace = command.split(" -n ")[1].split()[0]
-            directory = Path(tempfile.mkdtemp(prefix="copied-secret-"))
+            # In the server's directory, which its reset or stop removes: a secret the check never deletes is no leak.
+            directory = Path(tempfile.mkdtemp(prefix="copied-secret-", dir=self.server.directory))
             files = {}
             for key, encoded in manifest["data"].items():
                 (directory / key).write_bytes(base64.b64decode(encoded))

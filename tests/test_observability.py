@@ -138,6 +138,22 @@ def test_the_key_check_catches_a_misspelt_key():
     assert unread_keys({"adminPasword": "x"}, GRAFANA_KEYS) == [("adminPasword",)]
 
 
+def test_the_prometheus_chart_runs_its_server_alone():
+    # The chart's other components, each a top-level key with an `enabled` switch in its values.yaml (networkPolicy
+    # is no component); the preflight counts the server's memory only, beside Grafana's.
+    components = {path[0] for path in PROMETHEUS_KEYS if path[1:] == ("enabled",)} - {"networkPolicy"}
+    values = observability_values.prometheus_values({"tenant-a": "v1.36.4"}, True)
+    assert len(components) > 1
+    assert {name: values.get(name) for name in components} == {name: {"enabled": False} for name in components}
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_prometheus_scrapes_kamaji_exactly_when_the_lab_installs_it(installed):
+    values = observability_values.prometheus_values({"tenant-a": "v1.36.4"}, installed)
+    jobs = [job["job_name"] for job in values["serverFiles"]["prometheus.yml"]["scrape_configs"]]
+    assert ("kamaji" in jobs) is installed
+
+
 def test_every_default_scrape_job_of_the_chart_is_switched_off():
     chart_jobs = {path[1] for path in PROMETHEUS_KEYS if len(path) == 2 and path[0] == "scrapeConfigs"}
     values = observability_values.prometheus_values({"tenant-a": "v1.36.4"}, True)
@@ -228,6 +244,18 @@ def test_each_tenants_token_is_mounted_where_its_job_reads_it(up_plan):
         directory = job["authorization"]["credentials_file"].rsplit("/", 1)[0]
         assert mounts[directory] in secrets, tenant
         assert set(reveal(secrets[mounts[directory]].inputs["data"])) == {"token", "ca.crt"}
+
+
+def test_each_tenants_token_gets_a_volume_of_its_own(up_plan):
+    from tests.kube_api import is_label
+
+    [prometheus] = releases(up_plan, "prometheus")
+    mounts = prometheus.inputs["values"]["server"]["extraSecretMounts"]
+    # The chart makes a volume and a mount of each entry under its `name` (charts/prometheus/templates/deploy.yaml
+    # @prometheus-29.27.0); the API server refuses a pod whose volume names repeat or are no DNS-1123 label.
+    names = [mount.get("name") for mount in mounts]
+    assert len(mounts) == len(hami_jobs(up_plan)) == len(set(names)) > 1
+    assert all(is_label(name) for name in names), names
 
 
 def test_each_tenant_has_a_gpu_queue_job_through_the_same_proxy_with_the_same_token(up_plan):

@@ -537,7 +537,7 @@ def test_the_dashboard_is_the_labs_own_in_grafanas_main_organisation(up_plan):
     assert provider["orgId"] == 1
     # Read from files (the one type its provisioner takes, dashboard.go: getFileReaders), in no folder.
     assert provider["type"] == "file" and provider["folder"] == ""
-    # The file is the dashboard: Grafana neither deletes it nor saves changes made in its UI over it.
+    # The file is the dashboard: Grafana does not delete it (disableDeletion), nor may its UI change it.
     assert provider["disableDeletion"] is True and provider["editable"] is False
     assert provider.get("allowUiUpdates", False) is False
 

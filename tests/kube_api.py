@@ -123,6 +123,11 @@ KINDS = {
 }
 
 
+def is_label(value: Any) -> bool:
+    """A DNS-1123 label: what the API server takes as a container's or a volume's name."""
+    return isinstance(value, str) and len(value) <= 63 and bool(re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", value))
+
+
 def refusals(manifest: Any) -> list[str]:
     """Why an API server would refuse this object; empty when it would take it."""
     kind = (manifest.get("apiVersion"), manifest.get("kind")) if isinstance(manifest, dict) else None
@@ -155,7 +160,7 @@ def _problems(value: Any, schema: Any, path: str) -> Iterator[str]:
         for key, item in items:
             yield from _problems(item, inner, f"{path}[{key}]")
     elif isinstance(schema, Label):
-        if not (isinstance(value, str) and len(value) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", value)):
+        if not is_label(value):
             yield f"{path}: {value!r} is not a DNS-1123 label"
     elif isinstance(schema, OneOf):
         if value not in schema.values:

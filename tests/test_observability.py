@@ -30,6 +30,9 @@ def value_keys(fixture: str) -> dict[tuple[str, ...], str]:
 
 PROMETHEUS_KEYS = value_keys("prometheus-29.27.0-value-keys.jsonl")
 GRAFANA_KEYS = value_keys("grafana-12.11.1-value-keys.jsonl")
+# The keys Grafana's provisioning reads in the files the chart writes from `datasources` and `dashboardProviders`
+# (see tests/fixtures/README.md): below those two keys the chart passes anything on.
+GRAFANA_PROVISIONING = json.loads((FIXTURES / "grafana-13.2.0-provisioning-keys.json").read_text())
 # Read by the chart's template although its values.yaml does not list it: the ConfigMap renders
 # serverFiles."prometheus.yml".scrape_configs (charts/prometheus/templates/cm.yaml@prometheus-29.27.0).
 PROMETHEUS_TEMPLATE_KEYS = {("serverFiles", "prometheus.yml", "scrape_configs")}
@@ -135,6 +138,22 @@ def test_the_key_check_catches_a_misspelt_key():
     assert unread_keys({"adminPasword": "x"}, GRAFANA_KEYS) == [("adminPasword",)]
 
 
+def test_the_prometheus_chart_runs_its_server_alone():
+    # The chart's other components, each a top-level key with an `enabled` switch in its values.yaml (networkPolicy
+    # is no component); the preflight counts the server's memory only, beside Grafana's.
+    components = {path[0] for path in PROMETHEUS_KEYS if path[1:] == ("enabled",)} - {"networkPolicy"}
+    values = observability_values.prometheus_values({"tenant-a": "v1.36.4"}, True)
+    assert len(components) > 1
+    assert {name: values.get(name) for name in components} == {name: {"enabled": False} for name in components}
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_prometheus_scrapes_kamaji_exactly_when_the_lab_installs_it(installed):
+    values = observability_values.prometheus_values({"tenant-a": "v1.36.4"}, installed)
+    jobs = [job["job_name"] for job in values["serverFiles"]["prometheus.yml"]["scrape_configs"]]
+    assert ("kamaji" in jobs) is installed
+
+
 def test_every_default_scrape_job_of_the_chart_is_switched_off():
     chart_jobs = {path[1] for path in PROMETHEUS_KEYS if len(path) == 2 and path[0] == "scrapeConfigs"}
     values = observability_values.prometheus_values({"tenant-a": "v1.36.4"}, True)
@@ -225,6 +244,18 @@ def test_each_tenants_token_is_mounted_where_its_job_reads_it(up_plan):
         directory = job["authorization"]["credentials_file"].rsplit("/", 1)[0]
         assert mounts[directory] in secrets, tenant
         assert set(reveal(secrets[mounts[directory]].inputs["data"])) == {"token", "ca.crt"}
+
+
+def test_each_tenants_token_gets_a_volume_of_its_own(up_plan):
+    from tests.kube_api import is_label
+
+    [prometheus] = releases(up_plan, "prometheus")
+    mounts = prometheus.inputs["values"]["server"]["extraSecretMounts"]
+    # The chart makes a volume and a mount of each entry under its `name` (charts/prometheus/templates/deploy.yaml
+    # @prometheus-29.27.0); the API server refuses a pod whose volume names repeat or are no DNS-1123 label.
+    names = [mount.get("name") for mount in mounts]
+    assert len(mounts) == len(hami_jobs(up_plan)) == len(set(names)) > 1
+    assert all(is_label(name) for name in names), names
 
 
 def test_each_tenant_has_a_gpu_queue_job_through_the_same_proxy_with_the_same_token(up_plan):
@@ -440,6 +471,14 @@ def test_the_admin_password_is_a_secret_output_and_never_in_the_charts_values(up
     assert grafana.inputs["values"]["admin"]["existingSecret"] == admin.inputs["metadata"]["name"]
 
 
+def test_grafana_reads_the_admin_login_under_the_keys_the_admin_secret_has(up_plan):
+    [grafana] = releases(up_plan, "grafana")
+    keys = grafana.inputs["values"]["admin"]
+    data = up_plan.named("observability-grafana-admin").inputs["stringData"]
+    # `make dashboard` names user admin; its password is the stack's grafanaAdminPassword.
+    assert data == {keys["userKey"]: "admin", keys["passwordKey"]: GRAFANA_PASSWORD}
+
+
 @pytest.mark.parametrize("status, url", [
     ({"loadBalancer": {"ingress": [{"ip": "172.18.255.230"}]}}, "http://172.18.255.230"),
     ({"load_balancer": {"ingress": [{"hostname": "grafana.example"}]}}, "http://grafana.example"),
@@ -462,6 +501,59 @@ def test_grafana_reads_prometheus_at_the_charts_server_service(up_plan):
     # The chart mounts dashboards.<provider> at /var/lib/grafana/dashboards/<provider> (_pod.tpl@grafana-12.11.1).
     assert provider["name"] == "lab" and provider["options"]["path"] == "/var/lib/grafana/dashboards/lab"
     assert json.loads(provisioned)["templating"]["list"][0]["name"] == "tenant"
+
+
+def provisioning_files(plan_) -> dict[str, dict]:
+    """The chart's two provisioning files, by the name of the list each holds."""
+    [grafana] = releases(plan_, "grafana")
+    values = grafana.inputs["values"]
+    return {"datasources": values["datasources"]["datasources.yaml"],
+            "providers": values["dashboardProviders"]["dashboardproviders.yaml"]}
+
+
+def test_grafanas_provisioning_files_are_in_its_format_1_and_use_only_keys_it_reads(up_plan):
+    for kind, file in provisioning_files(up_plan).items():
+        keys = GRAFANA_PROVISIONING[kind]
+        # Without it Grafana reads the file in format 0, whose keys differ (is_default, json_data, no uid).
+        assert file.get("apiVersion") == GRAFANA_PROVISIONING["apiVersion"], kind
+        assert set(file) <= set(keys["file"]), kind
+        for entry in file[kind]:
+            assert sorted(set(entry) - set(keys["entry"])) == [], (kind, entry)
+
+
+def test_grafana_opens_on_prometheus_and_queries_it_from_its_own_pod(up_plan):
+    [source] = provisioning_files(up_plan)["datasources"]["datasources"]
+    # Its URL is a cluster Service name only Grafana's pod resolves: Grafana's server queries it ("proxy"), not
+    # the browser ("direct"; grafana/grafana pkg/services/datasources/models.go: DS_ACCESS_PROXY).
+    assert source["access"] == "proxy"
+    # The default: Explore and a new panel start on it, under the name a user picks it by.
+    assert source["isDefault"] is True and source["name"] == "Prometheus"
+
+
+def test_the_dashboard_is_the_labs_own_in_grafanas_main_organisation(up_plan):
+    [provider] = provisioning_files(up_plan)["providers"]["providers"]
+    # Grafana makes organisation 1 at its first start and admin logs into it; provisioning into any other fails
+    # until someone makes it (pkg/services/provisioning/dashboards/config_reader.go: orgExists).
+    assert provider["orgId"] == 1
+    # Read from files (the one type its provisioner takes, dashboard.go: getFileReaders), in no folder.
+    assert provider["type"] == "file" and provider["folder"] == ""
+    # The file is the dashboard: Grafana does not delete it (disableDeletion), nor may its UI change it.
+    assert provider["disableDeletion"] is True and provider["editable"] is False
+    assert provider.get("allowUiUpdates", False) is False
+
+
+def test_grafana_keeps_no_volume_and_no_helm_test_pod(up_plan):
+    from tests.test_preflight import preflight
+
+    [grafana] = releases(up_plan, "grafana")
+    values = grafana.inputs["values"]
+    # The preflight counts Prometheus' volume alone: Grafana's data source and dashboard come from files.
+    [prometheus] = releases(up_plan, "prometheus")
+    volume_gib = int(prometheus.inputs["values"]["server"]["persistentVolume"]["size"].removesuffix("Gi"))
+    assert values["persistence"]["enabled"] is False and preflight.SIZING_GIB["observability_disk"] == volume_gib
+    # The lab never runs `helm test`; the chart's test pod (charts/grafana/templates/tests/test.yaml@grafana-12.11.1)
+    # would only add an image for the CI's render to check.
+    assert values["testFramework"]["enabled"] is False
 
 
 # --- the dashboard, linted (Grafana's schema is not available offline: these are the rules it would enforce
@@ -499,11 +591,13 @@ def test_every_query_is_of_the_selected_tenant_on_the_provisioned_datasource(up_
     [grafana] = releases(up_plan, "grafana")
     [source] = grafana.inputs["values"]["datasources"]["datasources.yaml"]["datasources"]
     [variable] = board["templating"]["list"]
-    assert variable["name"] == "tenant" and variable["datasource"]["uid"] == source["uid"]
+    assert variable["name"] == "tenant"
+    assert variable["datasource"] == {"type": source["type"], "uid": source["uid"]}
     queries = [(p, t) for p in board["panels"] for t in p["targets"]]
     assert len(queries) >= 9
     for panel, target in queries:
-        assert target["datasource"]["uid"] == source["uid"], target
+        # By uid, of the plugin type it is: Grafana finds the data source by both.
+        assert target["datasource"] == {"type": source["type"], "uid": source["uid"]}, target
         # The every-tenant panels show each tenant by tenant, the alerts panel every alert; every other one the
         # selected tenants (several, or All: a regular expression).
         mine = 'tenant=~"$tenant"' in target["expr"] or (

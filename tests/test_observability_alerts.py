@@ -154,3 +154,11 @@ def test_the_dashboard_lists_the_alerts_that_fire():
     [panel] = [p for p in dashboard()["panels"] if p["title"] == "Alerts firing"]
     [target] = panel["targets"]
     assert target["expr"] == 'ALERTS{alertstate="firing"}' and target["instant"] is True
+
+
+def test_prometheus_lists_the_rules_under_the_labs_name():
+    from components.config.messages import PROJECT
+
+    # Its rules page and API group rules by this name: the lab's own group, beside any a user adds.
+    [group] = observability_values.alerting_rules()["groups"]
+    assert group["name"] == PROJECT

@@ -495,6 +495,14 @@ def test_konnectivity_discovery_keeps_only_the_sidecar_of_this_labs_tenants(prom
     assert prometheus.fakes["decoy"].requests == []
 
 
+def test_each_konnectivity_target_is_named_by_its_pod(prometheus):
+    # Its address is the pod's IP and a port; the pod's name tells a user which control-plane replica it is.
+    targets = [t for t in api(prometheus, "/api/v1/targets")["activeTargets"] if t["labels"]["job"] == "konnectivity"]
+    assert len(targets) == len(TENANTS)
+    for target in targets:
+        assert target["labels"].get("pod") == target["discoveredLabels"]["__meta_kubernetes_pod_name"], target
+
+
 def panel_titled(title: str) -> dict:
     [panel] = [p for p in dashboard()["panels"] if p["title"] == title]
     return panel

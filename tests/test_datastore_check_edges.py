@@ -12,10 +12,26 @@ from pathlib import Path
 import pytest
 
 from tests.real_etcd import issue, make_ca
-from validation.checks.datastore import Read, Survey, alone, certificate_cn, own_reach, survey
+from validation.checks.datastore import (
+    Read,
+    Survey,
+    alone,
+    between_stores,
+    certificate_cn,
+    identity,
+    named_stores,
+    other_readers,
+    own_reach,
+    shared_schema,
+    survey,
+    tenant_schema,
+    tenant_user,
+    used_store,
+)
 from validation.checks.etcd_ranges import OPEN_ENDED, Permission
 from validation.host import CommandResult
 from validation.kube import Kubectl
+from validation.stack_outputs import Tenant
 
 USER = "6f1c2b2e-93b4-4a57-9d0c-2f1f0f3b9a11"
 
@@ -144,3 +160,82 @@ def test_a_user_granted_part_of_its_range_is_told_every_part_it_cannot_reach():
         "etcd user uid-a can neither read nor write [/tenants_tenant_a/, /tenants_tenant_a/configmaps/), "
         "[/tenants_tenant_a/configmaps0, /tenants_tenant_a0) of its own range"
     ]
+
+
+# A TenantControlPlane as Kamaji's defaulting webhook admits it (spec.dataStore, dataStoreSchema and
+# dataStoreUsername filled in: clastix/kamaji internal/webhook/handlers/tcp_defaults.go@26.8.2-edge), before its
+# controller has written any status, and at each later stage of that status.
+SPEC = {"dataStore": "default", "dataStoreSchema": "tenants_tenant_a", "dataStoreUsername": USER}
+FRESH = {"metadata": {"name": "tenant-a", "uid": "uid-of-tenant-a"}, "spec": SPEC}
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        None,
+        {},
+        {"storage": {}, "kubernetesResources": {}},
+        {"storage": {"setup": {}}, "kubernetesResources": {"version": {}}},
+    ],
+    ids=["no-status", "no-storage", "no-setup", "no-version"],
+)
+def test_a_control_plane_kamaji_has_not_set_up_yet_is_read_by_its_spec(status):
+    tcp = FRESH | ({} if status is None else {"status": status})
+
+    assert (used_store(tcp), named_stores(tcp), between_stores(tcp)) == ("default", {"default"}, "")
+    assert (tenant_user(tcp), tenant_schema(tcp)) == (USER, "tenants_tenant_a")
+
+
+def test_a_control_plane_before_its_first_run_is_on_the_datastore_its_spec_names():
+    # No status.storage.dataStoreName yet: the DataStore the spec names, not the platform's.
+    tcp = FRESH | {"spec": SPEC | {"dataStore": "tenant-a-etcd"}, "status": {"storage": {}}}
+
+    assert (used_store(tcp), named_stores(tcp)) == ("tenant-a-etcd", {"tenant-a-etcd"})
+
+
+def test_what_kamaji_set_up_wins_over_the_spec_and_an_older_spec_without_a_user():
+    # A control plane made before spec.dataStoreUsername existed: Kamaji keeps the user and schema of its status
+    # (clastix/kamaji internal/resources/datastore/datastore_storage_config.go@26.8.2-edge).
+    tcp = FRESH | {
+        "spec": {"dataStore": "default", "dataStoreSchema": "tenants_tenant_a"},
+        "status": {"storage": {"dataStoreName": "default", "setup": {"schema": "tenants_a_old", "user": "tenants_a"}}},
+    }
+
+    assert (tenant_user(tcp), tenant_schema(tcp)) == ("tenants_a", "tenants_a_old")
+
+
+def test_a_failure_to_ask_etcd_whose_certificate_it_is_is_no_pass_and_names_etcdctls_error():
+    asked = Read(f"etcd user {USER}", 1, "Error: context deadline exceeded\n")
+
+    assert identity(asked, USER, "tenants/tenant-a-datastore-certificate", None) == (
+        False, "cannot ask etcd whose certificate tenants/tenant-a-datastore-certificate is: Error: context deadline "
+        "exceeded")
+
+
+def test_a_certificate_of_no_etcd_user_whose_cn_was_not_read_names_no_cn():
+    asked = Read(f"etcd user {USER}", 1, "Error: etcdserver: user name not found\n")
+
+    assert identity(asked, USER, "tenants/tenant-a-datastore-certificate", None) == (
+        False, "the certificate tenants/tenant-a-datastore-certificate's CN is no etcd user at all; the user this "
+        f"check inspects is {USER}")
+
+
+def test_another_user_reaching_the_tenants_keys_is_a_failed_verdict_naming_user_tenant_role_and_grant():
+    wide = Permission("READ", b"/tenants_tenant_", OPEN_ENDED)
+    found = Survey({"root": ["root"], "uid-a": ["tenants_tenant_a"], "uid-b": ["wide"]}, {"wide": [wide]}, [])
+
+    assert other_readers(found, "uid-a", "tenant-a", "tenants_tenant_a", {"uid-b": "tenant-b"}) == [(
+        False, "etcd user uid-b (tenant tenant-b) can read tenant tenant-a's keys [/tenants_tenant_a/, "
+        f"/tenants_tenant_a0): its role wide grants {wide}")]
+
+
+def tenant(name: str, schema: str) -> Tenant:
+    return Tenant(name, "https://172.18.255.3:6443", "v1.36.4", "tenants", schema, ("w1",), (), 0, ())
+
+
+def test_every_tenant_sharing_the_schema_is_named():
+    others = [tenant("tenant-b", "tenants_x"), tenant("tenant-c", "tenants_y"), tenant("tenant-d", "tenants_x")]
+
+    assert shared_schema(tenant("tenant-a", "tenants_x"), others) == (
+        False, "tenants tenant-a and tenant-b, tenant-d have the same dataStoreSchema tenants_x: each reads and "
+        "writes the other's keys")

@@ -7,7 +7,9 @@ Certificates come from the openssl CLI (tests/real_etcd.py); kubectl is a runner
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,6 +28,7 @@ from validation.checks.datastore import (
     survey,
     tenant_schema,
     tenant_user,
+    tenant_users,
     used_store,
 )
 from validation.checks.etcd_ranges import OPEN_ENDED, Permission
@@ -239,3 +242,27 @@ def test_every_tenant_sharing_the_schema_is_named():
     assert shared_schema(tenant("tenant-a", "tenants_x"), others) == (
         False, "tenants tenant-a and tenant-b, tenant-d have the same dataStoreSchema tenants_x: each reads and "
         "writes the other's keys")
+
+
+class ControlPlanes:
+    """A runner answering `kubectl get tenantcontrolplanes <name> -n tenants -o json` with each tenant's, set up as
+    Kamaji sets it up; a tenant not in `users` is refused as an API server refuses a reader it forbids."""
+
+    def __init__(self, users: dict[str, str]):
+        self.users = users
+
+    def run(self, argv, stdin=None, timeout=None, **_) -> CommandResult:
+        name = argv[argv.index("get") + 2]
+        if name not in self.users:
+            return CommandResult(tuple(argv), 1, "", f'Error from server (Forbidden): tenantcontrolplanes "{name}" is '
+                                 "forbidden\n")  # fmt: skip
+        tcp = FRESH | {"metadata": {"name": name}, "status": {"storage": {"setup": {"user": self.users[name]}}}}
+        return CommandResult(tuple(argv), 0, json.dumps(tcp), "")
+
+
+def test_a_tenant_whose_control_plane_cannot_be_read_leaves_the_others_named():
+    lab = SimpleNamespace(management=Kubectl(ControlPlanes({"tenant-c": "uid-c", "tenant-d": "uid-d"}),
+                                             Path("/nonexistent/management.kubeconfig"), "management"))  # fmt: skip
+    others = [tenant(name, f"tenants_{name}") for name in ("tenant-b", "tenant-c", "tenant-d")]
+
+    assert tenant_users(lab, others) == {"uid-c": "tenant-c", "uid-d": "tenant-d"}

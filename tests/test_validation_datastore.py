@@ -1083,6 +1083,23 @@ def test_a_tenant_user_etcd_does_not_know_fails_saying_so(real_etcd):
     assert root_half == f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} does not exist"
 
 
+def test_an_etcd_with_no_user_or_role_but_root_fails_each_tenant_without_a_pod_of_no_containers(real_etcd):
+    pods = kamaji_etcd(real_etcd)
+    for tenant in TENANTS:
+        real_etcd.admin("user", "delete", USERS[tenant])
+        real_etcd.admin("role", "delete", SCHEMAS[tenant])
+    lab = lab_with(pods)
+
+    _, report = validate(lab, "--only", "datastore")
+
+    for tenant in TENANTS:
+        _, root_half = halves(result(report, "datastore", tenant)["reason"])
+        assert root_half == f"{ROOT_CREDENTIALS}: etcd user {USERS[tenant]} does not exist"
+    # No grant is left to read; the API server refuses a pod without containers (kubernetes/kubernetes
+    # pkg/apis/core/validation/validation.go: validateContainers).
+    assert all(pod["spec"]["containers"] for pod in etcdctl_pods(lab))
+
+
 def test_a_certificate_whose_cn_could_not_be_read_still_fails_pointing_at_how_to_read_it():
     # etcdctl 3.5.1's refusal of `user get` for another user than the caller.
     good, why = identity(Read("etcd user uid-a", 1, REFUSAL), "uid-a", "tenants/tenant-a-datastore-certificate", None)

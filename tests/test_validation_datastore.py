@@ -1029,6 +1029,35 @@ def test_no_member_listed_or_an_unreadable_version_is_no_pass():
     )
 
 
+LEAK = "open to CVE-2023-32082: any authenticated user lists the keys attached to a lease, across tenants; upgrade etcd"
+
+
+def test_members_are_grouped_by_version_and_every_leaky_group_is_named():
+    assert server_versions(endpoint_status("3.5.2", "3.4.1", "3.5.2")) == (
+        False,
+        f"etcd 3.4.1 (https://kamaji-etcd-1:2379) is below 3.4.26, {LEAK}; "
+        f"etcd 3.5.2 (https://kamaji-etcd-0:2379, https://kamaji-etcd-2:2379) is below 3.5.9, {LEAK}",
+    )
+    assert server_versions(endpoint_status("3.6.12", "3.5.9")) == (
+        True,
+        "etcd 3.5.9, 3.6.12 on every member (past the fixes for CVE-2023-32082)",
+    )
+
+
+def test_a_member_listed_without_its_endpoint_or_version_is_named_as_such():
+    members = [{"Status": {"version": "3.5.1"}}, {"Endpoint": "https://kamaji-etcd-1:2379", "Status": {}}]
+
+    assert server_versions(Read("etcd's version", 0, json.dumps(members) + "\n")) == (
+        False,
+        "https://kamaji-etcd-1:2379 reports version '', which this check cannot judge; "
+        f"etcd 3.5.1 (?) is below 3.5.9, {LEAK}",
+    )
+
+
+def test_a_version_with_a_leading_v_is_read_as_well():
+    assert parse_version("v3.5.9") == Version(3, 5, 9)
+
+
 @given(st.text(max_size=12))
 def test_any_version_text_is_judged_or_refused_never_passed_unread(text):
     good, _ = server_versions(endpoint_status(text))

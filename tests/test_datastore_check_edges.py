@@ -196,6 +196,16 @@ def test_a_control_plane_before_its_first_run_is_on_the_datastore_its_spec_names
     assert (used_store(tcp), named_stores(tcp)) == ("tenant-a-etcd", {"tenant-a-etcd"})
 
 
+def test_a_control_plane_naming_no_datastore_names_none_until_kamaji_puts_it_on_one():
+    # Kamaji's webhook names a DataStore only when Kamaji has a default one (tcp_defaults.go@26.8.2-edge): the
+    # platform's is then the tenant's (the check's and the clean-up's callers fall back to it).
+    bare = FRESH | {"spec": {key: value for key, value in SPEC.items() if key != "dataStore"}}
+    placed = bare | {"status": {"storage": {"dataStoreName": "default"}}}
+
+    assert (used_store(bare), named_stores(bare)) == ("", set())
+    assert (used_store(placed), named_stores(placed)) == ("default", {"default"})
+
+
 def test_what_kamaji_set_up_wins_over_the_spec_and_an_older_spec_without_a_user():
     # A control plane made before spec.dataStoreUsername existed: Kamaji keeps the user and schema of its status
     # (clastix/kamaji internal/resources/datastore/datastore_storage_config.go@26.8.2-edge).

@@ -20,6 +20,7 @@ from validation.checks.datastore import (
     alone,
     between_stores,
     certificate_cn,
+    etcd_image,
     identity,
     named_stores,
     other_readers,
@@ -34,6 +35,7 @@ from validation.checks.datastore import (
 from validation.checks.etcd_ranges import OPEN_ENDED, Permission
 from validation.host import CommandResult
 from validation.kube import Kubectl
+from validation.results import CheckSkipped
 from validation.stack_outputs import Tenant
 
 USER = "6f1c2b2e-93b4-4a57-9d0c-2f1f0f3b9a11"
@@ -276,3 +278,17 @@ def test_a_tenant_whose_control_plane_cannot_be_read_leaves_the_others_named():
     others = [tenant(name, f"tenants_{name}") for name in ("tenant-b", "tenant-c", "tenant-d")]
 
     assert tenant_users(lab, others) == {"uid-c": "tenant-c", "uid-d": "tenant-d"}
+
+
+def test_a_datastore_naming_its_etcd_by_its_client_service_is_skipped_saying_why():
+    # kamaji-etcd's DataStore with datastore.headless false (clastix/kamaji-etcd charts/kamaji-etcd/templates/
+    # _helpers.tpl@92f31f0: client.endpointsYAML): no pod, so no StatefulSet to take etcdctl's image from.
+    store = {"metadata": {"name": "x"}, "spec": {"endpoints": ["etcd-a-client.store-of-a.svc.cluster.local:2379"]}}
+
+    with pytest.raises(CheckSkipped) as skipped:
+        etcd_image(management(""), store, kamaji_provided=False)
+
+    assert str(skipped.value) == (
+        "DataStore x names its etcd by service store-of-a/etcd-a-client, not by its pods: this check reads the etcd "
+        "image of the StatefulSet whose pods a DataStore names"
+    )

@@ -49,6 +49,7 @@ from validation.checks.datastore import (
 )
 from validation.cli import main
 from validation.exit_codes import EXIT_UNPROVEN
+from validation.results import CheckFailed
 
 # Kamaji names the tenant's etcd client certificate <tenant>-datastore-certificate, with keys
 # ca.crt, server.crt and server.key (clastix/kamaji internal/resources/datastore/datastore_certificate.go@26.8.2-edge).
@@ -368,6 +369,16 @@ def test_endpoints_get_a_scheme_only_where_they_lack_one():
     store = {"metadata": {"name": "default"}, "spec": {"endpoints": ["https://etcd-0:2379", "etcd-1:2379"]}}
 
     assert etcd_endpoints(store) == "https://etcd-0:2379,https://etcd-1:2379"
+
+
+def test_a_datastore_without_a_spec_is_refused_by_name_as_one_without_endpoints():
+    # Kamaji's DataStore CRD requires driver and endpoints only inside spec, not spec itself
+    # (charts/kamaji/crds/kamaji.clastix.io_datastores.yaml@ddbabd87ed0e), and snapshot/live.py reads endpoints
+    # before any driver.
+    with pytest.raises(CheckFailed) as refusal:
+        etcd_endpoints({"metadata": {"name": "empty"}})
+
+    assert str(refusal.value) == "DataStore empty lists no endpoints"
 
 
 def test_the_etcdctl_pods_dial_every_member_of_the_datastore_over_tls():

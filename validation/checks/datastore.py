@@ -357,8 +357,8 @@ def own_reach(found: Survey, user: str, schema: str, owners: dict[str, str]) -> 
         verdicts += [
             Verdict(False, f"etcd user {user} cannot {what} {left} of its own range") for what, left in gaps.items()
         ]
-    if not verdicts:
-        roles = ", ".join(found.user_roles[user]) or "none"
+    if not verdicts:  # then some role of the user grants its range: it has at least one
+        roles = ", ".join(found.user_roles[user])
         verdicts.append(Verdict(True, f"etcd user {user} (roles: {roles}) reads and writes exactly {own}"))
     return verdicts
 

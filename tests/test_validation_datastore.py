@@ -411,6 +411,23 @@ def test_root_credentials_refused_everywhere_prove_nothing_and_fail_the_check(re
     )
 
 
+def test_a_member_that_does_not_answer_fails_the_version_read_naming_that_member(real_etcd):
+    # etcdctl names each member it could not reach, then lists the others' status as its last line.
+    pods = kamaji_etcd(real_etcd)
+    lab = lab_with(pods)
+    store = recorded("datastore-default.json")
+    store["spec"]["endpoints"].append("127.0.0.1:9")  # nothing listens there
+    lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(store))
+
+    _, report = validate(lab, "--only", "datastore")
+
+    for tenant in TENANTS:
+        assert result(report, "datastore", tenant)["reason"] == (
+            f"{ROOT_CREDENTIALS}: cannot read etcd's version: Failed to get the status of endpoint "
+            "https://127.0.0.1:9 (context deadline exceeded)"
+        )
+
+
 def secret_references(tls: dict) -> list[dict]:
     return [
         tls["certificateAuthority"]["certificate"]["secretReference"],

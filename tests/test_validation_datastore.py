@@ -1082,6 +1082,22 @@ def test_a_member_listed_without_its_endpoint_or_version_is_named_as_such():
     )
 
 
+def test_every_member_endpoint_status_could_not_reach_is_named():
+    # etcdctl 3.5.1's output (both streams) with two members down, its client's warnings left out.
+    output = (
+        "Failed to get the status of endpoint https://kamaji-etcd-1:2379 (context deadline exceeded)\n"
+        "Failed to get the status of endpoint https://kamaji-etcd-2:2379 (context deadline exceeded)\n"
+        + endpoint_status("3.6.12").output
+    )
+
+    assert server_versions(Read("etcd's version", 1, output)) == (
+        False,
+        "cannot read etcd's version: Failed to get the status of endpoint https://kamaji-etcd-1:2379 (context "
+        "deadline exceeded); Failed to get the status of endpoint https://kamaji-etcd-2:2379 (context deadline "
+        "exceeded)",
+    )
+
+
 def test_a_version_with_a_leading_v_is_read_as_well():
     assert parse_version("v3.5.9") == Version(3, 5, 9)
 

@@ -7,15 +7,36 @@ Certificates come from the openssl CLI (tests/real_etcd.py); kubectl is a runner
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tests.real_etcd import issue, make_ca
-from validation.checks.datastore import Read, Survey, alone, certificate_cn, own_reach, survey
+from validation.checks.datastore import (
+    Read,
+    Survey,
+    alone,
+    between_stores,
+    certificate_cn,
+    etcd_image,
+    identity,
+    named_stores,
+    other_readers,
+    own_reach,
+    shared_schema,
+    survey,
+    tenant_schema,
+    tenant_user,
+    tenant_users,
+    used_store,
+)
 from validation.checks.etcd_ranges import OPEN_ENDED, Permission
 from validation.host import CommandResult
 from validation.kube import Kubectl
+from validation.results import CheckSkipped
+from validation.stack_outputs import Tenant
 
 USER = "6f1c2b2e-93b4-4a57-9d0c-2f1f0f3b9a11"
 
@@ -144,3 +165,130 @@ def test_a_user_granted_part_of_its_range_is_told_every_part_it_cannot_reach():
         "etcd user uid-a can neither read nor write [/tenants_tenant_a/, /tenants_tenant_a/configmaps/), "
         "[/tenants_tenant_a/configmaps0, /tenants_tenant_a0) of its own range"
     ]
+
+
+# A TenantControlPlane as Kamaji's defaulting webhook admits it (spec.dataStore, dataStoreSchema and
+# dataStoreUsername filled in: clastix/kamaji internal/webhook/handlers/tcp_defaults.go@26.8.2-edge), before its
+# controller has written any status, and at each later stage of that status.
+SPEC = {"dataStore": "default", "dataStoreSchema": "tenants_tenant_a", "dataStoreUsername": USER}
+FRESH = {"metadata": {"name": "tenant-a", "uid": "uid-of-tenant-a"}, "spec": SPEC}
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        None,
+        {},
+        {"storage": {}, "kubernetesResources": {}},
+        {"storage": {"setup": {}}, "kubernetesResources": {"version": {}}},
+    ],
+    ids=["no-status", "no-storage", "no-setup", "no-version"],
+)
+def test_a_control_plane_kamaji_has_not_set_up_yet_is_read_by_its_spec(status):
+    tcp = FRESH | ({} if status is None else {"status": status})
+
+    assert (used_store(tcp), named_stores(tcp), between_stores(tcp)) == ("default", {"default"}, "")
+    assert (tenant_user(tcp), tenant_schema(tcp)) == (USER, "tenants_tenant_a")
+
+
+def test_a_control_plane_before_its_first_run_is_on_the_datastore_its_spec_names():
+    # No status.storage.dataStoreName yet: the DataStore the spec names, not the platform's.
+    tcp = FRESH | {"spec": SPEC | {"dataStore": "tenant-a-etcd"}, "status": {"storage": {}}}
+
+    assert (used_store(tcp), named_stores(tcp)) == ("tenant-a-etcd", {"tenant-a-etcd"})
+
+
+def test_a_control_plane_naming_no_datastore_names_none_until_kamaji_puts_it_on_one():
+    # Kamaji's webhook names a DataStore only when Kamaji has a default one (tcp_defaults.go@26.8.2-edge): the
+    # platform's is then the tenant's (the check's and the clean-up's callers fall back to it).
+    bare = FRESH | {"spec": {key: value for key, value in SPEC.items() if key != "dataStore"}}
+    placed = bare | {"status": {"storage": {"dataStoreName": "default"}}}
+
+    assert (used_store(bare), named_stores(bare)) == ("", set())
+    assert (used_store(placed), named_stores(placed)) == ("default", {"default"})
+
+
+def test_what_kamaji_set_up_wins_over_the_spec_and_an_older_spec_without_a_user():
+    # A control plane made before spec.dataStoreUsername existed: Kamaji keeps the user and schema of its status
+    # (clastix/kamaji internal/resources/datastore/datastore_storage_config.go@26.8.2-edge).
+    tcp = FRESH | {
+        "spec": {"dataStore": "default", "dataStoreSchema": "tenants_tenant_a"},
+        "status": {"storage": {"dataStoreName": "default", "setup": {"schema": "tenants_a_old", "user": "tenants_a"}}},
+    }
+
+    assert (tenant_user(tcp), tenant_schema(tcp)) == ("tenants_a", "tenants_a_old")
+
+
+def test_a_failure_to_ask_etcd_whose_certificate_it_is_is_no_pass_and_names_etcdctls_error():
+    asked = Read(f"etcd user {USER}", 1, "Error: context deadline exceeded\n")
+
+    assert identity(asked, USER, "tenants/tenant-a-datastore-certificate", None) == (
+        False, "cannot ask etcd whose certificate tenants/tenant-a-datastore-certificate is: Error: context deadline "
+        "exceeded")
+
+
+def test_a_certificate_of_no_etcd_user_whose_cn_was_not_read_names_no_cn():
+    asked = Read(f"etcd user {USER}", 1, "Error: etcdserver: user name not found\n")
+
+    assert identity(asked, USER, "tenants/tenant-a-datastore-certificate", None) == (
+        False, "the certificate tenants/tenant-a-datastore-certificate's CN is no etcd user at all; the user this "
+        f"check inspects is {USER}")
+
+
+def test_another_user_reaching_the_tenants_keys_is_a_failed_verdict_naming_user_tenant_role_and_grant():
+    wide = Permission("READ", b"/tenants_tenant_", OPEN_ENDED)
+    found = Survey({"root": ["root"], "uid-a": ["tenants_tenant_a"], "uid-b": ["wide"]}, {"wide": [wide]}, [])
+
+    assert other_readers(found, "uid-a", "tenant-a", "tenants_tenant_a", {"uid-b": "tenant-b"}) == [(
+        False, "etcd user uid-b (tenant tenant-b) can read tenant tenant-a's keys [/tenants_tenant_a/, "
+        f"/tenants_tenant_a0): its role wide grants {wide}")]
+
+
+def tenant(name: str, schema: str) -> Tenant:
+    return Tenant(name, "https://172.18.255.3:6443", "v1.36.4", "tenants", schema, ("w1",), (), 0, ())
+
+
+def test_every_tenant_sharing_the_schema_is_named():
+    others = [tenant("tenant-b", "tenants_x"), tenant("tenant-c", "tenants_y"), tenant("tenant-d", "tenants_x")]
+
+    assert shared_schema(tenant("tenant-a", "tenants_x"), others) == (
+        False, "tenants tenant-a and tenant-b, tenant-d have the same dataStoreSchema tenants_x: each reads and "
+        "writes the other's keys")
+
+
+class ControlPlanes:
+    """A runner answering `kubectl get tenantcontrolplanes <name> -n tenants -o json` with each tenant's, set up as
+    Kamaji sets it up; a tenant not in `users` is refused as an API server refuses a reader it forbids."""
+
+    def __init__(self, users: dict[str, str]):
+        self.users = users
+
+    def run(self, argv, stdin=None, timeout=None, **_) -> CommandResult:
+        name = argv[argv.index("get") + 2]
+        if name not in self.users:
+            return CommandResult(tuple(argv), 1, "", f'Error from server (Forbidden): tenantcontrolplanes "{name}" is '
+                                 "forbidden\n")  # fmt: skip
+        tcp = FRESH | {"metadata": {"name": name}, "status": {"storage": {"setup": {"user": self.users[name]}}}}
+        return CommandResult(tuple(argv), 0, json.dumps(tcp), "")
+
+
+def test_a_tenant_whose_control_plane_cannot_be_read_leaves_the_others_named():
+    lab = SimpleNamespace(management=Kubectl(ControlPlanes({"tenant-c": "uid-c", "tenant-d": "uid-d"}),
+                                             Path("/nonexistent/management.kubeconfig"), "management"))  # fmt: skip
+    others = [tenant(name, f"tenants_{name}") for name in ("tenant-b", "tenant-c", "tenant-d")]
+
+    assert tenant_users(lab, others) == {"uid-c": "tenant-c", "uid-d": "tenant-d"}
+
+
+def test_a_datastore_naming_its_etcd_by_its_client_service_is_skipped_saying_why():
+    # kamaji-etcd's DataStore with datastore.headless false (clastix/kamaji-etcd charts/kamaji-etcd/templates/
+    # _helpers.tpl@92f31f0: client.endpointsYAML): no pod, so no StatefulSet to take etcdctl's image from.
+    store = {"metadata": {"name": "x"}, "spec": {"endpoints": ["etcd-a-client.store-of-a.svc.cluster.local:2379"]}}
+
+    with pytest.raises(CheckSkipped) as skipped:
+        etcd_image(management(""), store, kamaji_provided=False)
+
+    assert str(skipped.value) == (
+        "DataStore x names its etcd by service store-of-a/etcd-a-client, not by its pods: this check reads the etcd "
+        "image of the StatefulSet whose pods a DataStore names"
+    )

@@ -49,6 +49,7 @@ from validation.checks.datastore import (
 )
 from validation.cli import main
 from validation.exit_codes import EXIT_UNPROVEN
+from validation.results import CheckFailed
 
 # Kamaji names the tenant's etcd client certificate <tenant>-datastore-certificate, with keys
 # ca.crt, server.crt and server.key (clastix/kamaji internal/resources/datastore/datastore_certificate.go@26.8.2-edge).
@@ -370,6 +371,16 @@ def test_endpoints_get_a_scheme_only_where_they_lack_one():
     assert etcd_endpoints(store) == "https://etcd-0:2379,https://etcd-1:2379"
 
 
+def test_a_datastore_without_a_spec_is_refused_by_name_as_one_without_endpoints():
+    # Kamaji's DataStore CRD requires driver and endpoints only inside spec, not spec itself
+    # (charts/kamaji/crds/kamaji.clastix.io_datastores.yaml@ddbabd87ed0e), and snapshot/live.py reads endpoints
+    # before any driver.
+    with pytest.raises(CheckFailed) as refusal:
+        etcd_endpoints({"metadata": {"name": "empty"}})
+
+    assert str(refusal.value) == "DataStore empty lists no endpoints"
+
+
 def test_the_etcdctl_pods_dial_every_member_of_the_datastore_over_tls():
     lab = lab_with()
     validate(lab, "--only", "datastore")
@@ -398,6 +409,23 @@ def test_root_credentials_refused_everywhere_prove_nothing_and_fail_the_check(re
         "cannot read /tenants_tenant_a/: Error: etcdserver: permission denied; "
         "cannot read /tenants_tenant_b/: Error: etcdserver: permission denied"
     )
+
+
+def test_a_member_that_does_not_answer_fails_the_version_read_naming_that_member(real_etcd):
+    # etcdctl names each member it could not reach, then lists the others' status as its last line.
+    pods = kamaji_etcd(real_etcd)
+    lab = lab_with(pods)
+    store = recorded("datastore-default.json")
+    store["spec"]["endpoints"].append("127.0.0.1:9")  # nothing listens there
+    lab.on("management", r"^get datastores\.kamaji\.clastix\.io default ", ok(store))
+
+    _, report = validate(lab, "--only", "datastore")
+
+    for tenant in TENANTS:
+        assert result(report, "datastore", tenant)["reason"] == (
+            f"{ROOT_CREDENTIALS}: cannot read etcd's version: Failed to get the status of endpoint "
+            "https://127.0.0.1:9 (context deadline exceeded)"
+        )
 
 
 def secret_references(tls: dict) -> list[dict]:
@@ -1029,6 +1057,51 @@ def test_no_member_listed_or_an_unreadable_version_is_no_pass():
     )
 
 
+LEAK = "open to CVE-2023-32082: any authenticated user lists the keys attached to a lease, across tenants; upgrade etcd"
+
+
+def test_members_are_grouped_by_version_and_every_leaky_group_is_named():
+    assert server_versions(endpoint_status("3.5.2", "3.4.1", "3.5.2")) == (
+        False,
+        f"etcd 3.4.1 (https://kamaji-etcd-1:2379) is below 3.4.26, {LEAK}; "
+        f"etcd 3.5.2 (https://kamaji-etcd-0:2379, https://kamaji-etcd-2:2379) is below 3.5.9, {LEAK}",
+    )
+    assert server_versions(endpoint_status("3.6.12", "3.5.9")) == (
+        True,
+        "etcd 3.5.9, 3.6.12 on every member (past the fixes for CVE-2023-32082)",
+    )
+
+
+def test_a_member_listed_without_its_endpoint_or_version_is_named_as_such():
+    members = [{"Status": {"version": "3.5.1"}}, {"Endpoint": "https://kamaji-etcd-1:2379", "Status": {}}]
+
+    assert server_versions(Read("etcd's version", 0, json.dumps(members) + "\n")) == (
+        False,
+        "https://kamaji-etcd-1:2379 reports version '', which this check cannot judge; "
+        f"etcd 3.5.1 (?) is below 3.5.9, {LEAK}",
+    )
+
+
+def test_every_member_endpoint_status_could_not_reach_is_named():
+    # etcdctl 3.5.1's output (both streams) with two members down, its client's warnings left out.
+    output = (
+        "Failed to get the status of endpoint https://kamaji-etcd-1:2379 (context deadline exceeded)\n"
+        "Failed to get the status of endpoint https://kamaji-etcd-2:2379 (context deadline exceeded)\n"
+        + endpoint_status("3.6.12").output
+    )
+
+    assert server_versions(Read("etcd's version", 1, output)) == (
+        False,
+        "cannot read etcd's version: Failed to get the status of endpoint https://kamaji-etcd-1:2379 (context "
+        "deadline exceeded); Failed to get the status of endpoint https://kamaji-etcd-2:2379 (context deadline "
+        "exceeded)",
+    )
+
+
+def test_a_version_with_a_leading_v_is_read_as_well():
+    assert parse_version("v3.5.9") == Version(3, 5, 9)
+
+
 @given(st.text(max_size=12))
 def test_any_version_text_is_judged_or_refused_never_passed_unread(text):
     good, _ = server_versions(endpoint_status(text))
@@ -1081,6 +1154,21 @@ def test_a_tenant_user_etcd_does_not_know_fails_saying_so(real_etcd):
 
     assert f"tenant-a-datastore-certificate's CN {USERS['tenant-a']} is no etcd user at all; " in tenants_half
     assert root_half == f"{ROOT_CREDENTIALS}: etcd user {USERS['tenant-a']} does not exist"
+
+
+def test_an_etcd_with_no_user_or_role_but_root_fails_each_tenant_without_a_pod_of_no_containers(real_etcd):
+    # kamaji-etcd's setup job has run (root, auth on), Kamaji's driver has made no tenant's user or role yet.
+    provision(real_etcd, {}, {})
+    lab = lab_with(EtcdPods(real_etcd, SCHEMAS, tenant_secrets(real_etcd, USERS) | chart_secrets(real_etcd)))
+
+    _, report = validate(lab, "--only", "datastore")
+
+    for tenant in TENANTS:
+        _, root_half = halves(result(report, "datastore", tenant)["reason"])
+        assert root_half == f"{ROOT_CREDENTIALS}: etcd user {USERS[tenant]} does not exist"
+    # No grant is left to read; the API server refuses a pod without containers (kubernetes/kubernetes
+    # pkg/apis/core/validation/validation.go: validateContainers).
+    assert all(pod["spec"]["containers"] for pod in etcdctl_pods(lab))
 
 
 def test_a_certificate_whose_cn_could_not_be_read_still_fails_pointing_at_how_to_read_it():

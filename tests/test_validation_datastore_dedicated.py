@@ -262,14 +262,35 @@ def test_any_endpoints_give_a_member_named_in_the_first_or_a_clear_refusal(endpo
         ("etcd-a-2.etcd-a.store-of-a.svc.cluster.local:2379", Member("store-of-a", "pod", "etcd-a-2", 2379), "etcd-a"),
         ("https://etcd-a-client.store-of-a.svc.cluster.local:2379",
          Member("store-of-a", "service", "etcd-a-client", 2379), None),
+        # The same without the cluster domain, as a DataStore written by hand may name them.
+        ("etcd-a-2.etcd-a.store-of-a.svc:2379", Member("store-of-a", "pod", "etcd-a-2", 2379), "etcd-a"),
+        ("etcd-a-client.store-of-a.svc:2379", Member("store-of-a", "service", "etcd-a-client", 2379), None),
     ],
-    ids=["headless-pod", "client-service"],
+    ids=["headless-pod", "client-service", "headless-pod-no-domain", "client-service-no-domain"],
 )  # fmt: skip
 def test_kamaji_etcds_two_endpoint_forms_name_a_pod_of_its_statefulset_or_its_client_service(
     endpoint, member, statefulset
 ):
     found = first_member({"metadata": {"name": "x"}, "spec": {"endpoints": [endpoint]}})
     assert (found, found.statefulset) == (member, statefulset)
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "etcd-a-client.store-of-a:2379",  # no ".svc": a name outside the cluster's DNS
+        # A path naming another etcd: the endpoint is read up to its scheme only, never as the other one.
+        "https://etcd-a-2.etcd-a.store-of-a.svc:2379/x://etcd-b-0.etcd-b.store-of-b.svc:2379",
+    ],
+)
+def test_an_endpoint_that_is_no_cluster_dns_name_is_refused_naming_it_whole(endpoint):
+    with pytest.raises(CheckFailed) as refusal:
+        first_member({"metadata": {"name": "x"}, "spec": {"endpoints": [endpoint]}})
+
+    assert str(refusal.value) == (
+        f"DataStore x's endpoint {endpoint.split('://', 1)[-1]} is no cluster DNS name (<pod>.<service>.<namespace>"
+        ".svc... or <service>.<namespace>.svc...): the lab cannot tell which etcd it is"
+    )
 
 
 def test_another_tenant_whose_control_plane_cannot_be_read_leaves_the_result_unproven(stores):

@@ -241,10 +241,16 @@ def known_leak(version: Version) -> str:
     return ""
 
 
+# etcdctl's line for each member `endpoint status` could not reach; it lists the others after them, and exits 1
+# (etcd-io/etcd etcdctl/ctlv3/command/ep_command.go@v3.6.12: epStatusCommandFunc).
+UNREACHED = "Failed to get the status of endpoint "
+
+
 def server_versions(read: Read) -> Verdict:
     """Every member's version, as `endpoint status -w json` lists them, is one without a known leak."""
     if read.exit_code != 0:
-        return Verdict(False, f"cannot read etcd's version: {read.error}")
+        unreached = [line.strip() for line in read.output.splitlines() if line.startswith(UNREACHED)]
+        return Verdict(False, f"cannot read etcd's version: {'; '.join(unreached) or read.error}")
     members = read.statuses
     if not members:
         return Verdict(False, f"cannot read etcd's version: endpoint status listed no member ({read.error})")
@@ -357,8 +363,8 @@ def own_reach(found: Survey, user: str, schema: str, owners: dict[str, str]) -> 
         verdicts += [
             Verdict(False, f"etcd user {user} cannot {what} {left} of its own range") for what, left in gaps.items()
         ]
-    if not verdicts:
-        roles = ", ".join(found.user_roles[user]) or "none"
+    if not verdicts:  # then some role of the user grants its range: it has at least one
+        roles = ", ".join(found.user_roles[user])
         verdicts.append(Verdict(True, f"etcd user {user} (roles: {roles}) reads and writes exactly {own}"))
     return verdicts
 

@@ -25,6 +25,7 @@ import pytest
 
 from benchmarks import status_refresh
 from tests.test_validation_bounds import SilentServer, outputs_pointing_at
+from validation.answers import MalformedAnswer
 from validation.checks.hami import REGISTER_ANNOTATION
 from validation.host import TIMED_OUT, CommandResult
 from validation.status import gather
@@ -471,6 +472,52 @@ def test_a_quota_not_yet_counted_shows_zero_used_and_one_without_status_shows_no
     assert quota_usage(unwritten) == {"namespace": "team-a", "name": "gpu-quota", "resources": {}}
 
 
+QUOTA = {
+    "metadata": {"name": "gpu-quota", "namespace": "team-a"},
+    "status": {"hard": {"limits.nvidia.com/gpumem": "8192"}, "used": {"limits.nvidia.com/gpumem": "4096"}},
+}
+
+
+def quota_where(change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    quota = json.loads(json.dumps(QUOTA))
+    change(quota)
+    return quota
+
+
+@pytest.mark.parametrize(
+    ("quota", "error"),
+    [
+        (quota_where(lambda quota: quota["metadata"].pop("namespace")), "ResourceQuota: metadata has no namespace"),
+        (
+            quota_where(lambda quota: quota.update(status=[])),
+            "ResourceQuota team-a/gpu-quota: status is a list, not an object",
+        ),
+        (
+            quota_where(lambda quota: quota["status"].update(hard="8192")),
+            "ResourceQuota team-a/gpu-quota: hard is a string, not an object",
+        ),
+        (
+            quota_where(lambda quota: quota["status"].update(used=["4096"])),
+            "ResourceQuota team-a/gpu-quota: used is a list, not an object",
+        ),
+        (
+            quota_where(lambda quota: quota["status"]["used"].update({"limits.nvidia.com/gpumem": 4096})),
+            "ResourceQuota team-a/gpu-quota: limits.nvidia.com/gpumem is a number, not a string",
+        ),
+        (
+            quota_where(lambda quota: quota["status"]["hard"].update({"limits.nvidia.com/gpumem": 8192})),
+            "ResourceQuota team-a/gpu-quota: limits.nvidia.com/gpumem is a number, not a string",
+        ),
+    ],
+    ids=["no-namespace", "status", "hard", "used", "used-amount", "hard-amount"],
+)
+def test_a_malformed_quota_is_refused_naming_the_quota_and_the_field(quota, error):
+    assert quota_usage(QUOTA)["resources"] == {"limits.nvidia.com/gpumem": {"used": "4096", "hard": "8192"}}
+    with pytest.raises(MalformedAnswer) as refused:
+        quota_usage(quota)
+    assert str(refused.value) == error
+
+
 def test_usage_bars_fill_in_proportion_and_stay_empty_without_a_total():
     empty = "[" + "." * 10 + "]"
     assert (bar(0, 0), bar(5, 10), bar(10, 10), bar(1, 100)) == (empty, "[#####.....]", "[##########]", empty)
@@ -836,6 +883,72 @@ def test_only_gpu_pods_that_no_scheduler_could_place_are_pending_ones():
     ]
 
 
+def unplaced_pod(change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    """tenant-a's GPU pod that no node could take (ml/big-0), changed as given."""
+    (unplaced,) = [pod for pod in items("pods-tenant-a.json") if pod["status"]["phase"] == "Pending"]
+    pod = json.loads(json.dumps(unplaced))
+    change(pod)
+    return pod
+
+
+def test_a_gpu_in_a_container_s_limits_alone_or_its_requests_alone_makes_a_gpu_pod():
+    # The API server fills requests from limits (and wants them equal for an extended resource); either one names it.
+    limits_only = unplaced_pod(lambda pod: pod["spec"]["containers"][0]["resources"].pop("requests"))
+    requests_only = unplaced_pod(lambda pod: pod["spec"]["containers"][0]["resources"].pop("limits"))
+    limits_only["metadata"]["name"], requests_only["metadata"]["name"] = "limits-only", "requests-only"
+    assert [pod["name"] for pod in pending_gpu_pods([limits_only, requests_only])] == ["limits-only", "requests-only"]
+
+
+def resources_where(key: str, value: Any) -> Callable[[dict[str, Any]], Any]:
+    return lambda pod: pod["spec"]["containers"][0]["resources"].__setitem__(key, value)
+
+
+# (what is malformed, the pod, what pending_gpu_pods says: pod namespace/name and the field).
+MALFORMED_PODS = {
+    "no-namespace": (unplaced_pod(lambda pod: pod["metadata"].pop("namespace")), "pod 0: metadata has no namespace"),
+    "status": (unplaced_pod(lambda pod: pod.update(status=[])), "pod ml/big-0: status is a list, not an object"),
+    "phase": (
+        unplaced_pod(lambda pod: pod["status"].update(phase=1)),
+        "pod ml/big-0: phase is a number, not a string",
+    ),
+    "spec": (unplaced_pod(lambda pod: pod.update(spec=[])), "pod ml/big-0: spec is a list, not an object"),
+    "containers": (
+        unplaced_pod(lambda pod: pod["spec"].update(containers="gpu")),
+        "pod ml/big-0: containers is a string, not a list",
+    ),
+    "resources": (
+        unplaced_pod(lambda pod: pod["spec"]["containers"][0].update(resources=[])),
+        "pod ml/big-0: resources is a list, not an object",
+    ),
+    "limits": (unplaced_pod(resources_where("limits", [])), "pod ml/big-0: limits is a list, not an object"),
+    "requests": (unplaced_pod(resources_where("requests", "1")), "pod ml/big-0: requests is a string, not an object"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_PODS))
+def test_a_malformed_pod_is_refused_naming_the_pod_and_the_field(case):
+    pod, error = MALFORMED_PODS[case]
+    with pytest.raises(MalformedAnswer) as refused:
+        pending_gpu_pods([pod])
+    assert str(refused.value) == error
+
+
+@pytest.mark.parametrize(
+    ("nodes", "pods", "error"),
+    [
+        ([], [MALFORMED_PODS["no-namespace"][0]], "pod 0: metadata has no namespace"),
+        ([], [MALFORMED_PODS["status"][0]], "pod big-0: status is a list, not an object"),
+        ([], [MALFORMED_PODS["phase"][0]], "pod big-0: phase is a number, not a string"),
+        ([{"kind": "Node"}], [], "node 0: no metadata"),
+    ],
+    ids=["pod-without-namespace", "pod-status", "pod-phase", "node-without-metadata"],
+)
+def test_the_gpu_reader_refuses_a_malformed_pod_or_node_naming_it(nodes, pods, error):
+    with pytest.raises(MalformedAnswer) as refused:
+        gpus(nodes, pods)
+    assert str(refused.value) == error
+
+
 # --- Fits a terminal: the default layout within 100 columns, --wide in full. ---
 
 
@@ -970,10 +1083,28 @@ def test_a_tenant_control_plane_without_a_namespace_is_a_malformed_management_an
     assert c["controlPlaneReady"] is None
 
 
-def test_a_datastore_name_that_is_no_string_is_a_malformed_answer_not_a_crash():
+def tenant_c_tcp_with(path: tuple[str, ...], value: Any) -> FakeKubectl:
+    """The fixtures' TenantControlPlanes, tenant-c's with the field at path set to value."""
     tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-b", "tenant-c")]
-    tcps[2]["status"]["storage"]["dataStoreName"] = ["default"]
-    _, doc = status_json(fake=FakeKubectl(answers={("management", "tenantcontrolplanes"): as_list(tcps)}))
+    parent = tcps[2]
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return FakeKubectl(answers={("management", "tenantcontrolplanes"): as_list(tcps)})
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "fault"),
+    [
+        (("spec",), ["default"], "spec is a list, not an object"),
+        (("spec", "dataStore"), 7, "dataStore is a number, not a string"),
+        (("status", "storage"), "default", "storage is a string, not an object"),
+        (("status", "storage", "dataStoreName"), ["default"], "dataStoreName is a list, not a string"),
+    ],
+    ids=["spec", "spec-datastore", "storage", "storage-datastore-name"],
+)
+def test_a_datastore_field_of_the_wrong_type_is_a_malformed_answer_naming_it_not_a_crash(path, value, fault):
+    _, doc = status_json(fake=tenant_c_tcp_with(path, value))
     c = tenant(doc, "tenant-c")
-    assert c["dataStore"] is None and c["internalError"] is False
-    assert any(problem.startswith("control plane unknown (") for problem in c["problems"])
+    assert (c["dataStore"], c["controlPlaneReady"], c["internalError"]) == (None, None, False)
+    assert c["problems"] == [f"control plane unknown (TenantControlPlane tenants/tenant-c: {fault})"]

@@ -414,6 +414,31 @@ def test_colour_marks_health_errors_and_the_verdict():
     assert render(doc, Style(True)).endswith(f"{green}OK: every tenant is healthy{reset}\n")
 
 
+def test_each_problem_line_is_red_and_a_healthy_gpu_row_uncoloured_narrow_and_wide():
+    _, doc = status_json("--tenant", "tenant-a")
+    a = tenant(doc, "tenant-a")
+    third = {"node": "kamaji-tenant-a-w3", "index": 0, "uuid": "GPU-w3-0"}
+    a["nodes"].update(missing=["kamaji-tenant-a-w2"], notReady=["kamaji-tenant-a-w3"])
+    a["gpuHealth"]["missing"] = [
+        {"worker": "kamaji-tenant-a-w3", "model": "NVIDIA A100 80GB", "registered": 1, "configured": 2}
+    ]
+    a["gpuHealth"]["unhealthy"].append(third)
+    a["pending"] = []  # red too, tested above
+    red, reset = "\033[31m", "\033[0m"
+    lines = render(doc, Style(True)).splitlines()
+    assert [line for line in lines if line.startswith(red + "  ")] == [
+        f"{red}  worker kamaji-tenant-a-w2 has no Node{reset}",
+        f"{red}  node kamaji-tenant-a-w3 not Ready{reset}",
+        f"{red}  GPUs missing: w3 registers 1 of 2 NVIDIA A100 80GB{reset}",
+        f"{red}  GPUs unhealthy (HAMi places no pod on them): w1/1, w3/0{reset}",
+        f"{red}  w1/1  NVIDIA A100 80GB  UNHEALTHY  0/10   0/80 GiB   [..........]  0/100   [..........]{reset}",
+    ]
+    assert any(line.startswith("  w1/0  NVIDIA A100 80GB  ok ") for line in lines)  # healthy: no colour at all
+    wide = render(doc, Style(False), wide=True).splitlines()
+    assert "  GPUs missing: kamaji-tenant-a-w3 registers 1 of 2 NVIDIA A100 80GB" in wide
+    assert f"  GPUs unhealthy (HAMi places no pod on them): {GPU_2}, GPU-w3-0" in wide
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -765,6 +790,15 @@ def test_a_tenant_missing_any_piece_is_unhealthy_and_the_exit_status_says_so(bro
     _, text = run_status("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
     assert "tenant-c  v1.36.4  UNHEALTHY" in text
     assert f"control plane {'Ready' if plane_ready else 'not Ready'};" in text
+
+
+def test_nodes_ready_counts_the_ready_ones_of_every_listed_node():
+    broken = {("tenant-c", "nodes"): as_list([NODE_C, not_ready(STRANGER)])}
+    _, doc = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
+    nodes = {"ready": 1, "total": 2, "missing": [], "notReady": ["someone-elses-node"]}
+    assert tenant(doc, "tenant-c")["nodes"] == nodes
+    _, text = run_status("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
+    assert "  control plane Ready; nodes 1/2 Ready\n" in text
 
 
 # --- What a GPU-sharing user looks for, against HAMi v2.10.0's annotation formats. ---

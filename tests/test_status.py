@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -683,6 +684,35 @@ def test_a_reader_that_never_returns_is_left_behind_when_the_wait_ends():
         release.set()
     assert answers["quick"] == "answer"
     assert isinstance(answers["stuck"], TimeoutError) and str(answers["stuck"]) == "no answer within 0.3s"
+
+
+def test_the_wait_for_the_readers_never_runs_past_its_bound(monkeypatch):
+    waits: list[float | None] = []
+
+    def recorded(event: threading.Event, timeout: float | None = None) -> bool:
+        waits.append(timeout)
+        return real(event, timeout)
+
+    real = gather.wait_for
+    monkeypatch.setattr(gather, "wait_for", recorded)
+    release = threading.Event()
+    try:
+        answers = read_side_by_side({"first": lambda: release.wait(60), "second": lambda: release.wait(60)}, wait=0.2)
+    finally:
+        release.set()
+    assert [type(answer) for answer in answers.values()] == [TimeoutError, TimeoutError]
+    assert len(waits) == 2 and all(left is not None and 0 <= left <= 0.2 for left in waits), waits
+
+
+def test_a_reader_left_behind_does_not_keep_the_program_from_ending():
+    # A cluster that never answers must not hold `make status` open once its frame is printed.
+    script = (
+        "import threading\n"
+        "from validation.status.gather import read_side_by_side\n"
+        "print(read_side_by_side({'stuck': threading.Event().wait}, wait=0.1)['stuck'])\n"
+    )
+    ended = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (ended.returncode, ended.stdout) == (0, "no answer within 0.1s\n"), ended.stderr
 
 
 def test_each_reader_runs_in_a_thread_named_for_its_cluster():

@@ -649,6 +649,16 @@ def test_at_any_width_lines_fit_and_break_only_between_words(columns):
     assert text.split() == words
 
 
+def test_the_gpu_table_keeps_its_usage_bars_at_exactly_its_width_and_drops_them_one_column_narrower():
+    _, doc = status_json()
+    at_100 = render.render(doc, render.Style(False), width=100)
+    widest_gpu_row = max(len(line) for line in at_100.splitlines() if BAR.search(line))
+    exact = render.render(doc, render.Style(False), width=widest_gpu_row)
+    narrower = render.render(doc, render.Style(False), width=widest_gpu_row - 1)
+    assert max(len(line) for line in exact.splitlines() if BAR.search(line)) == widest_gpu_row
+    assert not BAR.search(narrower)
+
+
 def test_the_width_is_the_terminal_s_at_least_40_and_100_when_not_on_a_terminal():
     assert render.terminal_width(io.StringIO()) == render.WIDTH == 100
     for columns, width in ((132, 132), (80, 80), (20, render.MIN_WIDTH)):

@@ -234,7 +234,7 @@ def test_cpu_only_tenant_has_no_gpus_and_is_healthy():
 def test_unreachable_tenant_says_why_and_the_others_still_print():
     code, doc = status_json()
     b = tenant(doc, "tenant-b")
-    assert b["reachable"] is False and b["healthy"] is False
+    assert b["reachable"] is False and b["healthy"] is False and b["problems"] == ["cluster not read"]
     assert "no route to host" in b["error"] and "memcache.go" not in b["error"]
     assert b["controlPlaneReady"] is True  # the management cluster still answers for it
     # Nothing is known of its nodes, GPUs, Pending pods or quotas: the JSON still has every key, empty.

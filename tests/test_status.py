@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ import pytest
 
 from benchmarks import status_refresh
 from tests.test_validation_bounds import SilentServer, outputs_pointing_at
+from validation.answers import MalformedAnswer
 from validation.checks.hami import REGISTER_ANNOTATION
 from validation.host import TIMED_OUT, CommandResult
 from validation.status import gather
@@ -232,7 +234,7 @@ def test_cpu_only_tenant_has_no_gpus_and_is_healthy():
 def test_unreachable_tenant_says_why_and_the_others_still_print():
     code, doc = status_json()
     b = tenant(doc, "tenant-b")
-    assert b["reachable"] is False and b["healthy"] is False
+    assert b["reachable"] is False and b["healthy"] is False and b["problems"] == ["cluster not read"]
     assert "no route to host" in b["error"] and "memcache.go" not in b["error"]
     assert b["controlPlaneReady"] is True  # the management cluster still answers for it
     # Nothing is known of its nodes, GPUs, Pending pods or quotas: the JSON still has every key, empty.
@@ -413,6 +415,31 @@ def test_colour_marks_health_errors_and_the_verdict():
     assert render(doc, Style(True)).endswith(f"{green}OK: every tenant is healthy{reset}\n")
 
 
+def test_each_problem_line_is_red_and_a_healthy_gpu_row_uncoloured_narrow_and_wide():
+    _, doc = status_json("--tenant", "tenant-a")
+    a = tenant(doc, "tenant-a")
+    third = {"node": "kamaji-tenant-a-w3", "index": 0, "uuid": "GPU-w3-0"}
+    a["nodes"].update(missing=["kamaji-tenant-a-w2"], notReady=["kamaji-tenant-a-w3"])
+    a["gpuHealth"]["missing"] = [
+        {"worker": "kamaji-tenant-a-w3", "model": "NVIDIA A100 80GB", "registered": 1, "configured": 2}
+    ]
+    a["gpuHealth"]["unhealthy"].append(third)
+    a["pending"] = []  # red too, tested above
+    red, reset = "\033[31m", "\033[0m"
+    lines = render(doc, Style(True)).splitlines()
+    assert [line for line in lines if line.startswith(red + "  ")] == [
+        f"{red}  worker kamaji-tenant-a-w2 has no Node{reset}",
+        f"{red}  node kamaji-tenant-a-w3 not Ready{reset}",
+        f"{red}  GPUs missing: w3 registers 1 of 2 NVIDIA A100 80GB{reset}",
+        f"{red}  GPUs unhealthy (HAMi places no pod on them): w1/1, w3/0{reset}",
+        f"{red}  w1/1  NVIDIA A100 80GB  UNHEALTHY  0/10   0/80 GiB   [..........]  0/100   [..........]{reset}",
+    ]
+    assert any(line.startswith("  w1/0  NVIDIA A100 80GB  ok ") for line in lines)  # healthy: no colour at all
+    wide = render(doc, Style(False), wide=True).splitlines()
+    assert "  GPUs missing: kamaji-tenant-a-w3 registers 1 of 2 NVIDIA A100 80GB" in wide
+    assert f"  GPUs unhealthy (HAMi places no pod on them): {GPU_2}, GPU-w3-0" in wide
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -469,6 +496,52 @@ def test_a_quota_not_yet_counted_shows_zero_used_and_one_without_status_shows_no
     assert quota_usage(fresh)["resources"] == {"limits.nvidia.com/gpumem": {"used": "0", "hard": "8192"}}
     unwritten = {"metadata": {"name": "gpu-quota", "namespace": "team-a"}}
     assert quota_usage(unwritten) == {"namespace": "team-a", "name": "gpu-quota", "resources": {}}
+
+
+QUOTA = {
+    "metadata": {"name": "gpu-quota", "namespace": "team-a"},
+    "status": {"hard": {"limits.nvidia.com/gpumem": "8192"}, "used": {"limits.nvidia.com/gpumem": "4096"}},
+}
+
+
+def quota_where(change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    quota = json.loads(json.dumps(QUOTA))
+    change(quota)
+    return quota
+
+
+@pytest.mark.parametrize(
+    ("quota", "error"),
+    [
+        (quota_where(lambda quota: quota["metadata"].pop("namespace")), "ResourceQuota: metadata has no namespace"),
+        (
+            quota_where(lambda quota: quota.update(status=[])),
+            "ResourceQuota team-a/gpu-quota: status is a list, not an object",
+        ),
+        (
+            quota_where(lambda quota: quota["status"].update(hard="8192")),
+            "ResourceQuota team-a/gpu-quota: hard is a string, not an object",
+        ),
+        (
+            quota_where(lambda quota: quota["status"].update(used=["4096"])),
+            "ResourceQuota team-a/gpu-quota: used is a list, not an object",
+        ),
+        (
+            quota_where(lambda quota: quota["status"]["used"].update({"limits.nvidia.com/gpumem": 4096})),
+            "ResourceQuota team-a/gpu-quota: limits.nvidia.com/gpumem is a number, not a string",
+        ),
+        (
+            quota_where(lambda quota: quota["status"]["hard"].update({"limits.nvidia.com/gpumem": 8192})),
+            "ResourceQuota team-a/gpu-quota: limits.nvidia.com/gpumem is a number, not a string",
+        ),
+    ],
+    ids=["no-namespace", "status", "hard", "used", "used-amount", "hard-amount"],
+)
+def test_a_malformed_quota_is_refused_naming_the_quota_and_the_field(quota, error):
+    assert quota_usage(QUOTA)["resources"] == {"limits.nvidia.com/gpumem": {"used": "4096", "hard": "8192"}}
+    with pytest.raises(MalformedAnswer) as refused:
+        quota_usage(quota)
+    assert str(refused.value) == error
 
 
 def test_usage_bars_fill_in_proportion_and_stay_empty_without_a_total():
@@ -613,6 +686,35 @@ def test_a_reader_that_never_returns_is_left_behind_when_the_wait_ends():
     assert isinstance(answers["stuck"], TimeoutError) and str(answers["stuck"]) == "no answer within 0.3s"
 
 
+def test_the_wait_for_the_readers_never_runs_past_its_bound(monkeypatch):
+    waits: list[float | None] = []
+
+    def recorded(event: threading.Event, timeout: float | None = None) -> bool:
+        waits.append(timeout)
+        return real(event, timeout)
+
+    real = gather.wait_for
+    monkeypatch.setattr(gather, "wait_for", recorded)
+    release = threading.Event()
+    try:
+        answers = read_side_by_side({"first": lambda: release.wait(60), "second": lambda: release.wait(60)}, wait=0.2)
+    finally:
+        release.set()
+    assert [type(answer) for answer in answers.values()] == [TimeoutError, TimeoutError]
+    assert len(waits) == 2 and all(left is not None and 0 <= left <= 0.2 for left in waits), waits
+
+
+def test_a_reader_left_behind_does_not_keep_the_program_from_ending():
+    # A cluster that never answers must not hold `make status` open once its frame is printed.
+    script = (
+        "import threading\n"
+        "from validation.status.gather import read_side_by_side\n"
+        "print(read_side_by_side({'stuck': threading.Event().wait}, wait=0.1)['stuck'])\n"
+    )
+    ended = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (ended.returncode, ended.stdout) == (0, "no answer within 0.1s\n"), ended.stderr
+
+
 def test_each_reader_runs_in_a_thread_named_for_its_cluster():
     # A thread dump of a refresh that hangs (py-spy, faulthandler) names the cluster each thread waits on.
     def thread_name() -> str:
@@ -718,6 +820,15 @@ def test_a_tenant_missing_any_piece_is_unhealthy_and_the_exit_status_says_so(bro
     _, text = run_status("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
     assert "tenant-c  v1.36.4  UNHEALTHY" in text
     assert f"control plane {'Ready' if plane_ready else 'not Ready'};" in text
+
+
+def test_nodes_ready_counts_the_ready_ones_of_every_listed_node():
+    broken = {("tenant-c", "nodes"): as_list([NODE_C, not_ready(STRANGER)])}
+    _, doc = status_json("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
+    nodes = {"ready": 1, "total": 2, "missing": [], "notReady": ["someone-elses-node"]}
+    assert tenant(doc, "tenant-c")["nodes"] == nodes
+    _, text = run_status("--tenant", "tenant-c", fake=FakeKubectl(unreachable=(), answers=broken))
+    assert "  control plane Ready; nodes 1/2 Ready\n" in text
 
 
 # --- What a GPU-sharing user looks for, against HAMi v2.10.0's annotation formats. ---
@@ -834,6 +945,72 @@ def test_only_gpu_pods_that_no_scheduler_could_place_are_pending_ones():
         ("untried", "no scheduler has tried it yet (is hami-scheduler running?)"),
         ("big-0", "Unschedulable"),
     ]
+
+
+def unplaced_pod(change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    """tenant-a's GPU pod that no node could take (ml/big-0), changed as given."""
+    (unplaced,) = [pod for pod in items("pods-tenant-a.json") if pod["status"]["phase"] == "Pending"]
+    pod = json.loads(json.dumps(unplaced))
+    change(pod)
+    return pod
+
+
+def test_a_gpu_in_a_container_s_limits_alone_or_its_requests_alone_makes_a_gpu_pod():
+    # The API server fills requests from limits (and wants them equal for an extended resource); either one names it.
+    limits_only = unplaced_pod(lambda pod: pod["spec"]["containers"][0]["resources"].pop("requests"))
+    requests_only = unplaced_pod(lambda pod: pod["spec"]["containers"][0]["resources"].pop("limits"))
+    limits_only["metadata"]["name"], requests_only["metadata"]["name"] = "limits-only", "requests-only"
+    assert [pod["name"] for pod in pending_gpu_pods([limits_only, requests_only])] == ["limits-only", "requests-only"]
+
+
+def resources_where(key: str, value: Any) -> Callable[[dict[str, Any]], Any]:
+    return lambda pod: pod["spec"]["containers"][0]["resources"].__setitem__(key, value)
+
+
+# (what is malformed, the pod, what pending_gpu_pods says: pod namespace/name and the field).
+MALFORMED_PODS = {
+    "no-namespace": (unplaced_pod(lambda pod: pod["metadata"].pop("namespace")), "pod 0: metadata has no namespace"),
+    "status": (unplaced_pod(lambda pod: pod.update(status=[])), "pod ml/big-0: status is a list, not an object"),
+    "phase": (
+        unplaced_pod(lambda pod: pod["status"].update(phase=1)),
+        "pod ml/big-0: phase is a number, not a string",
+    ),
+    "spec": (unplaced_pod(lambda pod: pod.update(spec=[])), "pod ml/big-0: spec is a list, not an object"),
+    "containers": (
+        unplaced_pod(lambda pod: pod["spec"].update(containers="gpu")),
+        "pod ml/big-0: containers is a string, not a list",
+    ),
+    "resources": (
+        unplaced_pod(lambda pod: pod["spec"]["containers"][0].update(resources=[])),
+        "pod ml/big-0: resources is a list, not an object",
+    ),
+    "limits": (unplaced_pod(resources_where("limits", [])), "pod ml/big-0: limits is a list, not an object"),
+    "requests": (unplaced_pod(resources_where("requests", "1")), "pod ml/big-0: requests is a string, not an object"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_PODS))
+def test_a_malformed_pod_is_refused_naming_the_pod_and_the_field(case):
+    pod, error = MALFORMED_PODS[case]
+    with pytest.raises(MalformedAnswer) as refused:
+        pending_gpu_pods([pod])
+    assert str(refused.value) == error
+
+
+@pytest.mark.parametrize(
+    ("nodes", "pods", "error"),
+    [
+        ([], [MALFORMED_PODS["no-namespace"][0]], "pod 0: metadata has no namespace"),
+        ([], [MALFORMED_PODS["status"][0]], "pod big-0: status is a list, not an object"),
+        ([], [MALFORMED_PODS["phase"][0]], "pod big-0: phase is a number, not a string"),
+        ([{"kind": "Node"}], [], "node 0: no metadata"),
+    ],
+    ids=["pod-without-namespace", "pod-status", "pod-phase", "node-without-metadata"],
+)
+def test_the_gpu_reader_refuses_a_malformed_pod_or_node_naming_it(nodes, pods, error):
+    with pytest.raises(MalformedAnswer) as refused:
+        gpus(nodes, pods)
+    assert str(refused.value) == error
 
 
 # --- Fits a terminal: the default layout within 100 columns, --wide in full. ---
@@ -970,10 +1147,28 @@ def test_a_tenant_control_plane_without_a_namespace_is_a_malformed_management_an
     assert c["controlPlaneReady"] is None
 
 
-def test_a_datastore_name_that_is_no_string_is_a_malformed_answer_not_a_crash():
+def tenant_c_tcp_with(path: tuple[str, ...], value: Any) -> FakeKubectl:
+    """The fixtures' TenantControlPlanes, tenant-c's with the field at path set to value."""
     tcps = [json.loads(fixture(f"tcp-{name}.json")) for name in ("tenant-a", "tenant-b", "tenant-c")]
-    tcps[2]["status"]["storage"]["dataStoreName"] = ["default"]
-    _, doc = status_json(fake=FakeKubectl(answers={("management", "tenantcontrolplanes"): as_list(tcps)}))
+    parent = tcps[2]
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return FakeKubectl(answers={("management", "tenantcontrolplanes"): as_list(tcps)})
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "fault"),
+    [
+        (("spec",), ["default"], "spec is a list, not an object"),
+        (("spec", "dataStore"), 7, "dataStore is a number, not a string"),
+        (("status", "storage"), "default", "storage is a string, not an object"),
+        (("status", "storage", "dataStoreName"), ["default"], "dataStoreName is a list, not a string"),
+    ],
+    ids=["spec", "spec-datastore", "storage", "storage-datastore-name"],
+)
+def test_a_datastore_field_of_the_wrong_type_is_a_malformed_answer_naming_it_not_a_crash(path, value, fault):
+    _, doc = status_json(fake=tenant_c_tcp_with(path, value))
     c = tenant(doc, "tenant-c")
-    assert c["dataStore"] is None and c["internalError"] is False
-    assert any(problem.startswith("control plane unknown (") for problem in c["problems"])
+    assert (c["dataStore"], c["controlPlaneReady"], c["internalError"]) == (None, None, False)
+    assert c["problems"] == [f"control plane unknown (TenantControlPlane tenants/tenant-c: {fault})"]

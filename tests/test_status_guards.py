@@ -90,6 +90,11 @@ MALFORMED = {
         quotas_where(lambda quota: quota.pop("metadata")),
         "malformed answer: ResourceQuota: no metadata",
     ),
+    "node-without-metadata": (
+        "nodes",
+        {"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node"}]},
+        "malformed answer: node 0: no metadata",
+    ),
     "pod-annotations-null": ("pods", pods_where(lambda pod: pod["metadata"].update(annotations=None)), None),
     "register-count-ten": (
         "nodes",
@@ -131,6 +136,8 @@ def test_one_tenant_s_malformed_answer_marks_its_own_row_and_hides_no_other(case
         assert after["tenant-a"].splitlines()[0] == before["tenant-a"].splitlines()[0]
     else:
         assert said in a["error"] and not a["healthy"]
+        # A list without its items is no answer at all; any other fault is in an object the list holds.
+        assert a["problems"] == ["cluster not read" if case == "items-null" else "malformed answer"]
         assert said in " ".join(after["tenant-a"].split()) and "UNHEALTHY" in after["tenant-a"].splitlines()[0]
         assert len(a["error"]) < 200  # short: one line on a wide terminal
     assert code == baseline_code == 1  # unhealthy, not an internal error
@@ -341,11 +348,30 @@ def test_an_unhealthy_gpu_alone_makes_its_tenant_unhealthy_and_the_row_names_it(
     assert code == 1
 
 
-def test_a_tenant_with_real_gpus_counts_only_their_health(tmp_path):
+def tenant_a_outputs(tmp_path: Path, **changes: Any) -> Path:
+    """The fixtures' outputs with tenant-a's keys changed as given."""
     document = json.loads((FIXTURES / "outputs.json").read_text())
-    document["tenants"]["tenant-a"].update(gpusPerWorker=[], gpuDevices="real")
+    document["tenants"]["tenant-a"].update(changes)
     outputs = tmp_path / "outputs.json"
     outputs.write_text(json.dumps(document))
+    return outputs
+
+
+def test_a_worker_without_a_node_leaves_the_gpus_of_the_next_one_counted(tmp_path):
+    outputs = tenant_a_outputs(tmp_path, workers=["kamaji-tenant-a-w0", "kamaji-tenant-a-w1"])
+    fake = FakeKubectl(unreachable=(), answers={("tenant-a", "nodes"): nodes_with_register(register(HEALTHY_A100))})
+    stdout = io.StringIO()
+    cli.main(["--outputs", str(outputs), "--json", "--tenant", "tenant-a"], runner=fake, stdout=stdout, clock=fake)
+    assert json.loads(stdout.getvalue())["tenants"][0]["problems"] == [
+        "worker kamaji-tenant-a-w0 has no Node",
+        "worker kamaji-tenant-a-w1 registers 1 of 2 NVIDIA A100 80GB",
+    ]
+
+
+# The outputs list no configured GPUs for real ones; any they still list are not counted as missing either.
+@pytest.mark.parametrize("configured", [[], [{"count": 2, "memoryMiB": 81920, "model": "NVIDIA A100 80GB"}]])
+def test_a_tenant_with_real_gpus_counts_only_their_health(tmp_path, configured):
+    outputs = tenant_a_outputs(tmp_path, gpusPerWorker=configured, gpuDevices="real")
     fake = FakeKubectl(unreachable=(), gpus_healthy=True, answers={})
     fake.answers[("tenant-a", "nodes")] = nodes_with_register(register(HEALTHY_A100))  # one card, none configured
     stdout = io.StringIO()
@@ -623,6 +649,16 @@ def test_at_any_width_lines_fit_and_break_only_between_words(columns):
     assert bool(BAR.search(text)) == (columns >= widest_gpu_row)
     words = [word for word in at_100.split() if columns >= widest_gpu_row or not BAR.fullmatch(word)]
     assert text.split() == words
+
+
+def test_the_gpu_table_keeps_its_usage_bars_at_exactly_its_width_and_drops_them_one_column_narrower():
+    _, doc = status_json()
+    at_100 = render.render(doc, render.Style(False), width=100)
+    widest_gpu_row = max(len(line) for line in at_100.splitlines() if BAR.search(line))
+    exact = render.render(doc, render.Style(False), width=widest_gpu_row)
+    narrower = render.render(doc, render.Style(False), width=widest_gpu_row - 1)
+    assert max(len(line) for line in exact.splitlines() if BAR.search(line)) == widest_gpu_row
+    assert not BAR.search(narrower)
 
 
 def test_the_width_is_the_terminal_s_at_least_40_and_100_when_not_on_a_terminal():

@@ -166,24 +166,59 @@ def naming_a_number_as_its_datastore() -> dict:
     return tcp
 
 
+def with_status(status: object, part: str = "") -> dict:
+    """tenant-b's sleeping TenantControlPlane with its status (or the named part of it) replaced."""
+    tcp = sleeping_tcp()
+    if part:
+        tcp["status"][part] = status
+    else:
+        tcp["status"] = status
+    return tcp
+
+
 @pytest.mark.parametrize(
-    ("tcp", "problem", "state", "store"),
+    ("tcp", "problems", "state", "store"),
     [
-        (None, "no TenantControlPlane tenants/tenant-b", None, None),
-        (without_status(), "control plane without status, not Sleeping: run pulumi up", None, "default"),
+        (None, ["no TenantControlPlane tenants/tenant-b"], None, None),
+        (without_status(), ["control plane without status, not Sleeping: run pulumi up"], None, "default"),
         (
             naming_a_number_as_its_datastore(),
-            "DataStore unknown (TenantControlPlane tenants/tenant-b: dataStore is a number, not a string)",
+            ["DataStore unknown (TenantControlPlane tenants/tenant-b: dataStore is a number, not a string)"],
+            "Sleeping",
+            None,
+        ),
+        (
+            with_status(["Sleeping"], "kubernetesResources"),
+            ["control plane unknown (TenantControlPlane tenant-b: kubernetesResources is a list, not an object)"],
+            None,
+            None,
+        ),
+        (
+            with_status("Sleeping"),
+            ["control plane unknown (TenantControlPlane tenant-b: status is a string, not an object)"],
+            None,
+            None,
+        ),
+        (
+            with_status("default", "storage"),
+            ["DataStore unknown (TenantControlPlane tenants/tenant-b: storage is a string, not an object)"],
             "Sleeping",
             None,
         ),
     ],
-    ids=["no-control-plane", "control-plane-without-status", "datastore-malformed"],
+    ids=[
+        "no-control-plane",
+        "control-plane-without-status",
+        "datastore-malformed",
+        "state-malformed",
+        "status-malformed",
+        "storage-malformed",
+    ],
 )
-def test_a_sleeping_tenant_whose_control_plane_is_missing_or_unreadable_says_so(tmp_path, tcp, problem, state, store):
+def test_a_sleeping_tenant_whose_control_plane_is_missing_or_unreadable_says_so(tmp_path, tcp, problems, state, store):
     code, doc, _ = run(tmp_path, "--json", fake=fake_serving(tcp))
     b = tenant(json.loads(doc), ASLEEP)
-    assert (b["healthy"], b["problems"], b["internalError"]) == (False, [problem], False)
+    assert (b["healthy"], b["problems"], b["internalError"]) == (False, problems, False)
     assert (b["controlPlaneState"], b["dataStore"]) == (state, store)
     assert b["controlPlaneReady"] is False  # Kamaji was asked: not unknown
     assert code == 1

@@ -340,20 +340,24 @@ def asleep_status(tenant: Tenant, tcps: ControlPlanes | Exception) -> AsleepRow:
     The keys of an awake tenant's row stay, empty: nothing of its nodes, pods or quotas is read.
     """
     problems: list[str] = []
-    state = None
+    state = store = None
     if isinstance(tcps, Exception):
         problems.append("control plane unknown (management cluster not read)")
     elif (tcp := tcps.get((tenant.namespace, tenant.name))) is None:
         problems.append(f"no TenantControlPlane {tenant.namespace}/{tenant.name}")
-    elif (state := tcp_status(tcp)) != SLEEPING:
-        problems.append(f"control plane {state or 'without status'}, not {SLEEPING}: run pulumi up")
-    store = None
-    if not isinstance(tcps, Exception):
+    else:
         try:
-            store, store_problems = data_store(tenant, tcps)
-        except MalformedAnswer as error:
-            store_problems = [f"DataStore unknown ({error})"]
-        problems += store_problems
+            state = tcp_status(tcp)
+        except MalformedAnswer as error:  # as for an awake tenant: unhealthy, its state and DataStore unknown
+            problems.append(f"control plane unknown ({error})")
+        else:
+            if state != SLEEPING:
+                problems.append(f"control plane {state or 'without status'}, not {SLEEPING}: run pulumi up")
+            try:
+                store, store_problems = data_store(tenant, tcps)
+            except MalformedAnswer as error:
+                store_problems = [f"DataStore unknown ({error})"]
+            problems += store_problems
     cards = sum(gpu.count for gpu in tenant.gpus_per_worker) * len(tenant.workers)
     # The keys an awake row has keep their places; the two of a sleeping tenant come last.
     return {

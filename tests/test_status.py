@@ -30,6 +30,7 @@ from validation.answers import MalformedAnswer
 from validation.checks.hami import REGISTER_ANNOTATION
 from validation.host import TIMED_OUT, CommandResult
 from validation.status import gather
+from validation.status import render as render_module
 from validation.status.cli import main
 from validation.status.gather import (
     CLUSTER_BOUND,
@@ -413,6 +414,17 @@ def test_colour_marks_health_errors_and_the_verdict():
     assert text.endswith(f"{red}NOT OK: some tenants are unhealthy or unreachable{reset}\n")
     doc = {**doc, "ok": True}
     assert render(doc, Style(True)).endswith(f"{green}OK: every tenant is healthy{reset}\n")
+
+
+def test_an_unreachable_management_cluster_and_a_tenant_that_cannot_be_drawn_are_red(monkeypatch):
+    _, doc = status_json()
+    doc["management"] = {**doc["management"], "reachable": False, "error": "connection refused"}
+    monkeypatch.setattr(render_module, "bar", lambda used, total: 1 / 0)  # only tenant-a has GPUs
+    red, reset = "\033[31m", "\033[0m"
+    lines = render(doc, Style(True)).splitlines()
+    assert f"{red}management  UNREACHABLE: connection refused{reset}" in lines
+    drawn_instead = lines.index(f"{red}tenant-a  UNHEALTHY{reset}")
+    assert lines[drawn_instead + 1] == f"{red}  internal error: ZeroDivisionError: division by zero{reset}"
 
 
 def test_each_problem_line_is_red_and_a_healthy_gpu_row_uncoloured_narrow_and_wide():

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from components.config import ConfigError, parse_settings
+from components.settings import Machine
 from tests.plan import dev_config, fake_kubeconfig
 from tests.ssh_keys import made_key
 
@@ -45,6 +46,14 @@ def test_a_machine_may_use_its_own_key():
     lab = settings([tenant(machines=[machine])], sshPrivateKeys={"default": made_key("ed25519", "other"), "gpu-1": KEY})
     (found,) = lab.tenants[0].machines
     assert found.private_key == KEY
+
+
+def test_every_key_of_a_machine_reaches_its_settings_as_written():
+    machine = {**GPU_1, "port": 2222, "user": "ops", "adopt": True, "nodeIp": "10.1.0.11", "flannelInterface": "eth1",
+               "proxyJump": "ops@bastion:2222"}
+    (found,) = settings([tenant(machines=[machine])]).tenants[0].machines
+    assert found == Machine("gpu-1", "10.0.0.11", 2222, "ops", KEY, HOST_KEY, adopt=True, node_ip="10.1.0.11",
+                            flannel_interface="eth1", proxy_jump="ops@bastion:2222")
 
 
 def test_real_gpus_are_a_tenant_choice():

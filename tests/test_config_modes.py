@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from components.config import ConfigError, parse_settings
+from components.settings import Provided
 from tests.plan import ROOT, dev_config, fake_kubeconfig, plan
 from tests.render_charts_module import project_defaults, stack_config
 from tests.ssh_keys import made_key
@@ -201,6 +202,7 @@ def test_a_provided_kamaji_names_its_datastore_in_every_tenant():
     )
     assert {tenant.data_store for tenant in lab.tenants} == {"shared-etcd"}
     assert lab.kamaji_data_store == "shared-etcd"
+    assert lab.provided == Provided(cert_manager=True, load_balancer=True, kamaji=True)
 
 
 def test_many_tenants_on_a_provided_load_balancer_need_no_pool():

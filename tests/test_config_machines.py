@@ -116,6 +116,17 @@ def test_bad_machine_config_is_refused_naming_the_key(tenants, overrides, key, p
     assert problems and problems[0].startswith(problem), message
 
 
+def test_a_name_or_address_used_twice_is_refused_in_one_line_without_the_host_keys_warning():
+    other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfGpu9"
+    twice = [tenant(), tenant(name="other", machines=[{**GPU_1, "hostKey": other}])]
+    lines = [line for line in error(twice).splitlines() if "tenants[1].machines[0]" in line]
+    assert lines == [
+        "  kamaji-hami-lab:tenants[1].machines[0].name: 'gpu-1' is also the name of tenants[0].machines[0]",
+        "  kamaji-hami-lab:tenants[1].machines[0].address: '10.0.0.11:22' is also the address of "
+        "tenants[0].machines[0]",
+    ]
+
+
 def test_keys_in_plain_text_are_refused_without_showing_them():
     assert "sshPrivateKeys: must be a secret" in error([tenant()], secret_keys={"managementKubeconfig"})
 

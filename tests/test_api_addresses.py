@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from components.addresses import AddressRange, home_address, parse_address_range, tenant_addresses
 from components.config import ConfigError, parse_settings
 from tests.plan import METALLB_ADDRESS_ANNOTATION, changed, dev_config, plan, resolve, reveal, tenants
+from tests.test_config import stack_warnings_of
 from tests.test_management_modes import EXISTING_KUBECONFIG, INSTALLED, PROVIDED
 
 CONTROL_PLANE = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
@@ -136,6 +137,23 @@ def test_of_two_names_giving_one_address_the_later_tenant_takes_the_other_and_is
     assert addresses([{"name": second}, {"name": first}], metallbAddressRange=SMALL_POOL)[second] == shared_address
 
 
+def test_a_moved_tenant_of_a_full_pool_is_warned_in_one_line_naming_the_command_that_keeps_it():
+    first, second, shared_address = two_names_sharing_an_address()
+    (other,) = {"172.30.200.1", "172.30.200.2"} - {shared_address}
+    # Two tenants and Grafana's: the pool is full, and still the moved tenant is told.
+    assert stack_warnings_of(tenants=[{"name": first}, {"name": second}], metallbAddressRange=SMALL_POOL) == [
+        f"kamaji-hami-lab:tenants[1].name: its name gives the API address {shared_address}, which another tenant "
+        f"has, so it gets {other}; that one may change when other tenants are removed, reordered or pinned, and a "
+        "tenant whose address changes re-joins its workers. Keep it: pulumi config set --path "
+        f"'tenants[1].apiAddress' {other}"
+    ]
+
+
+def test_with_the_clusters_own_load_balancer_no_tenant_is_warned_its_address_may_move():
+    lab = {**PROVIDED, "managementKubeconfig": EXISTING_KUBECONFIG}
+    assert stack_warnings_of(**lab, tenants=tenants(3)) == []
+
+
 def test_a_pinned_address_is_used_and_not_warned_about(monkeypatch):
     first, second, shared_address = two_names_sharing_an_address()
     (other,) = {"172.30.200.1", "172.30.200.2"} - {shared_address}
@@ -205,7 +223,8 @@ def test_an_api_address_with_the_clusters_own_load_balancer_is_refused():
     with pytest.raises(ConfigError) as raised:
         parse_settings(dev_config(**PROVIDED, managementKubeconfig=EXISTING_KUBECONFIG,
                                   tenants=[{"name": "a", "apiAddress": "10.20.0.9"}]))
-    assert "kamaji-hami-lab:tenants[0].apiAddress: unused with loadBalancer provided" in str(raised.value)
+    assert "  kamaji-hami-lab:tenants[0].apiAddress: unused with loadBalancer provided: the cluster's own " \
+        "LoadBalancer picks the addresses" in str(raised.value).splitlines()
 
 
 def test_a_pool_reaching_the_networks_broadcast_address_is_refused_and_one_below_it_accepted():

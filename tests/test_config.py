@@ -1,5 +1,6 @@
 """Stack config: bad input stops the program before anything is created, naming key and value."""
 
+import ipaddress
 import json
 
 import pulumi
@@ -8,6 +9,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from components.config import MORE_MAY_FOLLOW, ConfigError, parse_settings
+from components.config.messages import key_path
+from components.config.models import StackConfig
+from components.config.rules import stack_warnings
+from components.gpus import FULL_GPU_CORES
+from components.settings import KAMAJI_IMAGE_TAG, GpuQuota, Provided, Versions, dedicated_data_store_name
 from tests.plan import NODE_IMAGE, dev_config, plan
 from tests.test_config_machines import HOST_KEY, KEY
 
@@ -414,6 +420,32 @@ def warnings_of(monkeypatch, tenants: list[dict]) -> list[str]:
     return warned
 
 
+def stack_warnings_of(**overrides) -> list[str]:
+    """The warnings the program logs for a valid dev config with overrides, read without a plan."""
+    config = StackConfig.model_validate(dev_config(**overrides), context={"secret_keys": None})
+    return [f"{key_path(path)}: {message}" for path, message in stack_warnings(config)]
+
+
+def test_a_gpu_cores_quota_is_warned_about_only_above_every_card_of_every_worker():
+    # Two workers with one card each: 2 full cards' cores fit, one more core does not.
+    a100 = {"model": "NVIDIA A100 80GB", "count": 1}
+    quotas = [{"namespace": "fits", "gpucores": 2 * FULL_GPU_CORES},
+              {"namespace": "team", "gpucores": 2 * FULL_GPU_CORES + 1}]
+    assert stack_warnings_of(tenants=[{"name": "a", "workers": 2, "gpus": [a100], "quotas": quotas}]) == [
+        f"kamaji-hami-lab:tenants[0].quotas[1].gpucores: {2 * FULL_GPU_CORES + 1} is more GPU cores than the "
+        f"tenant's GPUs have ({2 * FULL_GPU_CORES}: 2 GPU(s) of {FULL_GPU_CORES} on 2 worker(s)); the quota never "
+        "limits anything"
+    ]
+
+
+def test_a_tenant_of_real_gpus_does_not_end_the_quota_warnings_of_the_tenants_after_it():
+    machine = {"name": "gpu-1", "address": "10.0.0.11", "hostKey": HOST_KEY}
+    real = {"name": "a", "machines": [machine], "gpuDevices": "real", "quotas": [{"namespace": "n", "gpumemMiB": 1}]}
+    mock = {"name": "b", "workers": 1, "quotas": [{"namespace": "n", "gpumemMiB": 1}]}
+    warned = stack_warnings_of(tenants=[real, mock], sshPrivateKeys={"default": KEY})
+    assert [line.split(": ")[0] for line in warned] == ["kamaji-hami-lab:tenants[1].quotas[0].gpumemMiB"]
+
+
 def test_a_quota_above_the_tenants_gpu_memory_is_warned_about(monkeypatch):
     # Two workers with one A100 80GB each: 163840 MiB in all.
     a100 = {"model": "NVIDIA A100 80GB", "count": 1}
@@ -471,3 +503,49 @@ def test_no_problem_of_one_key_vanishes_beside_another_without_the_note(first, s
     assert together, "two wrong keys are refused"
     missing = [line for line in alone if line not in together]
     assert not missing or together[-1] == MORE_MAY_FOLLOW, missing
+
+
+def test_every_lab_key_reaches_the_settings_as_written():
+    versions = {"certManagerVersion": "v1.20.0", "metallbVersion": "v0.15.3", "kamajiChartVersion": "1.0.0",
+                "kamajiImageTag": "v1.0.0", "hamiChartVersion": "2.9.0",
+                "mockDevicePluginImage": "registry.example/mock-device-plugin:2.0.0"}
+    lab = parse_settings(dev_config(**versions))
+    assert lab.versions == Versions(kubernetes="v1.36.4", cert_manager="v1.20.0", metallb="v0.15.3",
+                                    kamaji_chart="1.0.0", kamaji_image_tag="v1.0.0", hami_chart="2.9.0",
+                                    mock_device_plugin="registry.example/mock-device-plugin:2.0.0")
+    assert lab.provided == Provided(cert_manager=False, load_balancer=False, kamaji=False)
+    assert lab.observability is True
+    assert parse_settings(dev_config(observability=False)).observability is False
+
+
+def test_a_tenant_without_version_or_image_runs_the_labs_pinned_image_and_another_version_its_kindest_node():
+    lab = parse_settings(dev_config(tenants=[{"name": "same"}, {"name": "older", "kubernetesVersion": "v1.35.2"}]))
+    same, older = lab.tenants
+    assert (same.kubernetes_version, same.node_image) == ("v1.36.4", NODE_IMAGE)
+    assert (older.kubernetes_version, older.node_image) == ("v1.35.2", "kindest/node:v1.35.2")
+
+
+def test_every_tenant_key_reaches_its_settings_as_written():
+    pool = "172.30.200.0-172.30.200.20"
+    quota = {"namespace": "team", "gpumemMiB": 1000, "gpucores": 50, "gpus": 2}
+    own = {"name": "own", "dataStore": "dedicated", "sleeping": True, "podSecurity": "restricted",
+           "podCidr": "10.200.0.0/16", "apiAddress": "172.30.200.7", "quotas": [quota]}
+    lab = parse_settings(dev_config(metallbAddressRange=pool, tenants=[own, {"name": "shared"}]))
+    mine, shared = lab.tenants
+    assert mine.quotas == (GpuQuota(namespace="team", gpumem_mib=1000, gpucores=50, gpus=2),)
+    assert (mine.data_store, mine.dedicated_data_store) == (dedicated_data_store_name("own"), True)
+    assert (shared.data_store, shared.dedicated_data_store) == ("default", False)
+    assert (mine.sleeping, shared.sleeping) == (True, False)
+    assert (mine.pod_security, shared.pod_security) == ("restricted", "baseline")
+    assert (mine.pod_cidr, mine.api_address) == ("10.200.0.0/16", "172.30.200.7")
+    assert ipaddress.IPv4Address(shared.api_address) in lab.address_pool and shared.api_address != mine.api_address
+
+
+def test_the_labs_version_is_checked_against_kamaji_only_while_a_tenant_runs_it():
+    newer = {"kubernetesVersion": "v1.37.0", "nodeImage": ""}
+    message = config_error(**newer, tenants=[{"name": "pinned", "kubernetesVersion": "v1.36.4"}, {"name": "lab"}])
+    assert (f"  kamaji-hami-lab:kubernetesVersion: v1.37.0 is newer than Kamaji supports (v1.36.x with Kamaji "
+            f"{KAMAJI_IMAGE_TAG}, the default; its webhook would refuse the control plane); choose a v1.36 release or "
+            "pin a newer Kamaji with kamajiImageTag") in message.splitlines()
+    lab = parse_settings(dev_config(**newer, tenants=[{"name": "pinned", "kubernetesVersion": "v1.36.4"}]))
+    assert [t.kubernetes_version for t in lab.tenants] == ["v1.36.4"]

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from components.config import ConfigError, parse_settings
+from components.settings import Machine
 from tests.plan import dev_config, fake_kubeconfig
 from tests.ssh_keys import made_key
 
@@ -45,6 +46,14 @@ def test_a_machine_may_use_its_own_key():
     lab = settings([tenant(machines=[machine])], sshPrivateKeys={"default": made_key("ed25519", "other"), "gpu-1": KEY})
     (found,) = lab.tenants[0].machines
     assert found.private_key == KEY
+
+
+def test_every_key_of_a_machine_reaches_its_settings_as_written():
+    machine = {**GPU_1, "port": 2222, "user": "ops", "adopt": True, "nodeIp": "10.1.0.11", "flannelInterface": "eth1",
+               "proxyJump": "ops@bastion:2222"}
+    (found,) = settings([tenant(machines=[machine])]).tenants[0].machines
+    assert found == Machine("gpu-1", "10.0.0.11", 2222, "ops", KEY, HOST_KEY, adopt=True, node_ip="10.1.0.11",
+                            flannel_interface="eth1", proxy_jump="ops@bastion:2222")
 
 
 def test_real_gpus_are_a_tenant_choice():
@@ -105,6 +114,17 @@ def test_bad_machine_config_is_refused_naming_the_key(tenants, overrides, key, p
     message = error(tenants, **overrides)
     problems = [line.split(f"kamaji-hami-lab:{key}: ", 1)[1] for line in message.splitlines() if f":{key}: " in line]
     assert problems and problems[0].startswith(problem), message
+
+
+def test_a_name_or_address_used_twice_is_refused_in_one_line_without_the_host_keys_warning():
+    other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfGpu9"
+    twice = [tenant(), tenant(name="other", machines=[{**GPU_1, "hostKey": other}])]
+    lines = [line for line in error(twice).splitlines() if "tenants[1].machines[0]" in line]
+    assert lines == [
+        "  kamaji-hami-lab:tenants[1].machines[0].name: 'gpu-1' is also the name of tenants[0].machines[0]",
+        "  kamaji-hami-lab:tenants[1].machines[0].address: '10.0.0.11:22' is also the address of "
+        "tenants[0].machines[0]",
+    ]
 
 
 def test_keys_in_plain_text_are_refused_without_showing_them():

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from components.config import ConfigError, parse_settings
+from components.settings import Provided, dedicated_data_store_name
 from tests.plan import ROOT, dev_config, fake_kubeconfig, plan
 from tests.render_charts_module import project_defaults, stack_config
 from tests.ssh_keys import made_key
@@ -201,6 +202,21 @@ def test_a_provided_kamaji_names_its_datastore_in_every_tenant():
     )
     assert {tenant.data_store for tenant in lab.tenants} == {"shared-etcd"}
     assert lab.kamaji_data_store == "shared-etcd"
+    assert lab.provided == Provided(cert_manager=True, load_balancer=True, kamaji=True)
+
+
+def test_only_a_dedicated_tenant_whose_datastore_would_be_the_shared_one_is_refused():
+    provided = existing(metallbAddressRange="", loadBalancer="provided", certManager="provided", kamaji="provided",
+                        kamajiDataStore=dedicated_data_store_name("a"))
+    dedicated = [{"name": "a", "dataStore": "dedicated"}, {"name": "b", "dataStore": "dedicated"}]
+    message = error(**provided, tenants=dedicated)
+    assert [line for line in message.splitlines() if "dataStore" in line] == [
+        f"  kamaji-hami-lab:tenants[0].dataStore: 'dedicated' would name the tenant's own DataStore "
+        f"{dedicated_data_store_name('a')!r}, which is kamajiDataStore, the shared one; rename the tenant or keep it "
+        "shared"
+    ]
+    lab = parse_settings(dev_config(**provided, tenants=[{"name": "a"}]))
+    assert lab.tenants[0].data_store == dedicated_data_store_name("a"), "shared: the lab's DataStore, so named"
 
 
 def test_many_tenants_on_a_provided_load_balancer_need_no_pool():

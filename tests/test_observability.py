@@ -11,6 +11,7 @@ import pytest
 
 from components import observability_values
 from components.config import ConfigError, parse_settings
+from tests.kube_api import is_label
 from tests.plan import GRAFANA_PASSWORD, dev_config, is_secret, plan, resolve, reveal
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -247,8 +248,6 @@ def test_each_tenants_token_is_mounted_where_its_job_reads_it(up_plan):
 
 
 def test_each_tenants_token_gets_a_volume_of_its_own(up_plan):
-    from tests.kube_api import is_label
-
     [prometheus] = releases(up_plan, "prometheus")
     mounts = prometheus.inputs["values"]["server"]["extraSecretMounts"]
     # The chart makes a volume and a mount of each entry under its `name` (charts/prometheus/templates/deploy.yaml

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from components import observability_values
+from components.config.messages import PROJECT
 from components.dashboard import DIAL_FAILURES, READY_BACKENDS, READY_BACKENDS_BEFORE_V034, dashboard
 
 if not shutil.which("promtool"):
@@ -157,8 +158,6 @@ def test_the_dashboard_lists_the_alerts_that_fire():
 
 
 def test_prometheus_lists_the_rules_under_the_labs_name():
-    from components.config.messages import PROJECT
-
     # Its rules page and API group rules by this name: the lab's own group, beside any a user adds.
     [group] = observability_values.alerting_rules()["groups"]
     assert group["name"] == PROJECT

@@ -31,6 +31,9 @@ EPHEMERAL_LOW = 32768
 PORT_TRIES = 3  # fresh ports after a clash with another process on the machine
 START_TIMEOUT = 15.0  # seconds; a loopback member answers well within one
 CALL_TIMEOUT = 20.0  # seconds; above etcdctl's own --dial-timeout + --command-timeout (5 s + 10 s)
+# What etcd says, in its directory: a pipe nobody reads fills after 64 KiB and then blocks the server mid-request
+# (a module's shared server logs every refused request of its tests).
+LOG = "etcd.log"
 # What reset() sends and reads of etcd's messages, only those fields; an empty request is the same bytes whatever
 # its name (etcd-io/etcd api/etcdserverpb/rpc.proto@v3.5.1: DeleteRangeRequest's range_end "\0" is every key from
 # key on, AlarmRequest's action 0 is GET).
@@ -145,7 +148,9 @@ class RealEtcd:
             said = self.launch(cert, key)
             if not said:
                 self.started_files = {
-                    path.name: None if path.is_dir() else path.read_bytes() for path in self.directory.iterdir()
+                    path.name: None if path.is_dir() else path.read_bytes()
+                    for path in self.directory.iterdir()
+                    if path.name != LOG
                 }
                 return
             if "address already in use" not in said:
@@ -157,24 +162,25 @@ class RealEtcd:
     def launch(self, cert: Path, key: Path) -> str:
         """Start etcd and wait until it answers: "" then, else what it said on stderr (it is stopped)."""
         peer = f"http://127.0.0.1:{free_port()}"
-        self.process = subprocess.Popen(
-            [
-                str(ETCD), "--name=test", f"--data-dir={self.directory / 'data'}",
-                f"--listen-client-urls={self.url}", f"--advertise-client-urls={self.url}",
-                f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=test={peer}", f"--cert-file={cert}", f"--key-file={key}",
-                f"--trusted-ca-file={self.ca}", "--client-cert-auth", "--log-level=error", "--unsafe-no-fsync",
-                *self.flags,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )  # fmt: skip
+        log = self.directory / LOG
+        with log.open("wb") as said_file:  # etcd keeps its own descriptor
+            self.process = subprocess.Popen(
+                [
+                    str(ETCD), "--name=test", f"--data-dir={self.directory / 'data'}",
+                    f"--listen-client-urls={self.url}", f"--advertise-client-urls={self.url}",
+                    f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+                    f"--initial-cluster=test={peer}", f"--cert-file={cert}", f"--key-file={key}",
+                    f"--trusted-ca-file={self.ca}", "--client-cert-auth", "--log-level=error", "--unsafe-no-fsync",
+                    *self.flags,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=said_file,
+            )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT
         while self.etcdctl(self.root, "endpoint", "health").returncode != 0:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                said = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
-                return said or "no answer to endpoint health"
+                return log.read_text(errors="replace") or "no answer to endpoint health"
             time.sleep(0.1)
         return ""
 
@@ -262,7 +268,7 @@ class RealEtcd:
             except grpc.RpcError:
                 return False
         for path in self.directory.iterdir():
-            if path.name not in self.started_files:
+            if path.name not in self.started_files and path.name != LOG:
                 if path.is_dir():
                     shutil.rmtree(path)
                 else:

@@ -19,11 +19,12 @@ import re
 import select
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from components.kubeconfig import current_cluster
 from snapshot.archive import IDENTITY_SECRETS
@@ -44,6 +45,7 @@ from validation.results import CheckFailed
 from validation.stack_outputs import Tenant
 
 FORWARD_TIMEOUT = 30
+DRAIN_CHUNK = 4096  # characters read at a time from kubectl port-forward's output, which is thrown away
 # The original replica count while a tenant is held, so a restore run again after an interruption still knows it.
 HOLD_ANNOTATION = "kamaji-hami-lab/held-replicas"
 # Set while held once the restore has put back a CA other than the tenant's, so a restore run again after an
@@ -268,6 +270,15 @@ def forwarded_port(line: str) -> int | None:
     return int(found[1]) if found else None
 
 
+def drain(pipe: IO[str] | None) -> None:
+    """Read a pipe to its end: kubectl port-forward writes a line per connection (kubernetes/client-go
+    tools/portforward/portforward.go@v0.36.3) and one per error, and once a pipe nobody reads holds 64 KiB it stops
+    forwarding to wait for a reader."""
+    if pipe:
+        while pipe.read(DRAIN_CHUNK):
+            pass
+
+
 class Moving(Exception):
     """The tenant is between two DataStores: neither is known to hold all of its data; the message says why."""
 
@@ -311,6 +322,8 @@ def store_client(lab: Lab, store_name: str) -> Iterator[EtcdClient]:
                 forward.kill()
                 problem = forward.stderr.read() if forward.stderr else f"no forwarding after {FORWARD_TIMEOUT}s"
                 raise CheckFailed(f"kubectl port-forward to DataStore {store_name}'s {member} failed: {problem}")
+            for pipe in (forward.stdout, forward.stderr):
+                threading.Thread(target=drain, args=(pipe,), daemon=True).start()
             with EtcdClient(f"127.0.0.1:{port}", tls[ETCD_CA], tls[ETCD_CERT], tls[ETCD_KEY]) as client:
                 yield client
         finally:

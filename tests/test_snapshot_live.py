@@ -23,14 +23,16 @@ import yaml
 from snapshot.__main__ import main
 from snapshot.core import same_address
 from snapshot.etcd import EtcdFailed, PrefixWriter
-from snapshot.live import CA_ANNOTATION, HOLD_ANNOTATION, REISSUE_TIMEOUT, forwarded_port
+from snapshot.live import CA_ANNOTATION, HOLD_ANNOTATION, REISSUE_TIMEOUT, forwarded_port, store_client
 from tests.etcd_pods import chart_secrets
 from tests.real_etcd import RealEtcd
 from tests.snapshot_etcd import dump, etcdctl, put, root
 from tests.test_snapshot_etcd import mutate_manifest
 from tests.test_validation import FakeClock, FakeLab, error, ok, recorded
 from validation.exit_codes import EXIT_USAGE
-from validation.host import CommandResult
+from validation.host import Clock, CommandResult, poll
+from validation.lab import Lab
+from validation.stack_outputs import parse_outputs
 
 TCP = r"tenantcontrolplanes\.kamaji\.clastix\.io tenant-a -n tenants"
 SCHEMA = recorded("tcp-tenant-a.json")["spec"]["dataStoreSchema"]
@@ -320,6 +322,30 @@ def test_a_port_forward_that_fails_stops_the_restore_before_the_tenant_is_held(
     forward = "kubectl port-forward to DataStore default's pod kamaji-system/kamaji-etcd-0 failed"
     assert f"{forward}: error: unable to forward port" in capsys.readouterr().err
     assert cluster.events == [] and prefix(real_etcd) == before
+
+
+PIPE_BUFFER = 65536  # bytes a Linux pipe holds by default (pipe(7)); a writer past it waits for a reader
+
+
+def test_a_port_forward_that_says_more_than_a_pipe_holds_goes_on_forwarding(real_etcd, port_forward, tmp_path):
+    # kubectl writes "Handling connection for <port>" per connection on stdout, each failed one on stderr; a
+    # stand-in writes past what a pipe holds on both, then leaves a mark: a blocked kubectl never would.
+    ManagementCluster(real_etcd, lab := FakeLab(), "first-lab")
+    kubectl, mark = port_forward.parent / "bin" / "kubectl", tmp_path / "said-it-all"
+    lines = PIPE_BUFFER // len("Handling connection for 2379\n") + 1
+    kubectl.write_text(
+        f'#!/bin/sh\necho "Forwarding from 127.0.0.1:{real_etcd.url.rsplit(":", 1)[1]} -> 2379"\n'
+        f'yes "Handling connection for 2379" | head -n {lines}\n'
+        f'yes "E1206 portforward.go:413] an error occurred forwarding" | head -n {lines} >&2\n'
+        f"touch {mark}\nexec sleep 600\n"
+    )
+    outputs = parse_outputs(json.loads(OUTPUTS.read_text()))
+
+    with store_client(Lab.open(outputs, lab, tmp_path / "work"), "default") as client:
+        said_it_all, _ = poll(Clock(), 30, lambda: (mark.exists(), None), interval=0.1)
+        assert not client.has("user", "nobody")  # and the client is answered through it
+
+    assert said_it_all
 
 
 def test_a_root_secret_without_its_key_is_named(real_etcd, port_forward, tmp_path, monkeypatch, capsys):

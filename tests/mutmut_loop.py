@@ -3,9 +3,10 @@
 mutmut starts a fresh pytest per mutant, with the tests sorted by duration across modules, so a module's fixtures
 (its real etcd servers) start again for every mutant and module switch; on the datastore check that is most of the
 cost. Here each module's fixtures start once, and every pending mutant runs that module's tests before the next
-module. A mutant's tests are those mutmut's stats run recorded for its function, quickest first; its first failing
-test decides it. That kill counts only if the test fails again with the mutant (not a flake under load) and passes
-with no mutant active (not state an earlier mutant left behind); else it is "polluted" and undecided.
+module. A mutant's tests are those mutmut's stats run recorded for its function, quickest first (after the one
+that killed the function's previous mutant); its first failing test decides it. That kill counts only if the test
+fails again with the mutant (not a flake under load) and passes with no mutant active (not state an earlier mutant
+left behind); else it is "polluted" and undecided.
 
 Run inside mutmut's ./mutants after `mutmut run` has written mutmut-stats.json:
 
@@ -76,18 +77,23 @@ def pytest_runtestloop(session: pytest.Session) -> bool:
     order = sorted(modules, key=lambda path: sum(duration.get(item.nodeid, 0) for item in modules[path]))
     decided: set[str] = set()
     tested: set[str] = set()
+    # The test that last killed a mutant of a function goes first for its next: neighbours often fall to it.
+    killer: dict[str, str] = {}
     with out.open("a") as verdicts:
         for index, path in enumerate(order):
             for mutant in (name for name in pending if name not in decided):
-                wanted = set(tests_of.get(mutant.rsplit("__mutmut_", 1)[0], ()))
+                function = mutant.rsplit("__mutmut_", 1)[0]
+                wanted = set(tests_of.get(function, ()))
                 chosen = [item for item in modules[path] if item.nodeid in wanted]
                 if chosen:
                     tested.add(mutant)
-                for item in sorted(chosen, key=lambda item: duration.get(item.nodeid, 0)):
+                first = killer.get(function)
+                for item in sorted(chosen, key=lambda item: (item.nodeid != first, duration.get(item.nodeid, 0))):
                     if found := verdict(item, mutant):
                         verdicts.write(f"{mutant} {found} {item.nodeid}\n")
                         verdicts.flush()
                         decided.add(mutant)
+                        killer[function] = item.nodeid
                         break
             following = modules[order[index + 1]][0] if index + 1 < len(order) else None
             session._setupstate.teardown_exact(following)  # this module's fixtures, before the next module's

@@ -1047,7 +1047,10 @@ def test_one_member_behind_the_others_fails_naming_that_member():
 
 
 def test_no_member_listed_or_an_unreadable_version_is_no_pass():
-    assert server_versions(Read("etcd's version", 0, "[]\n"))[0] is False
+    assert server_versions(Read("etcd's version", 0, "[]\n")) == (
+        False,
+        "cannot read etcd's version: endpoint status listed no member ([])",
+    )
     assert server_versions(Read("etcd's version", 1, "Error: context deadline exceeded\n")) == (
         False,
         "cannot read etcd's version: Error: context deadline exceeded",

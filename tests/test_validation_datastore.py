@@ -1132,6 +1132,10 @@ def test_auth_status_is_read_in_etcds_words():
         False,
         "etcd authentication is disabled: every client reads and writes every tenant's keys",
     )
+    assert auth_enabled(Read("etcd's auth status", 1, "Error: context deadline exceeded\n")) == (
+        False,
+        "cannot read etcd's auth status: Error: context deadline exceeded",
+    )
 
 
 def test_another_holder_of_role_root_reaches_every_tenants_keys_and_fails_them_all(real_etcd):

@@ -16,6 +16,7 @@ import pytest
 from tests.real_etcd import issue, make_ca
 from validation.checks.datastore import (
     Read,
+    RootCredentials,
     Survey,
     alone,
     between_stores,
@@ -25,6 +26,7 @@ from validation.checks.datastore import (
     named_stores,
     other_readers,
     own_reach,
+    root_credentials,
     shared_schema,
     survey,
     tenant_schema,
@@ -35,7 +37,7 @@ from validation.checks.datastore import (
 from validation.checks.etcd_ranges import OPEN_ENDED, Permission
 from validation.host import CommandResult
 from validation.kube import Kubectl
-from validation.results import CheckSkipped
+from validation.results import CheckFailed, CheckSkipped
 from validation.stack_outputs import Tenant
 
 USER = "6f1c2b2e-93b4-4a57-9d0c-2f1f0f3b9a11"
@@ -128,9 +130,13 @@ def test_the_roles_its_own_user_holds_are_no_strangers_in_a_tenants_own_datastor
     roles = ["tenants_tenant_a", "metrics-reader"]
 
     assert alone(found, ["uid-a"], roles, "uid-a", "tenants_tenant_a", {}, "tenant-a-etcd") == (
-        True, "DataStore tenant-a-etcd has no etcd user or role but root and this tenant's")
+        True,
+        "DataStore tenant-a-etcd has no etcd user or role but root and this tenant's",
+    )
     assert alone(found, ["uid-a"], [*roles, "wide"], "uid-a", "tenants_tenant_a", {}, "tenant-a-etcd") == (
-        False, "DataStore tenant-a-etcd is this tenant's own, yet it also has role wide")
+        False,
+        "DataStore tenant-a-etcd is this tenant's own, yet it also has role wide",
+    )
 
 
 def test_a_tenants_own_datastore_whose_user_could_not_be_read_still_names_every_stranger():
@@ -139,10 +145,13 @@ def test_a_tenants_own_datastore_whose_user_could_not_be_read_still_names_every_
     roles = ["tenants_tenant_a", "metrics-reader"]
 
     # uid-b is a lab tenant's user, uid-x nobody's the lab knows.
-    assert alone(found, ["uid-a", "uid-b", "uid-x"], roles, "uid-a", "tenants_tenant_a", {"uid-b": "tenant-b"},
-                 "tenant-a-etcd") == (
-        False, "DataStore tenant-a-etcd is this tenant's own, yet it also has etcd user uid-b (tenant tenant-b), "
-        "etcd user uid-x, role metrics-reader")
+    assert alone(
+        found, ["uid-a", "uid-b", "uid-x"], roles, "uid-a", "tenants_tenant_a", {"uid-b": "tenant-b"}, "tenant-a-etcd"
+    ) == (
+        False,
+        "DataStore tenant-a-etcd is this tenant's own, yet it also has etcd user uid-b (tenant tenant-b), "
+        "etcd user uid-x, role metrics-reader",
+    )
 
 
 def own_reach_of(*granted: Permission) -> list[str]:
@@ -223,25 +232,32 @@ def test_a_failure_to_ask_etcd_whose_certificate_it_is_is_no_pass_and_names_etcd
     asked = Read(f"etcd user {USER}", 1, "Error: context deadline exceeded\n")
 
     assert identity(asked, USER, "tenants/tenant-a-datastore-certificate", None) == (
-        False, "cannot ask etcd whose certificate tenants/tenant-a-datastore-certificate is: Error: context deadline "
-        "exceeded")
+        False,
+        "cannot ask etcd whose certificate tenants/tenant-a-datastore-certificate is: Error: context deadline exceeded",
+    )
 
 
 def test_a_certificate_of_no_etcd_user_whose_cn_was_not_read_names_no_cn():
     asked = Read(f"etcd user {USER}", 1, "Error: etcdserver: user name not found\n")
 
     assert identity(asked, USER, "tenants/tenant-a-datastore-certificate", None) == (
-        False, "the certificate tenants/tenant-a-datastore-certificate's CN is no etcd user at all; the user this "
-        f"check inspects is {USER}")
+        False,
+        "the certificate tenants/tenant-a-datastore-certificate's CN is no etcd user at all; the user this "
+        f"check inspects is {USER}",
+    )
 
 
 def test_another_user_reaching_the_tenants_keys_is_a_failed_verdict_naming_user_tenant_role_and_grant():
     wide = Permission("READ", b"/tenants_tenant_", OPEN_ENDED)
     found = Survey({"root": ["root"], "uid-a": ["tenants_tenant_a"], "uid-b": ["wide"]}, {"wide": [wide]}, [])
 
-    assert other_readers(found, "uid-a", "tenant-a", "tenants_tenant_a", {"uid-b": "tenant-b"}) == [(
-        False, "etcd user uid-b (tenant tenant-b) can read tenant tenant-a's keys [/tenants_tenant_a/, "
-        f"/tenants_tenant_a0): its role wide grants {wide}")]
+    assert other_readers(found, "uid-a", "tenant-a", "tenants_tenant_a", {"uid-b": "tenant-b"}) == [
+        (
+            False,
+            "etcd user uid-b (tenant tenant-b) can read tenant tenant-a's keys [/tenants_tenant_a/, "
+            f"/tenants_tenant_a0): its role wide grants {wide}",
+        )
+    ]
 
 
 def tenant(name: str, schema: str) -> Tenant:
@@ -252,8 +268,10 @@ def test_every_tenant_sharing_the_schema_is_named():
     others = [tenant("tenant-b", "tenants_x"), tenant("tenant-c", "tenants_y"), tenant("tenant-d", "tenants_x")]
 
     assert shared_schema(tenant("tenant-a", "tenants_x"), others) == (
-        False, "tenants tenant-a and tenant-b, tenant-d have the same dataStoreSchema tenants_x: each reads and "
-        "writes the other's keys")
+        False,
+        "tenants tenant-a and tenant-b, tenant-d have the same dataStoreSchema tenants_x: each reads and "
+        "writes the other's keys",
+    )
 
 
 class ControlPlanes:
@@ -291,4 +309,113 @@ def test_a_datastore_naming_its_etcd_by_its_client_service_is_skipped_saying_why
     assert str(skipped.value) == (
         "DataStore x names its etcd by service store-of-a/etcd-a-client, not by its pods: this check reads the etcd "
         "image of the StatefulSet whose pods a DataStore names"
+    )
+
+
+def store_keeping(ca: tuple[str, ...], cert: tuple[str, ...], key: tuple[str, ...]) -> dict:
+    """A DataStore named "x" whose root credentials are in these (namespace, secret, keyPath) places; a field left
+    out of a tuple is left out of the reference."""
+
+    def reference(place: tuple[str, ...]) -> dict:
+        return dict(zip(("namespace", "name", "keyPath"), place, strict=False))
+
+    return {
+        "metadata": {"name": "x"},
+        "spec": {
+            "driver": "etcd",
+            "tlsConfig": {
+                "certificateAuthority": {"certificate": {"secretReference": reference(ca)}},
+                "clientCertificate": {
+                    "certificate": {"secretReference": reference(cert)},
+                    "privateKey": {"secretReference": reference(key)},
+                },
+            },
+        },
+    }
+
+
+def test_a_ca_in_another_namespace_is_named_whole_for_the_copy_and_left_out_of_the_mounted_files():
+    store = store_keeping(("etcd-ca", "the-ca", "ca.pem"), ("etcd", "client", "tls.crt"), ("etcd", "client", "tls.key"))
+
+    assert root_credentials(store) == RootCredentials(
+        "etcd",
+        {("client", "tls.crt"): "client.crt", ("client", "tls.key"): "client.key"},
+        ("etcd-ca", "the-ca", "ca.pem"),
+    )
+
+
+def test_a_ca_beside_the_client_certificate_is_mounted_with_it():
+    store = store_keeping(("etcd", "the-ca", "ca.pem"), ("etcd", "client", "tls.crt"), ("etcd", "client", "tls.key"))
+
+    assert root_credentials(store) == RootCredentials(
+        "etcd",
+        {("the-ca", "ca.pem"): "ca.crt", ("client", "tls.crt"): "client.crt", ("client", "tls.key"): "client.key"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("ca", "cert", "key", "why"),
+    [
+        (
+            ("etcd",),
+            ("etcd",),
+            ("etcd", "client", "tls.key"),
+            "DataStore x names no secret for ca.crt, client.crt (root credentials)",
+        ),
+        (
+            ("etcd", "the-ca", "ca.pem"),
+            ("", "client", "tls.crt"),
+            ("etcd", "client", "tls.key"),
+            "DataStore x does not name a namespace for each secret of its root credentials",
+        ),
+        (
+            ("etcd", "the-ca", "ca.pem"),
+            ("etcd", "client", "tls.crt"),
+            ("etcd-keys", "client", "tls.key"),
+            "DataStore x keeps its root client certificate and key in two namespaces (etcd, etcd-keys); "
+            "no pod mounts both",
+        ),
+    ],
+    ids=["two-secrets-unnamed", "a-namespace-unnamed", "certificate-and-key-apart"],
+)
+def test_root_credentials_no_pod_can_use_are_refused_naming_the_datastore_and_each_part(ca, cert, key, why):
+    assert root_credentials(store_keeping(ca, cert, key)) == why
+
+
+KAMAJI_ETCD = {
+    "metadata": {"name": "default"},
+    "spec": {"endpoints": ["kamaji-etcd-0.kamaji-etcd.kamaji-system.svc.cluster.local:2379"]},
+}
+
+
+def pod_template(*containers: dict) -> dict:
+    return {"spec": {"template": {"spec": {"containers": list(containers)}}}}
+
+
+@pytest.mark.parametrize(
+    "statefulset",
+    [
+        {},
+        {"spec": {}},
+        {"spec": {"template": {}}},
+        pod_template(),
+        pod_template({"name": "etcd"}),
+        pod_template({"name": "backup", "image": "quay.io/coreos/etcd:v3.6.12"}),
+    ],
+    ids=["no-spec", "no-template", "no-pod-spec", "no-container", "etcd-without-image", "only-another-container"],
+)
+def test_a_statefulset_without_an_etcd_container_image_fails_naming_it(statefulset):
+    with pytest.raises(CheckFailed) as failed:
+        etcd_image(management(json.dumps(statefulset)), KAMAJI_ETCD, kamaji_provided=False)
+
+    assert str(failed.value) == "StatefulSet kamaji-system/kamaji-etcd has no etcd container image"
+
+
+def test_the_image_is_the_etcd_containers_not_a_sidecars_listed_first():
+    statefulset = pod_template(
+        {"name": "metrics", "image": "busybox:1.37"}, {"name": "etcd", "image": "quay.io/coreos/etcd:v3.6.12"}
+    )
+
+    assert etcd_image(management(json.dumps(statefulset)), KAMAJI_ETCD, kamaji_provided=False) == (
+        "quay.io/coreos/etcd:v3.6.12"
     )

@@ -22,10 +22,14 @@ from validation.checks.datastore import (
     between_stores,
     certificate_cn,
     etcd_image,
+    first_member,
     identity,
+    marker_absent,
+    marker_found,
     named_stores,
     other_readers,
     own_reach,
+    refused,
     root_credentials,
     shared_schema,
     survey,
@@ -419,3 +423,58 @@ def test_the_image_is_the_etcd_containers_not_a_sidecars_listed_first():
     assert etcd_image(management(json.dumps(statefulset)), KAMAJI_ETCD, kamaji_provided=False) == (
         "quay.io/coreos/etcd:v3.6.12"
     )
+
+
+@pytest.mark.parametrize(
+    ("verdict", "expected"),
+    [
+        (marker_found(Read("/p/", 1, "Error: x\n"), "/p/k"), "cannot read /p/: Error: x"),
+        (marker_found(Read("/p/", 0, "/p/other\n"), "/p/k"), "/p/k is not under /p/ (etcd listed 1 key there)"),
+        (marker_absent(Read("/q/", 1, "Error: x\n"), "configmaps/ns/m"), "cannot read /q/: Error: x"),
+        (refused(Read("/q/", 1, "Error: x\n")), "/q/ failed without etcdserver: permission denied: Error: x"),
+        (
+            refused(Read("/q/", 0, "")),
+            "/q/ answered with no keys instead of etcdserver: permission denied; an empty answer is no proof "
+            "(is etcd auth enabled?)",
+        ),
+        (
+            identity(Read("etcd user u", 1, "Error: etcdserver: permission denied\n"), "u", "tenants/c", None),
+            "the certificate tenants/c is another etcd user (`openssl x509 -noout -subject` of its server.crt), not "
+            "u, the user this check inspects (Kamaji's status.storage.setup.user): the tenant's API server acts as "
+            "that user",
+        ),
+        (
+            identity(Read("etcd user u", 1, "Error: etcdserver: user name not found\n"), "u", "tenants/c", "u"),
+            "the certificate tenants/c's CN u is no etcd user at all",
+        ),
+    ],
+    ids=[
+        "marker-unread", "marker-missing", "other-prefix-unread", "refused-otherwise", "empty-answer",
+        "certificate-of-another-user", "certificate-cn-is-the-user-etcd-lacks",
+    ],
+)  # fmt: skip
+def test_every_failed_verdict_is_false_with_its_whole_reason(verdict, expected):
+    assert verdict == (False, expected)
+
+
+def test_a_schema_no_other_tenant_has_passes_naming_it():
+    others = [tenant("tenant-b", "tenants_tenant_b")]
+
+    assert shared_schema(tenant("tenant-a", "tenants_tenant_a"), others) == (
+        True,
+        "no other tenant has dataStoreSchema tenants_tenant_a",
+    )
+
+
+def test_a_control_plane_naming_no_user_is_read_by_its_uid():
+    # Kamaji's last fallback for the etcd user, before it sets status.storage.setup.user.
+    assert tenant_user({"metadata": {"uid": USER}, "spec": {}, "status": {}}) == USER
+
+
+def test_the_first_member_is_named_with_its_own_port_when_the_others_listen_elsewhere():
+    store = {
+        "metadata": {"name": "x"},
+        "spec": {"endpoints": ["etcd-0.etcd.ns.svc.cluster.local:2379", "etcd-1.etcd.ns.svc.cluster.local:32379"]},
+    }
+
+    assert (first_member(store).name, first_member(store).port) == ("etcd-0", 2379)

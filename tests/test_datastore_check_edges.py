@@ -30,6 +30,7 @@ from validation.checks.datastore import (
     other_readers,
     own_reach,
     refused,
+    remove,
     root_credentials,
     shared_schema,
     survey,
@@ -478,3 +479,59 @@ def test_the_first_member_is_named_with_its_own_port_when_the_others_listen_else
     }
 
     assert (first_member(store).name, first_member(store).port) == ("etcd-0", 2379)
+
+
+class Deleting:
+    """A runner recording each kubectl call and answering every one with the same exit code and stderr."""
+
+    def __init__(self, code: int, stderr: str):
+        self.code, self.stderr, self.calls = code, stderr, []
+
+    def run(self, argv, stdin=None, timeout=None, **_) -> CommandResult:
+        self.calls.append(list(argv))
+        return CommandResult(tuple(argv), self.code, "", self.stderr)
+
+
+FORBIDDEN = 'Error from server (Forbidden): pods "validate-datastore-abc" is forbidden\n'
+UNREACHABLE = "Unable to connect to the server: dial tcp 172.18.0.2:6443: i/o timeout\n"
+REMOVE_BY_HAND = (
+    "remove it with `kubectl --kubeconfig kubeconfigs/management.kubeconfig -n kamaji-system delete pod "
+    "validate-datastore-abc`"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "stderr", "warnings"),
+    [
+        (0, "", []),
+        (
+            1,
+            FORBIDDEN,
+            [
+                "management: pod kamaji-system/validate-datastore-abc was not deleted (Error from server (Forbidden): "
+                f'pods "validate-datastore-abc" is forbidden); {REMOVE_BY_HAND}'
+            ],
+        ),
+        (
+            1,
+            UNREACHABLE,
+            [
+                "management: pod kamaji-system/validate-datastore-abc was not deleted (cannot reach the management "
+                f"API server: Unable to connect to the server: dial tcp 172.18.0.2:6443: i/o timeout); {REMOVE_BY_HAND}"
+            ],
+        ),
+    ],
+    ids=["deleted", "refused", "unreachable"],
+)
+def test_what_the_check_made_is_deleted_without_waiting_or_left_with_the_command_to_delete_it(code, stderr, warnings):
+    runner = Deleting(code, stderr)
+    lab = SimpleNamespace(
+        management=Kubectl(runner, Path("/nonexistent/management.kubeconfig"), "management"), warnings=[]
+    )
+
+    remove(lab, "pod", "kamaji-system", "validate-datastore-abc")
+
+    assert [call[call.index("delete") :] for call in runner.calls] == [
+        ["delete", "pod", "validate-datastore-abc", "-n", "kamaji-system", "--ignore-not-found", "--wait=false"]
+    ]
+    assert lab.warnings == warnings

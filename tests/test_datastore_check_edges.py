@@ -535,3 +535,50 @@ def test_what_the_check_made_is_deleted_without_waiting_or_left_with_the_command
         ["delete", "pod", "validate-datastore-abc", "-n", "kamaji-system", "--ignore-not-found", "--wait=false"]
     ]
     assert lab.warnings == warnings
+
+
+OWN_RANGE = "[/tenants_tenant_a/, /tenants_tenant_a0)"
+
+
+@pytest.mark.parametrize(
+    ("roles", "verdicts"),
+    [
+        ({}, [(False, "etcd user uid-a does not exist")]),
+        (
+            {"tenants_tenant_a": [Permission("READWRITE", b"/tenants_tenant_a/", b"/tenants_tenant_a0")]},
+            [(True, f"etcd user uid-a (roles: tenants_tenant_a) reads and writes exactly {OWN_RANGE}")],
+        ),
+        (
+            {"tenants_tenant_a": [Permission("READWRITE", b"/tenants_tenant_", b"/tenants_tenant_b")]},
+            [
+                (
+                    False,
+                    "etcd user uid-a's role tenants_tenant_a grants READWRITE on "
+                    f"[/tenants_tenant_, /tenants_tenant_b): beyond {OWN_RANGE} it can read and write "
+                    "[/tenants_tenant_, /tenants_tenant_a/), "
+                    "[/tenants_tenant_a0, /tenants_tenant_b)",
+                )
+            ],
+        ),
+        (
+            {"tenants_tenant_a": [Permission("READ", b"/tenants_tenant_b/", b"/tenants_tenant_b0")]},
+            [
+                (
+                    False,
+                    "etcd user uid-a's role tenants_tenant_a grants READ on [/tenants_tenant_b/, /tenants_tenant_b0): "
+                    f"all of it outside {OWN_RANGE}, including tenant tenant-b's /tenants_tenant_b/",
+                ),
+                (False, f"etcd user uid-a can neither read nor write {OWN_RANGE} of its own range"),
+            ],
+        ),
+        (
+            {"tenants_tenant_a": [Permission("READ", b"/tenants_tenant_a/", b"/tenants_tenant_a0")]},
+            [(False, f"etcd user uid-a cannot write {OWN_RANGE} of its own range")],
+        ),
+    ],
+    ids=["no-such-user", "exactly-its-range", "on-both-sides-of-its-range", "only-elsewhere", "read-only"],
+)
+def test_each_verdict_on_the_users_own_reach_is_whole(roles, verdicts):
+    found = Survey({"uid-a": list(roles)} if roles else {}, roles, [])
+
+    assert own_reach(found, "uid-a", "tenants_tenant_a", {"tenants_tenant_b": "tenant tenant-b"}) == verdicts

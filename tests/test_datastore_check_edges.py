@@ -7,6 +7,7 @@ Certificates come from the openssl CLI (tests/real_etcd.py); kubectl is a runner
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,6 +34,7 @@ from validation.checks.datastore import (
     remove,
     root_credentials,
     shared_schema,
+    stores_of,
     survey,
     tenant_schema,
     tenant_user,
@@ -582,3 +584,22 @@ def test_each_verdict_on_the_users_own_reach_is_whole(roles, verdicts):
     found = Survey({"uid-a": list(roles)} if roles else {}, roles, [])
 
     assert own_reach(found, "uid-a", "tenants_tenant_a", {"tenants_tenant_b": "tenant tenant-b"}) == verdicts
+
+
+class OneControlPlane:
+    """A runner answering only `kubectl get tenantcontrolplanes.kamaji.clastix.io tenant-b -n tenant-b-ns -o json`,
+    with tenant-b moving from DataStore default to tenant-b-etcd; anything else is not found."""
+
+    def run(self, argv, stdin=None, timeout=None, **_) -> CommandResult:
+        asked = list(argv[argv.index("get") :])
+        if asked != ["get", "tenantcontrolplanes.kamaji.clastix.io", "tenant-b", "-n", "tenant-b-ns", "-o", "json"]:
+            return CommandResult(tuple(argv), 1, "", f"Error from server (NotFound): {' '.join(asked)}\n")
+        tcp = {"spec": {"dataStore": "tenant-b-etcd"}, "status": {"storage": {"dataStoreName": "default"}}}
+        return CommandResult(tuple(argv), 0, json.dumps(tcp), "")
+
+
+def test_the_datastores_of_another_tenant_are_read_from_its_own_control_plane():
+    lab = SimpleNamespace(management=Kubectl(OneControlPlane(), Path("/nonexistent/management.kubeconfig"), "m"))
+    other = dataclasses.replace(tenant("tenant-b", "tenants_tenant_b"), namespace="tenant-b-ns")
+
+    assert stores_of(lab, other) == {"default", "tenant-b-etcd"}

@@ -480,7 +480,9 @@ def test_the_first_member_is_named_with_its_own_port_when_the_others_listen_else
         "spec": {"endpoints": ["etcd-0.etcd.ns.svc.cluster.local:2379", "etcd-1.etcd.ns.svc.cluster.local:32379"]},
     }
 
-    assert (first_member(store).name, first_member(store).port) == ("etcd-0", 2379)
+    member = first_member(store)
+
+    assert (member.name, member.port) == ("etcd-0", 2379)
 
 
 class Deleting:

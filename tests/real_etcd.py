@@ -34,6 +34,7 @@ CALL_TIMEOUT = 20.0  # seconds; above etcdctl's own --dial-timeout + --command-t
 # What etcd says, in its directory: a pipe nobody reads fills after 64 KiB and then blocks the server mid-request
 # (a module's shared server logs every refused request of its tests).
 LOG = "etcd.log"
+PIPE_BUFFER = 65536  # bytes a Linux pipe holds by default (pipe(7)); a writer past it waits for a reader
 # What reset() sends and reads of etcd's messages, only those fields; an empty request is the same bytes whatever
 # its name (etcd-io/etcd api/etcdserverpb/rpc.proto@v3.5.1: DeleteRangeRequest's range_end "\0" is every key from
 # key on, AlarmRequest's action 0 is GET).

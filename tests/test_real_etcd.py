@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.real_etcd import LOG, LOWEST_TEST_PORT, ROOT, RealEtcd, SharedServers, free_port, issue
+from tests.real_etcd import (
+    LOG,
+    LOWEST_TEST_PORT,
+    PIPE_BUFFER,
+    ROOT,
+    RealEtcd,
+    SharedServers,
+    free_port,
+    issue,
+)
 
 
 def test_etcd_starts_on_other_ports_when_its_client_port_was_taken_meanwhile():
@@ -69,7 +78,6 @@ def a_test_was_here(server: RealEtcd) -> None:
     server.provision_root_and_enable_auth()
 
 
-PIPE_BUFFER = 65536  # bytes a Linux pipe holds by default (pipe(7)); a writer past it waits for a reader
 REFUSAL_LOGGED = 1000  # bytes at least etcd 3.5.1 logs of a refused read: a line and its stack trace
 
 

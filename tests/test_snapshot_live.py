@@ -25,7 +25,7 @@ from snapshot.core import same_address
 from snapshot.etcd import EtcdFailed, PrefixWriter
 from snapshot.live import CA_ANNOTATION, HOLD_ANNOTATION, REISSUE_TIMEOUT, forwarded_port, store_client
 from tests.etcd_pods import chart_secrets
-from tests.real_etcd import RealEtcd
+from tests.real_etcd import PIPE_BUFFER, RealEtcd
 from tests.snapshot_etcd import dump, etcdctl, put, root
 from tests.test_snapshot_etcd import mutate_manifest
 from tests.test_validation import FakeClock, FakeLab, error, ok, recorded
@@ -322,9 +322,6 @@ def test_a_port_forward_that_fails_stops_the_restore_before_the_tenant_is_held(
     forward = "kubectl port-forward to DataStore default's pod kamaji-system/kamaji-etcd-0 failed"
     assert f"{forward}: error: unable to forward port" in capsys.readouterr().err
     assert cluster.events == [] and prefix(real_etcd) == before
-
-
-PIPE_BUFFER = 65536  # bytes a Linux pipe holds by default (pipe(7)); a writer past it waits for a reader
 
 
 def test_a_port_forward_that_says_more_than_a_pipe_holds_goes_on_forwarding(real_etcd, port_forward, tmp_path):

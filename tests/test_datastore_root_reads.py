@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import importlib
 import json
 from dataclasses import dataclass, field
@@ -84,19 +85,6 @@ class Etcd:
         return 0, json.dumps({"header": HEADER} | document[command]()) + "\n"
 
 
-class ControlPlanes:
-    """A management cluster answering `kubectl get tenantcontrolplanes <name> -n tenants -o json` with the etcd
-    user Kamaji set up for each tenant."""
-
-    def __init__(self, users: dict[str, str]):
-        self.users = users
-
-    def run(self, argv, stdin=None, timeout=None, **_) -> CommandResult:
-        name = argv[argv.index("get") + 2]
-        tcp = {"metadata": {"name": name}, "status": {"storage": {"setup": {"user": self.users[name]}}}}
-        return CommandResult(tuple(argv), 0, json.dumps(tcp), "")
-
-
 def tenant(name: str) -> Tenant:
     return Tenant(name, "https://172.18.255.3:6443", "v1.36.4", "tenants", schema(name), ("w1",), (), 0, ())
 
@@ -105,11 +93,74 @@ def schema(name: str) -> str:
     return f"tenants_{name.replace('-', '_')}"
 
 
+STORE = json.loads((Path(__file__).parent / "fixtures/validation/datastore-default.json").read_text())
+ETCD_IMAGE = "registry.k8s.io/etcd:3.5.17-0"
+
+
+def chart_store(name: str, release: str, namespace: str, ca_namespace: str = "") -> dict:
+    """A DataStore as the kamaji-etcd chart renders it for release in namespace, its CA's Secret in ca_namespace
+    if given (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml@92f31f0)."""
+    store = copy.deepcopy(STORE)
+    store["metadata"]["name"] = name
+    store["spec"]["endpoints"] = [f"{release}-{n}.{release}.{namespace}.svc.cluster.local:2379" for n in range(3)]
+    text = json.dumps(store).replace('"kamaji-system"', f'"{namespace}"').replace('"kamaji-etcd-', f'"{release}-')
+    store = json.loads(text)
+    if ca_namespace:
+        store["spec"]["tlsConfig"]["certificateAuthority"]["certificate"]["secretReference"]["namespace"] = ca_namespace
+    return store
+
+
+class Management:
+    """A management cluster holding TenantControlPlanes, DataStores, the etcd StatefulSets and Secrets; what it does
+    not hold is NotFound, and a TenantControlPlane in `forbidden` is refused, in kubectl's words."""
+
+    def __init__(self, tcps: dict, stores: dict, statefulsets: set[tuple[str, str]], forbidden: tuple[str, ...] = ()):
+        self.tcps, self.stores, self.statefulsets, self.forbidden = tcps, stores, statefulsets, forbidden
+        self.calls: list[list[str]] = []
+
+    def run(self, argv, stdin=None, timeout=None, **_) -> CommandResult:
+        args = list(argv[4:])  # after kubectl --kubeconfig <file> --request-timeout=<s>
+        self.calls.append(args)
+        if args[0] in ("create", "delete"):
+            return CommandResult(tuple(argv), 0, "", "")
+        kind, name = args[1], args[2]
+        found = {
+            "tenantcontrolplanes.kamaji.clastix.io": self.tcps.get(name),
+            "datastores.kamaji.clastix.io": self.stores.get(name),
+            "statefulset": STATEFULSET if (args[4], name) in self.statefulsets else None,
+            "secret": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode(),
+        }[kind]
+        if name in self.forbidden:
+            return CommandResult(tuple(argv), 1, "", f'Error from server (Forbidden): {kind} "{name}" is forbidden\n')
+        if found is None and "--ignore-not-found" in args:
+            return CommandResult(tuple(argv), 0, "", "")
+        if found is None:
+            return CommandResult(tuple(argv), 1, "", f'Error from server (NotFound): {kind} "{name}" not found\n')
+        return CommandResult(tuple(argv), 0, found if isinstance(found, str) else json.dumps(found), "")
+
+
+STATEFULSET = {"spec": {"template": {"spec": {"containers": [{"name": "etcd", "image": ETCD_IMAGE}]}}}}
+
+
+def control_plane(name: str, store: str) -> dict:
+    """The TenantControlPlane of tenant name as Kamaji runs it on DataStore store: its etcd user uid-<last letter>,
+    its data under its schema."""
+    setup = {"schema": schema(name), "user": f"uid-{name[-1]}"}
+    return {"spec": {"dataStore": store}, "status": {"storage": {"dataStoreName": store, "setup": setup}}}
+
+
+def lab_of(management: Management, tenants: list[Tenant] | None = None, provided: frozenset[str] = frozenset()):
+    """The parts of a Lab the root reads use: the management cluster, the lab's tenants, and its platform with
+    DataStore default and the pieces it was given rather than installed."""
+    kubectl = Kubectl(management, Path("/nonexistent/kubeconfig"), "management")
+    platform = Platform(provided=provided, data_store="default")
+    return SimpleNamespace(management=kubectl, tenants=tenants, outputs=SimpleNamespace(platform=platform), warnings=[])
+
+
 def judge(monkeypatch, etcd: Etcd, others: list[str], own_store: str | None = None) -> list[Verdict]:
     """root_verdicts for tenant-a, whose etcd user is uid-a, with etcdctl's pods answering from etcd."""
-    users = {name: f"uid-{name[-1]}" for name in ["tenant-a", *others]}
-
-    lab = SimpleNamespace(management=Kubectl(ControlPlanes(users), Path("/nonexistent/kubeconfig"), "management"))
+    tcps = {name: control_plane(name, "default") for name in ["tenant-a", *others]}
+    lab = lab_of(Management(tcps, {}, set()))
     root = EtcdAccess(lab, "kamaji-system", "registry.k8s.io/etcd:3.5.9-0", "https://10.96.0.10:2379", ROOT_FILES)
 
     def read(access: EtcdAccess, commands: dict[str, tuple[str, list[str]]]) -> dict[str, Read]:
@@ -275,60 +326,6 @@ def test_in_its_own_datastore_the_tenants_role_is_no_stranger_even_once_its_user
 
 # --- left_behind: every other lab DataStore, searched for what the tenant left -----------------------------------
 
-STORE = json.loads((Path(__file__).parent / "fixtures/validation/datastore-default.json").read_text())
-ETCD_IMAGE = "registry.k8s.io/etcd:3.5.17-0"
-
-
-def chart_store(name: str, release: str, namespace: str, ca_namespace: str = "") -> dict:
-    """A DataStore as the kamaji-etcd chart renders it for release in namespace, its CA's Secret in ca_namespace
-    if given (clastix/kamaji-etcd charts/kamaji-etcd/templates/etcd_datastore.yaml@92f31f0)."""
-    store = copy.deepcopy(STORE)
-    store["metadata"]["name"] = name
-    store["spec"]["endpoints"] = [f"{release}-{n}.{release}.{namespace}.svc.cluster.local:2379" for n in range(3)]
-    text = json.dumps(store).replace('"kamaji-system"', f'"{namespace}"').replace('"kamaji-etcd-', f'"{release}-')
-    store = json.loads(text)
-    if ca_namespace:
-        store["spec"]["tlsConfig"]["certificateAuthority"]["certificate"]["secretReference"]["namespace"] = ca_namespace
-    return store
-
-
-class Management:
-    """A management cluster holding TenantControlPlanes, DataStores, the etcd StatefulSets and Secrets; what it does
-    not hold is NotFound, and a TenantControlPlane in `forbidden` is refused, in kubectl's words."""
-
-    def __init__(self, tcps: dict, stores: dict, statefulsets: set[tuple[str, str]], forbidden: tuple[str, ...] = ()):
-        self.tcps, self.stores, self.statefulsets, self.forbidden = tcps, stores, statefulsets, forbidden
-        self.calls: list[list[str]] = []
-
-    def run(self, argv, stdin=None, timeout=None, **_) -> CommandResult:
-        args = list(argv[4:])  # after kubectl --kubeconfig <file> --request-timeout=<s>
-        self.calls.append(args)
-        if args[0] in ("create", "delete"):
-            return CommandResult(tuple(argv), 0, "", "")
-        kind, name = args[1], args[2]
-        found = {
-            "tenantcontrolplanes.kamaji.clastix.io": self.tcps.get(name),
-            "datastores.kamaji.clastix.io": self.stores.get(name),
-            "statefulset": STATEFULSET if (args[4], name) in self.statefulsets else None,
-            "secret": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode(),
-        }[kind]
-        if name in self.forbidden:
-            return CommandResult(tuple(argv), 1, "", f'Error from server (Forbidden): {kind} "{name}" is forbidden\n')
-        if found is None and "--ignore-not-found" in args:
-            return CommandResult(tuple(argv), 0, "", "")
-        if found is None:
-            return CommandResult(tuple(argv), 1, "", f'Error from server (NotFound): {kind} "{name}" not found\n')
-        return CommandResult(tuple(argv), 0, found if isinstance(found, str) else json.dumps(found), "")
-
-
-STATEFULSET = {"spec": {"template": {"spec": {"containers": [{"name": "etcd", "image": ETCD_IMAGE}]}}}}
-
-
-def control_plane(store: str, schema: str = "tenants_tenant_a") -> dict:
-    """A TenantControlPlane Kamaji runs on DataStore store, its data under schema."""
-    setup = {"schema": schema, "user": "uid-a"}
-    return {"spec": {"dataStore": store}, "status": {"storage": {"dataStoreName": store, "setup": setup}}}
-
 
 def search(monkeypatch, management: Management, etcds: dict[str, Etcd], tenant_a: Tenant | None = None,
            kamaji_provided: bool = False) -> list:  # fmt: skip
@@ -336,9 +333,7 @@ def search(monkeypatch, management: Management, etcds: dict[str, Etcd], tenant_a
     knows; etcds: each DataStore's etcd by its endpoints."""
     names = sorted(set(management.tcps) | set(management.forbidden) - {"tenant-a"})
     tenants = [tenant_a or tenant("tenant-a"), *map(tenant, names)]
-    platform = Platform(provided=frozenset({"kamaji"} if kamaji_provided else ()), data_store="default")
-    lab = SimpleNamespace(management=Kubectl(management, Path("/nonexistent/kubeconfig"), "management"),
-                          outputs=SimpleNamespace(platform=platform), tenants=tenants, warnings=[])  # fmt: skip
+    lab = lab_of(management, tenants, frozenset({"kamaji"} if kamaji_provided else ()))
 
     def read(access: EtcdAccess, commands: dict[str, tuple[str, list[str]]]) -> dict[str, Read]:
         etcd = etcds[access.endpoints]
@@ -349,6 +344,13 @@ def search(monkeypatch, management: Management, etcds: dict[str, Etcd], tenant_a
     return left_behind(lab, tenants[0], management.tcps["tenant-a"], used, "uid-a")
 
 
+def moved() -> dict:
+    """The TenantControlPlanes once tenant-a moved to team-a-store: tenant-b and tenant-c stay on default."""
+    return {"tenant-a": control_plane("tenant-a", "team-a-store")} | {
+        name: control_plane(name, "default") for name in ("tenant-b", "tenant-c")
+    }
+
+
 def endpoints(store: dict) -> str:
     return ",".join(f"https://{endpoint}" for endpoint in store["spec"]["endpoints"])
 
@@ -356,8 +358,7 @@ def endpoints(store: dict) -> str:
 def test_what_a_moved_tenant_left_in_its_old_datastore_fails_naming_each_part_and_the_clean_up(monkeypatch):
     default = chart_store("default", "kamaji-etcd", "kamaji-system")
     stores = {"default": default}
-    tcps = {"tenant-a": control_plane("team-a-store"), "tenant-b": control_plane("default", "tenants_tenant_b"),
-            "tenant-c": control_plane("default", "tenants_tenant_c")}  # fmt: skip
+    tcps = moved()
     # Kamaji's migration copies, and leaves the source as it was; the check's marker is written to the new one.
     old = segregated("tenant-a", "tenant-b", marker=False)
     management = Management(tcps, stores, {("kamaji-system", "kamaji-etcd")})
@@ -386,11 +387,9 @@ def test_what_a_moved_tenant_left_in_its_old_datastore_fails_naming_each_part_an
 
 def test_the_prefix_searched_is_the_one_kamaji_set_up_not_the_one_the_stack_outputs_name(monkeypatch):
     default = chart_store("default", "kamaji-etcd", "kamaji-system")
-    tcps = {"tenant-a": control_plane("team-a-store"), "tenant-b": control_plane("default", "tenants_tenant_b"),
-            "tenant-c": control_plane("default", "tenants_tenant_c")}  # fmt: skip
+    tcps = moved()
     cleaned = segregated("tenant-b", marker=False)
-    renamed = Tenant("tenant-a", "https://172.18.255.3:6443", "v1.36.4", "tenants", "tenants_renamed", ("w1",), (), 0,
-                     ())  # fmt: skip
+    renamed = dataclasses.replace(tenant("tenant-a"), data_store_schema="tenants_renamed")
 
     (_, verdicts), = search(monkeypatch, Management(tcps, {"default": default}, {("kamaji-system", "kamaji-etcd")}),
                             {endpoints(default): cleaned}, tenant_a=renamed)  # fmt: skip
@@ -404,7 +403,7 @@ def test_the_prefix_searched_is_the_one_kamaji_set_up_not_the_one_the_stack_outp
 
 def test_tenants_whose_control_planes_cannot_be_read_are_each_named_as_unsearched(monkeypatch):
     default = chart_store("default", "kamaji-etcd", "kamaji-system")
-    tcps = {"tenant-a": control_plane("team-a-store")}
+    tcps = {"tenant-a": control_plane("tenant-a", "team-a-store")}
     management = Management(tcps, {"default": default}, {("kamaji-system", "kamaji-etcd")}, ("tenant-b", "tenant-c"))
 
     found = search(monkeypatch, management, {endpoints(default): segregated("tenant-b", marker=False)})
@@ -433,10 +432,11 @@ def test_each_other_datastore_is_searched_skipped_or_named_unsearched_on_its_own
         chart_store("e-not-the-charts", "etcd-e", "store-of-e"),
         chart_store("f-searched", "etcd-f", "store-of-f", ca_namespace="pki"),
     ]
-    tcps = {"tenant-a": control_plane("team-a-store")}
-    tcps |= {f"tenant-{store['metadata']['name']}": control_plane(store["metadata"]["name"]) for store in stores}
+    tcps = {"tenant-a": control_plane("tenant-a", "team-a-store")}
+    names = [store["metadata"]["name"] for store in stores]
+    tcps |= {f"tenant-{name}": control_plane(f"tenant-{name}", name) for name in names}  # a tenant names each
     charts = {("kamaji-system", "kamaji-etcd"), ("store-of-f", "etcd-f")}
-    management = Management(tcps, {store["metadata"]["name"]: store for store in stores}, charts)
+    management = Management(tcps, dict(zip(names, stores, strict=True)), charts)
     etcds = {endpoints(store): segregated("tenant-b", marker=False) for store in stores[4:]}
 
     found = search(monkeypatch, management, etcds, kamaji_provided=True)

@@ -1013,8 +1013,8 @@ def test_a_malformed_pod_is_refused_naming_the_pod_and_the_field(case):
     ("nodes", "pods", "error"),
     [
         ([], [MALFORMED_PODS["no-namespace"][0]], "pod 0: metadata has no namespace"),
-        ([], [MALFORMED_PODS["status"][0]], "pod big-0: status is a list, not an object"),
-        ([], [MALFORMED_PODS["phase"][0]], "pod big-0: phase is a number, not a string"),
+        ([], [MALFORMED_PODS["status"][0]], "pod ml/big-0: status is a list, not an object"),
+        ([], [MALFORMED_PODS["phase"][0]], "pod ml/big-0: phase is a number, not a string"),
         ([{"kind": "Node"}], [], "node 0: no metadata"),
     ],
     ids=["pod-without-namespace", "pod-status", "pod-phase", "node-without-metadata"],

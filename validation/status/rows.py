@@ -384,7 +384,8 @@ def gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[Gpu]:
     slices: dict[str, list[PodSlice]] = {}
     for position, pod in enumerate(pods):
         namespace, name = named(pod, f"pod {position}", namespaced=True)
-        if text(mapping(pod, "status", f"pod {name}"), "phase", f"pod {name}") in FINISHED_PHASES:
+        where = f"pod {namespace}/{name}"
+        if text(mapping(pod, "status", where), "phase", where) in FINISHED_PHASES:
             continue
         # Project-HAMi/HAMi pkg/device/devices.go@v2.10.0 (EncodeContainerDevices):
         # "<uuid>,<type>,<MiB>,<cores>:" per device, containers joined by ";".

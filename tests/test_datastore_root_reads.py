@@ -95,6 +95,12 @@ def schema(name: str) -> str:
 
 STORE = json.loads((Path(__file__).parent / "fixtures/validation/datastore-default.json").read_text())
 ETCD_IMAGE = "registry.k8s.io/etcd:3.5.17-0"
+STATEFULSET = {"spec": {"template": {"spec": {"containers": [{"name": "etcd", "image": ETCD_IMAGE}]}}}}
+NOTHING_LEFT = [
+    Verdict(True, "no key under /tenants_tenant_a/"),
+    Verdict(True, "no etcd user uid-a"),
+    Verdict(True, "no etcd role tenants_tenant_a"),
+]
 
 
 def chart_store(name: str, release: str, namespace: str, ca_namespace: str = "") -> dict:
@@ -137,9 +143,6 @@ class Management:
         if found is None:
             return CommandResult(tuple(argv), 1, "", f'Error from server (NotFound): {kind} "{name}" not found\n')
         return CommandResult(tuple(argv), 0, found if isinstance(found, str) else json.dumps(found), "")
-
-
-STATEFULSET = {"spec": {"template": {"spec": {"containers": [{"name": "etcd", "image": ETCD_IMAGE}]}}}}
 
 
 def control_plane(name: str, store: str) -> dict:
@@ -394,11 +397,7 @@ def test_the_prefix_searched_is_the_one_kamaji_set_up_not_the_one_the_stack_outp
     (_, verdicts), = search(monkeypatch, Management(tcps, {"default": default}, {("kamaji-system", "kamaji-etcd")}),
                             {endpoints(default): cleaned}, tenant_a=renamed)  # fmt: skip
 
-    assert verdicts == [
-        Verdict(True, "no key under /tenants_tenant_a/"),
-        Verdict(True, "no etcd user uid-a"),
-        Verdict(True, "no etcd role tenants_tenant_a"),
-    ]
+    assert verdicts == NOTHING_LEFT
 
 
 def test_tenants_whose_control_planes_cannot_be_read_are_each_named_as_unsearched(monkeypatch):
@@ -442,18 +441,13 @@ def test_each_other_datastore_is_searched_skipped_or_named_unsearched_on_its_own
     found = search(monkeypatch, management, etcds, kamaji_provided=True)
 
     unsearched = "could not be searched for what tenant tenant-a left"
-    clean = [
-        Verdict(True, "no key under /tenants_tenant_a/"),
-        Verdict(True, "no etcd user uid-a"),
-        Verdict(True, "no etcd role tenants_tenant_a"),
-    ]
     assert found == [
         f"DataStore d-no-credentials {unsearched}: DataStore d-no-credentials names no secret for ca.crt, "
         "client.crt, client.key (root credentials)",
-        ("DataStore default's root credentials kamaji-system/kamaji-etcd-client-certs", clean),
+        ("DataStore default's root credentials kamaji-system/kamaji-etcd-client-certs", NOTHING_LEFT),
         f"DataStore e-not-the-charts {unsearched}: kamaji is provided, and its DataStore e-not-the-charts is not "
         "the Kamaji chart's etcd: there is no StatefulSet store-of-e/etcd-e whose etcd image could read it",
-        ("DataStore f-searched's root credentials store-of-f/etcd-f-client-certs", clean),
+        ("DataStore f-searched's root credentials store-of-f/etcd-f-client-certs", NOTHING_LEFT),
     ]
     copies = [call for call in management.calls if call[0] in ("create", "delete")]
     assert [call[:2] for call in copies] == [["create", "-f"], ["delete", "secret"]]

@@ -45,9 +45,9 @@ $(INSTALLED): requirements.txt
 # Two workers per core: much of the suite waits on real servers and subprocesses (etcd, sshd, iptables). On the
 # 2-core machine, with nothing else running, four workers took 3.9 to 4.5 minutes for 3,982 tests in four runs
 # (2026-12-06): the tests' own times summed 797 s in one run and 930 s in another of the same code, so the machine's
-# speed, not the suite, makes the spread. That was after a module's tests began sharing their etcd servers and a worker's
-# tests their sshd and plans; before, it took 6.6 minutes, and two workers 8.3. A test module stays on one worker,
-# so its shared setup is built once.
+# speed, not the suite, makes the spread. That was after a module's tests began sharing their etcd servers and a
+# worker's tests their sshd and plans; before, it took 6.6 minutes, and two workers 8.3. A test module stays on one
+# worker, so its shared setup is built once.
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 test: venv ## run the offline test suite (what CI runs)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile

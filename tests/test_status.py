@@ -979,7 +979,7 @@ def resources_where(key: str, value: Any) -> Callable[[dict[str, Any]], Any]:
     return lambda pod: pod["spec"]["containers"][0]["resources"].__setitem__(key, value)
 
 
-# (what is malformed, the pod, what pending_gpu_pods says: pod namespace/name and the field).
+# (what is malformed, the pod, what pending_gpu_pods and gpus say: pod namespace/name and the field).
 MALFORMED_PODS = {
     "no-namespace": (unplaced_pod(lambda pod: pod["metadata"].pop("namespace")), "pod 0: metadata has no namespace"),
     "status": (unplaced_pod(lambda pod: pod.update(status=[])), "pod ml/big-0: status is a list, not an object"),
@@ -1011,12 +1011,8 @@ def test_a_malformed_pod_is_refused_naming_the_pod_and_the_field(case):
 
 @pytest.mark.parametrize(
     ("nodes", "pods", "error"),
-    [
-        ([], [MALFORMED_PODS["no-namespace"][0]], "pod 0: metadata has no namespace"),
-        ([], [MALFORMED_PODS["status"][0]], "pod ml/big-0: status is a list, not an object"),
-        ([], [MALFORMED_PODS["phase"][0]], "pod ml/big-0: phase is a number, not a string"),
-        ([{"kind": "Node"}], [], "node 0: no metadata"),
-    ],
+    [([], [MALFORMED_PODS[case][0]], MALFORMED_PODS[case][1]) for case in ("no-namespace", "status", "phase")]
+    + [([{"kind": "Node"}], [], "node 0: no metadata")],
     ids=["pod-without-namespace", "pod-status", "pod-phase", "node-without-metadata"],
 )
 def test_the_gpu_reader_refuses_a_malformed_pod_or_node_naming_it(nodes, pods, error):
